@@ -1,0 +1,44 @@
+"""The `fuel` dialect object and a context loader."""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func
+from xdsl.ir import Dialect
+
+from fuel_dialect.attrs import BackendAttr, DeviceAttr, KernelRefAttr, PrecisionAttr
+from fuel_dialect.ops_elementwise import BINARY_OPS, COMPARE_OPS, UNARY_OPS, CastOp, WhereOp
+from fuel_dialect.ops_movement import (
+    ConcatOp,
+    ConstantOp,
+    GatherOp,
+    ReshapeOp,
+    SliceOp,
+    TransposeOp,
+    WeightOp,
+)
+from fuel_dialect.ops_nn import (
+    REDUCE_OPS,
+    AttentionOp,
+    LayerNormOp,
+    MatmulOp,
+    RmsNormOp,
+    RopeOp,
+    SoftmaxOp,
+)
+
+OPS = [
+    *UNARY_OPS, *BINARY_OPS, *COMPARE_OPS, WhereOp, CastOp, MatmulOp, *REDUCE_OPS, SoftmaxOp,
+    RmsNormOp, LayerNormOp, RopeOp, AttentionOp, ReshapeOp, TransposeOp, SliceOp, ConcatOp,
+    GatherOp, ConstantOp, WeightOp,
+]  # fmt: skip
+
+Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr])
+
+
+def fuel_context() -> Context:
+    """A context with the fuel, func, arith and builtin dialects loaded."""
+    ctx = Context()
+    for d in (builtin.Builtin, func.Func, arith.Arith, Fuel):
+        ctx.load_dialect(d)
+    return ctx

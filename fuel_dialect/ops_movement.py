@@ -1,0 +1,281 @@
+"""Data-movement and value ops: reshape, transpose, slice, concat, gather, constant, weight."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import ConstantLike, Pure
+
+from fuel_dialect.base import (
+    KernelOp,
+    axis_in_range,
+    check_static,
+    elem,
+    fail,
+    require_same_elem,
+    require_shape,
+    shape,
+)
+from fuel_dialect.dtypes import INDEX_NAMES, fmt_shape
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation, KernelOp):
+    """Row-major reshape to the result type's shape (same element count).
+
+    Example: `%y = fuel.reshape %x : tensor<4x8xf32> -> tensor<2x16xf32>`
+    """
+
+    name = "fuel.reshape"
+    KERNEL_OP: ClassVar[str] = "reshape"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_(self) -> None:
+        check_static(self)
+        require_same_elem(self, self.input, self.result)
+        a, b = shape(self.input), shape(self.result)
+        if math.prod(a) != math.prod(b):
+            raise fail(self, f"cannot reshape {fmt_shape(a)} ({math.prod(a)} elements) to "
+                             f"{fmt_shape(b)} ({math.prod(b)} elements)")  # fmt: skip
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation, KernelOp):
+    """Permute dimensions: result dim i is input dim `perm[i]`.
+
+    Example: `%y = fuel.transpose %x perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>`
+    """
+
+    name = "fuel.transpose"
+    KERNEL_OP: ClassVar[str] = "transpose"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    perm = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure())
+    assembly_format = "$input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)"
+
+    def verify_(self) -> None:
+        check_static(self)
+        require_same_elem(self, self.input, self.result)
+        s, perm = shape(self.input), tuple(self.perm.get_values())
+        if sorted(perm) != list(range(len(s))):
+            raise fail(self, f"perm {list(perm)} is not a permutation of 0..{len(s) - 1}")
+        require_shape(self, shape(self.result), tuple(s[p] for p in perm), "result")
+
+    def kernel_params(self) -> dict[str, Any]:
+        return {"perm": tuple(self.perm.get_values())}
+
+
+@irdl_op_definition
+class SliceOp(IRDLOperation, KernelOp):
+    """Strided slice: per dim, elements `starts[i] : limits[i] : steps[i]` (steps >= 1).
+
+    Starts and limits may be negative (counted from the end) and are clamped like numpy.
+
+    Example: `%y = fuel.slice %x starts = [0, 2] limits = [4, 8] steps = [1, 2]
+    : tensor<4x8xf32> -> tensor<4x3xf32>`
+    """
+
+    name = "fuel.slice"
+    KERNEL_OP: ClassVar[str] = "slice"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    starts = prop_def(DenseArrayBase.constr(i64))
+    limits = prop_def(DenseArrayBase.constr(i64))
+    steps = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$input `starts` `=` $starts `limits` `=` $limits `steps` `=` $steps attr-dict `:` "
+        "type($input) `->` type($result)"
+    )
+
+    def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """Starts and limits normalised to 0 <= start <= limit <= dim, with the steps."""
+        s = shape(self.input)
+        starts, limits, steps = (
+            tuple(a.get_values()) for a in (self.starts, self.limits, self.steps)
+        )
+        if not (len(starts) == len(limits) == len(steps) == len(s)):
+            raise fail(self, f"starts, limits and steps need one entry per dim ({len(s)})")
+        if any(st < 1 for st in steps):
+            raise fail(self, f"steps must be >= 1, got {list(steps)}")
+        norm = [
+            slice(a, b, c).indices(d) for a, b, c, d in zip(starts, limits, steps, s, strict=True)
+        ]
+        lo = tuple(a for a, _, _ in norm)
+        hi = tuple(max(a, b) for a, b, _ in norm)
+        return lo, hi, steps
+
+    def verify_(self) -> None:
+        check_static(self)
+        require_same_elem(self, self.input, self.result)
+        lo, hi, steps = self.bounds()
+        want = tuple(len(range(a, b, c)) for a, b, c in zip(lo, hi, steps, strict=True))
+        require_shape(self, shape(self.result), want, "result")
+
+    def kernel_params(self) -> dict[str, Any]:
+        lo, hi, steps = self.bounds()
+        return {"starts": lo, "limits": hi, "steps": steps}
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation, KernelOp):
+    """Join one or more tensors along `axis`; other dims must agree.
+
+    Example: `%y = fuel.concat %a, %b axis = 0 : tensor<2x8xf32>, tensor<3x8xf32>
+    -> tensor<5x8xf32>`
+    """
+
+    name = "fuel.concat"
+    KERNEL_OP: ClassVar[str] = "concat"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    assembly_format = "$inputs `axis` `=` $axis attr-dict `:` type($inputs) `->` type($result)"
+
+    def kernel_dtypes(self) -> tuple[str, ...]:
+        # Variadic: keyed as (input dtype, output dtype) whatever the arity.
+        return (elem(self.result), elem(self.result))
+
+    def verify_(self) -> None:
+        check_static(self)
+        if not self.inputs:
+            raise fail(self, "needs at least one input")
+        require_same_elem(self, *self.inputs, self.result)
+        s0 = shape(self.inputs[0])
+        axis = axis_in_range(self, self.axis.value.data, len(s0))
+        for v in self.inputs:
+            s = shape(v)
+            if len(s) != len(s0) or any(
+                a != b for i, (a, b) in enumerate(zip(s, s0, strict=True)) if i != axis
+            ):
+                raise fail(self, f"input shapes {fmt_shape(s0)} and {fmt_shape(s)} differ "
+                                 f"outside axis {axis}")  # fmt: skip
+        want = tuple(
+            sum(shape(v)[axis] for v in self.inputs) if i == axis else d for i, d in enumerate(s0)
+        )
+        require_shape(self, shape(self.result), want, "result")
+
+    def kernel_params(self) -> dict[str, Any]:
+        return {"axis": axis_in_range(self, self.axis.value.data, len(shape(self.result)))}
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation, KernelOp):
+    """Take slices of `data` along `axis` at integer `indices` (embedding lookup at axis 0).
+
+    Result shape: `data.shape[:axis] + indices.shape + data.shape[axis+1:]`. Negative indices
+    count from the end; out-of-range indices are a run-time error.
+
+    Example: `%e = fuel.gather %table, %ids axis = 0 : tensor<100x16xf32>, tensor<2x5xi64>
+    -> tensor<2x5x16xf32>`
+    """
+
+    name = "fuel.gather"
+    KERNEL_OP: ClassVar[str] = "gather"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$data `,` $indices `axis` `=` $axis attr-dict `:` type($data) `,` type($indices) `->` "
+        "type($result)"
+    )
+
+    def verify_(self) -> None:
+        check_static(self)
+        require_same_elem(self, self.data, self.result)
+        if elem(self.indices) not in INDEX_NAMES:
+            raise fail(self, f"indices must be i64 or i32, got {elem(self.indices)}")
+        d = shape(self.data)
+        axis = axis_in_range(self, self.axis.value.data, len(d))
+        want = (*d[:axis], *shape(self.indices), *d[axis + 1 :])
+        require_shape(self, shape(self.result), want, "result")
+
+    def kernel_params(self) -> dict[str, Any]:
+        return {"axis": axis_in_range(self, self.axis.value.data, len(shape(self.data)))}
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A small constant tensor held inline in the IR.
+
+    Example: `%c = fuel.constant dense<[1.0, 2.0]> : tensor<2xf32>`
+    """
+
+    name = "fuel.constant"
+    value = prop_def(DenseIntOrFPElementsAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ConstantLike())
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(properties={"value": value}, result_types=[value.type])
+
+    def verify_(self) -> None:
+        if self.value.type != self.result.type:
+            raise fail(self, f"value type {self.value.type} differs from result {self.result.type}")
+        check_static(self)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        pos = parser.pos
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error("expected a dense<...> : tensor<...> value", pos, parser.pos)
+        attrs = parser.parse_optional_attr_dict()
+        op = cls(value)
+        op.attributes.update(attrs)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+        printer.print_op_attributes(self.attributes)
+
+
+@irdl_op_definition
+class WeightOp(IRDLOperation):
+    """A named parameter whose data lives outside the IR (the module's safetensors file).
+
+    Example: `%w = fuel.weight "layers.0.mlp.w1" : tensor<512x1376xf32>`
+    """
+
+    name = "fuel.weight"
+    sym_name = prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$sym_name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, type_: TensorType):
+        super().__init__(properties={"sym_name": StringAttr(name)}, result_types=[type_])
+
+    def verify_(self) -> None:
+        check_static(self)
+        if not self.sym_name.data:
+            raise fail(self, "needs a non-empty name")

@@ -1,0 +1,48 @@
+"""fuel dtype names <-> numpy dtypes (bf16 through ml_dtypes)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+NUMPY_DTYPES: dict[str, np.dtype] = {
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "i64": np.dtype(np.int64),
+    "i32": np.dtype(np.int32),
+    "i8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+    "i1": np.dtype(np.bool_),
+}
+"""Every fuel element type, by its IR spelling."""
+
+FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
+INT_DTYPES = ("i64", "i32", "i8", "u8")
+SIGNED_INT_DTYPES = ("i64", "i32", "i8")
+ALL_DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "i1")
+
+_BY_NUMPY = {v: k for k, v in NUMPY_DTYPES.items()}
+
+
+def to_numpy(name: str) -> np.dtype:
+    """The numpy dtype of a fuel dtype name; KeyError names the unknown dtype."""
+    try:
+        return NUMPY_DTYPES[name]
+    except KeyError:
+        raise KeyError(f"unknown fuel dtype '{name}' (known: {', '.join(NUMPY_DTYPES)})") from None
+
+
+def from_numpy(dtype: np.dtype | type) -> str:
+    """The fuel dtype name of a numpy dtype."""
+    dt = np.dtype(dtype)
+    try:
+        return _BY_NUMPY[dt]
+    except KeyError:
+        raise KeyError(f"numpy dtype {dt} has no fuel equivalent") from None
+
+
+def compute_dtype(name: str) -> np.dtype:
+    """The dtype a kernel computes in: f16/bf16 widen to f32, everything else is itself."""
+    return np.dtype(np.float32) if name in ("f16", "bf16") else NUMPY_DTYPES[name]

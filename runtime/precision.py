@@ -1,0 +1,150 @@
+"""Precision guarantees and the ULP arithmetic used to verify them.
+
+A `PrecisionGuarantee` is what a kernel *claims* about its numerics against an exact
+(float64-or-better) reference. The picker's precision floor admits only claims it can prove
+("cannot prove => not admissible"), so every claim made by a fuel kernel is checked by a test
+with `ulp_distance` / `max_errors` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+_UNAUDITED_NOTE = "unaudited"
+
+
+@dataclass(frozen=True)
+class PrecisionGuarantee:
+    """A kernel's numeric claim relative to an exact reference rounded to the output dtype.
+
+    `max_ulp` is measured in units in the last place of the output dtype, `max_relative` and
+    `max_absolute` as |got - ref| / |ref| and |got - ref|. None means "no claim for this bound".
+    `audited=False` is the UNAUDITED sentinel: nothing was checked. `audited=True` with no bounds
+    and `bit_stable=False` is an audited "no bound applies" conclusion, with its reason in notes.
+    """
+
+    bit_stable: bool = False
+    max_ulp: int | None = None
+    max_relative: float | None = None
+    max_absolute: float | None = None
+    audited: bool = True
+    notes: str = field(default="", compare=False)
+
+    def makes_no_static_claim(self) -> bool:
+        """True when no bound and no bit-stability is claimed (UNAUDITED or `none`)."""
+        return (
+            not self.bit_stable
+            and self.max_ulp is None
+            and (self.max_relative is None and self.max_absolute is None)
+        )
+
+    def is_unaudited(self) -> bool:
+        return not self.audited
+
+    def meets(self, other: PrecisionGuarantee) -> bool:
+        """Whether this claim is at least as strong as `other` on every bound `other` sets."""
+        if other.bit_stable and not self.bit_stable:
+            return False
+        for mine, theirs in (
+            (self.max_ulp, other.max_ulp),
+            (self.max_relative, other.max_relative),
+            (self.max_absolute, other.max_absolute),
+        ):
+            if theirs is not None and (mine is None or mine > theirs):
+                return False
+        return True
+
+    @staticmethod
+    def none(reason: str) -> PrecisionGuarantee:
+        """An audited conclusion that no static bound applies, with the reason."""
+        return PrecisionGuarantee(audited=True, notes=reason)
+
+    def describe(self) -> str:
+        parts = ["bit_stable"] if self.bit_stable else []
+        if self.max_ulp is not None:
+            parts.append(f"ulp<={self.max_ulp}")
+        if self.max_relative is not None:
+            parts.append(f"rel<={self.max_relative:g}")
+        if self.max_absolute is not None:
+            parts.append(f"abs<={self.max_absolute:g}")
+        if not self.audited:
+            parts.append(_UNAUDITED_NOTE)
+        return ", ".join(parts) or "none"
+
+
+REFERENCE = PrecisionGuarantee(bit_stable=True, max_ulp=0, notes="exact")
+"""Bit-stable and correctly rounded: the result equals the exact value rounded to the dtype."""
+
+DETERMINISTIC = PrecisionGuarantee(bit_stable=True, notes="deterministic, no numeric bound")
+UNAUDITED = PrecisionGuarantee(audited=False, notes=_UNAUDITED_NOTE)
+
+
+def _ordered_int(x: np.ndarray) -> np.ndarray:
+    """Map floats to integers monotone in the IEEE total order (adjacent floats differ by 1)."""
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    i = np.ascontiguousarray(x).view(bits).astype(np.int64)
+    sign_mask = np.int64(1) << (8 * x.dtype.itemsize - 1)
+    return np.where(i < 0, -(i & (sign_mask - 1)), i)
+
+
+def ulp_distance(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Number of representable values of `got.dtype` between `got` and `ref` (rounded to it).
+
+    Both arrays are compared in `got`'s float dtype (f64, f32, f16 or bf16). NaN against NaN is
+    distance 0; NaN against a number is the maximum int64; +0 and -0 are 0 apart.
+    """
+    dt = got.dtype
+    ref_r = np.asarray(ref).astype(dt)
+    g, r = _ordered_int(got), _ordered_int(ref_r)
+    dist = np.abs(g - r)
+    g_nan = np.isnan(got.astype(np.float64))
+    r_nan = np.isnan(ref_r.astype(np.float64))
+    dist = np.where(g_nan & r_nan, 0, dist)
+    return np.where(g_nan ^ r_nan, np.iinfo(np.int64).max, dist)
+
+
+def is_float_dtype(dt: np.dtype) -> bool:
+    return np.issubdtype(dt, np.floating) or dt == np.dtype(ml_dtypes.bfloat16)
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """Worst-case errors of a kernel output against a reference."""
+
+    max_ulp: int
+    max_relative: float
+    max_absolute: float
+    bit_exact: bool
+
+    def satisfies(self, claim: PrecisionGuarantee) -> bool:
+        """True when every bound `claim` sets holds for this measurement."""
+        if claim.max_ulp is not None and self.max_ulp > claim.max_ulp:
+            return False
+        if claim.max_relative is not None and self.max_relative > claim.max_relative:
+            return False
+        return claim.max_absolute is None or self.max_absolute <= claim.max_absolute
+
+
+def measure_errors(got: np.ndarray, ref: np.ndarray) -> ErrorReport:
+    """Measure `got` against a high-precision `ref` (any float dtype, ideally float64)."""
+    ref64 = np.asarray(ref, dtype=np.float64)
+    got64 = got.astype(np.float64)
+    same_nan = np.isnan(got64) & np.isnan(ref64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        abs_err = np.where(same_nan | (got64 == ref64), 0.0, np.abs(got64 - ref64))
+        rel_err = np.where(abs_err == 0, 0.0, abs_err / np.maximum(np.abs(ref64), 1e-300))
+    if is_float_dtype(got.dtype):
+        ulp = int(ulp_distance(got, ref64).max(initial=0))
+        exact = bool(np.array_equal(got, ref64.astype(got.dtype), equal_nan=True))
+    else:
+        ulp = int(np.abs(got.astype(np.int64) - ref64.astype(np.int64)).max(initial=0))
+        exact = ulp == 0
+    return ErrorReport(
+        max_ulp=ulp,
+        max_relative=float(np.nan_to_num(rel_err, nan=np.inf).max(initial=0.0)),
+        max_absolute=float(np.nan_to_num(abs_err, nan=np.inf).max(initial=0.0)),
+        bit_exact=exact,
+    )

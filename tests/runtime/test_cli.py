@@ -1,0 +1,126 @@
+"""`fuel run` and `fuel-opt`: outputs, timings, and one clear message for every bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from frontends.builder import GraphBuilder
+from passes.fuel_opt import main as fuel_opt_main
+from runtime.cli import main as fuel_main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def saved_mlp(tmp_path: Path) -> Path:
+    g = GraphBuilder(seed=0)
+    x = g.input("x", (2, 4))
+    g2 = g.tanh(g.matmul(x, g.weight("w", (4, 3))))
+    return g.build(outputs={"y": g2}).save(tmp_path / "mlp.mlir")
+
+
+def test_run_writes_outputs_and_reports(saved_mlp: Path, tmp_path: Path, capsys) -> None:
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    rc = fuel_main(["run", str(saved_mlp), "--input", f"x={tmp_path / 'x.npy'}",
+                    "--output-dir", str(out), "--repeat", "3"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "y: [2, 3] f32 sum=" in text and "3 run(s), median" in text
+    from safetensors.numpy import load_file
+
+    w = load_file(str(saved_mlp.with_suffix(".safetensors")))["w"]
+    np.testing.assert_allclose(np.load(out / "y.npy"), np.tanh(x @ w), rtol=1e-6)
+
+
+def test_random_inputs_are_seeded(saved_mlp: Path, capsys) -> None:
+    fuel_main(["run", str(saved_mlp), "--random-inputs", "--seed", "7"])
+    first = capsys.readouterr().out.splitlines()[0]
+    fuel_main(["run", str(saved_mlp), "--random-inputs", "--seed", "7"])
+    assert capsys.readouterr().out.splitlines()[0] == first
+    fuel_main(["run", str(saved_mlp), "--random-inputs", "--seed", "8"])
+    assert capsys.readouterr().out.splitlines()[0] != first
+
+
+def _error(argv: list[str], capsys) -> str:
+    rc = fuel_main(argv)
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert err.startswith("fuel: error: ") and "Traceback" not in err
+    return err
+
+
+def test_run_errors(saved_mlp: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(
+        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %y = fuel.exp %x : tensor<4xi32>\n"
+        "  func.return %y : tensor<4xf32>\n}\n"
+    )
+    assert "bad.mlir:2:17" in _error(["run", str(bad)], capsys)
+    assert "cannot read" in _error(["run", str(tmp_path / "nope.mlir")], capsys)
+    assert "missing input(s) x" in _error(["run", str(saved_mlp)], capsys)
+    np.save(tmp_path / "x3.npy", np.zeros((3, 4), np.float32))
+    assert "input 'x' must be float32[2, 4], got float32[3, 4]" in _error(
+        ["run", str(saved_mlp), "--input", f"x={tmp_path / 'x3.npy'}"], capsys
+    )
+    assert "NAME=FILE.npy" in _error(["run", str(saved_mlp), "--input", "x"], capsys)
+    assert "cannot load input 'x'" in _error(
+        ["run", str(saved_mlp), "--input", f"x={tmp_path / 'none.npy'}"], capsys
+    )
+    wfile = saved_mlp.with_suffix(".safetensors")
+    wfile.write_bytes(wfile.read_bytes()[:20])
+    assert "corrupt weights file" in _error(["run", str(saved_mlp)], capsys)
+    wfile.unlink()
+    assert "cannot read weights file" in _error(["run", str(saved_mlp)], capsys)
+
+
+def test_run_reports_missing_weight_and_unknown_op(tmp_path: Path, capsys) -> None:
+    m = tmp_path / "w.mlir"
+    m.write_text('func.func @main() -> tensor<2xf32> {\n  %w = fuel.weight "w" : tensor<2xf32>\n'
+                 "  func.return %w : tensor<2xf32>\n}\n")  # fmt: skip
+    assert "weight 'w' is used by the IR but missing" in _error(["run", str(m)], capsys)
+    u = tmp_path / "u.mlir"
+    u.write_text(
+        "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "  %y = fuel.frobnicate %x : tensor<2xf32>\n"
+        "  func.return %y : tensor<2xf32>\n}\n"
+    )
+    assert "fuel.frobnicate" in _error(["run", str(u)], capsys)
+
+
+def test_fuel_opt_runs_a_pipeline_and_dumps(saved_mlp: Path, capsys) -> None:
+    assert fuel_opt_main([str(saved_mlp), "-p", "cse,canonicalize", "--print-ir-after-all"]) == 0
+    cap = capsys.readouterr()
+    assert "fuel.matmul" in cap.out
+    assert "IR Dump After cse" in cap.err and "IR Dump After canonicalize" in cap.err
+
+
+def test_fuel_opt_errors(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(
+        "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = fuel.exp %x tensor\n}\n"
+    )
+    assert fuel_opt_main([str(bad)]) == 1
+    assert "bad.mlir:2:20" in capsys.readouterr().err
+    assert fuel_opt_main([str(bad), "-p", "no-such-pass"]) == 1
+    assert "no-such-pass" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not (Path(sys.executable).parent / "fuel").exists(), reason="console scripts not installed"
+)
+def test_installed_entry_points_exit_nonzero_without_traceback(tmp_path: Path) -> None:
+    bindir = Path(sys.executable).parent
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @f() {\n  %y = fuel.exp\n}\n")
+    for cmd in ([str(bindir / "fuel"), "run", str(bad)], [str(bindir / "fuel-opt"), str(bad)]):
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert p.returncode == 1
+        assert "Traceback" not in p.stderr and "bad.mlir:3:1" in p.stderr
