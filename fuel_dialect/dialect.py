@@ -7,6 +7,7 @@ from xdsl.dialects import arith, builtin, func
 from xdsl.ir import Dialect
 
 from fuel_dialect.attrs import BackendAttr, DeviceAttr, KernelRefAttr, PrecisionAttr
+from fuel_dialect.dispatch import CandidateAttr, CopyOp
 from fuel_dialect.ops_elementwise import BINARY_OPS, COMPARE_OPS, UNARY_OPS, CastOp, WhereOp
 from fuel_dialect.ops_movement import (
     ConcatOp,
@@ -30,10 +31,10 @@ from fuel_dialect.ops_nn import (
 OPS = [
     *UNARY_OPS, *BINARY_OPS, *COMPARE_OPS, WhereOp, CastOp, MatmulOp, *REDUCE_OPS, SoftmaxOp,
     RmsNormOp, LayerNormOp, RopeOp, AttentionOp, ReshapeOp, TransposeOp, SliceOp, ConcatOp,
-    GatherOp, ConstantOp, WeightOp,
+    GatherOp, ConstantOp, WeightOp, CopyOp,
 ]  # fmt: skip
 
-Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr])
+Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr, CandidateAttr])
 
 
 def fuel_context() -> Context:

@@ -71,6 +71,10 @@ class BindingEntry:
     kernel_source: str = ""
     revision_hash: int = 0
     is_generic: bool = False
+    direct: Callable[..., Any] | None = None
+    """Optional fast path with the kernel's exact semantics, called positionally as
+    `direct(*inputs, *outputs)` (e.g. the numpy ufunc itself); executors may call it instead
+    of `kernel` to skip a Python frame per op. Tests check that both write the same bytes."""
 
     @property
     def name(self) -> str:
@@ -130,12 +134,13 @@ class KernelBindingTable:
         cost: CostFn | None = None,
         kernel_source: str = "",
         revision: int | None = None,
+        direct: Callable[..., Any] | None = None,
     ) -> BindingEntry:
         """Append one sibling at (op, dtypes, backend); never rejects (see `finalize`)."""
         if self._frozen:
             raise FrozenTable("this binding table is a published snapshot and is read-only")
         rev = revision_hash(kernel, kernel_source) if revision is None else revision
-        entry = BindingEntry(kernel, caps, precision, cost, kernel_source, rev)
+        entry = BindingEntry(kernel, caps, precision, cost, kernel_source, rev, direct=direct)
         key = (op, tuple(dtypes), backend)
         self._rows[key] = (*self._rows.get(key, ()), entry)
         return entry

@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.base import KernelOp
+from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from runtime.binding_table import BindingTableError, KernelBindingTable, global_bindings
@@ -60,7 +61,8 @@ class _Compiler:
     table: KernelBindingTable
     backend: str
     weights: Mapping[str, np.ndarray]
-    items: list[tuple[Any, list[Any], list[Any], Any]] = field(default_factory=list)
+    items: list[tuple[Any, list[Any]]] = field(default_factory=list)
+    """(callable, positional args): `kernel(ins, outs, params)` or `direct(*ins, *outs)`."""
     names: list[str] = field(default_factory=list)
     static: dict[SSAValue, np.ndarray] = field(default_factory=dict)
     patches: dict[SSAValue, list[Patch]] = field(default_factory=dict)
@@ -72,10 +74,9 @@ class _Compiler:
         dt, shape = to_numpy(dtype_name(v.type)), shape_of(v.type)
         nbytes = max(1, math.prod(shape) * dt.itemsize)
         self.plan.naive_bytes += nbytes
-        fits = [b for b in self.free if b.nbytes >= nbytes]
-        if fits:
-            raw = min(fits, key=lambda b: b.nbytes)
-            self.free.remove(raw)
+        fits = [i for i, b in enumerate(self.free) if b.nbytes >= nbytes]
+        if fits:  # best fit: the smallest free buffer that holds the value
+            raw = self.free.pop(min(fits, key=lambda i: self.free[i].nbytes))
         else:
             raw = np.empty(nbytes, np.uint8)
             self.plan.buffers += 1
@@ -110,24 +111,32 @@ class _Compiler:
         elif isinstance(op, ConstantOp):
             self.static[op.result] = _constant(op.value)
         elif isinstance(op, ReshapeOp):
-            self.reshape(op)
+            self.reshape(op.input, op.result)
+        elif isinstance(op, CopyOp):
+            if op.target.data != "cpu":  # fail fast: this executor drives host memory only
+                raise ExecutionError(
+                    f"the module copies a value to device '{op.target.data}', which this "
+                    "executor cannot reach; plan for this machine's topology"
+                )
+            self.reshape(op.input, op.result)  # host to host: the same bytes
         elif isinstance(op, KernelOp):
             self.kernel(op)
         else:
             raise ExecutionError(f"the executor cannot run '{op.name}'")
 
-    def reshape(self, op: ReshapeOp) -> None:
-        src, shape = op.input, shape_of(op.result.type)
+    def reshape(self, src: SSAValue, result: SSAValue) -> None:
+        """`result` is a view of `src` (static: now; per-run value: a view step)."""
+        shape = shape_of(result.type)
         if src in self.static:
-            self.static[op.result] = self.static[src].reshape(shape)
+            self.static[result] = self.static[src].reshape(shape)
             if src in self.storage:  # share the storage: it lives while either value does
-                self.storage[op.result] = st = self.storage[src]
+                self.storage[result] = st = self.storage[src]
                 st.refs += 1
             return
-        self.patches[op.result] = consumers = []
+        self.patches[result] = consumers = []
         args = self.operand_list([src], contiguous=False)
-        self.items.append((_view_kernel, args, consumers, shape))
-        self.names.append(op.name)
+        self.items.append((_view_kernel, [args, consumers, shape]))
+        self.names.append(result.owner.name)  # type: ignore[union-attr]
 
     def kernel(self, op: Operation) -> None:
         try:
@@ -139,7 +148,11 @@ class _Compiler:
         outs = [self.alloc(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
-        self.items.append((node.entry.kernel, ins, outs, node.params))
+        if node.entry.direct is not None and not node.params:
+            ins.extend(outs)  # one positional call straight into the ufunc; patches still index ins
+            self.items.append((node.entry.direct, ins))
+        else:
+            self.items.append((node.entry.kernel, [ins, outs, node.params]))
         self.names.append(op.name)
 
 
@@ -184,7 +197,7 @@ class Executor:
         self.input_names, self.output_names = io_names(fn)
         args = list(fn.body.block.args)
         self.input_specs = [(to_numpy(dtype_name(a.type)), shape_of(a.type)) for a in args]
-        c = _Compiler(table or global_bindings(), backend, module.weights)
+        c = _Compiler(global_bindings() if table is None else table, backend, module.weights)
         for a in args:
             c.patches[a] = []
         self._compile_body(c, fn)
@@ -230,8 +243,8 @@ class Executor:
         self._bind(inputs)
         i = 0
         try:
-            for i, (kernel, ins, outs, params) in enumerate(self._items):  # noqa: B007
-                kernel(ins, outs, params)
+            for i, (fn, args) in enumerate(self._items):  # noqa: B007
+                fn(*args)
         except Exception as e:  # name the op that failed, keep the kernel's message
             raise ExecutionError(
                 f"'{self.op_names[i]}' (schedule item {i}) failed: {type(e).__name__}: {e}"

@@ -83,11 +83,26 @@ UNAUDITED = PrecisionGuarantee(audited=False, notes=_UNAUDITED_NOTE)
 
 
 def _ordered_int(x: np.ndarray) -> np.ndarray:
-    """Map floats to integers monotone in the IEEE total order (adjacent floats differ by 1)."""
+    """Map floats to int64 monotone in the IEEE total order (adjacent floats differ by 1)."""
     bits = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
     i = np.ascontiguousarray(x).view(bits).astype(np.int64)
-    sign_mask = np.int64(1) << (8 * x.dtype.itemsize - 1)
-    return np.where(i < 0, -(i & (sign_mask - 1)), i)
+    lowest = np.int64(np.iinfo(bits).min)
+    # A set sign bit means the magnitude is i - lowest; its order position is minus that.
+    # (lowest - i cannot overflow: i is negative there.) -0.0 maps to 0, like +0.0.
+    return np.where(i < 0, lowest - i, i)
+
+
+def round_to(ref: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Correctly rounded conversion of a float64 reference to `dt` (RNE, no double rounding:
+    ml_dtypes rounds f64 -> bf16 through f32, which can round twice)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    if dt == np.dtype(ml_dtypes.bfloat16):
+        from lowering.cpu.kernels.special import f64_to_bf16
+
+        out = np.empty(ref.shape, dt)
+        f64_to_bf16(ref, out)
+        return out
+    return ref.astype(dt)
 
 
 def ulp_distance(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -97,7 +112,7 @@ def ulp_distance(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     distance 0; NaN against a number is the maximum int64; +0 and -0 are 0 apart.
     """
     dt = got.dtype
-    ref_r = np.asarray(ref).astype(dt)
+    ref_r = round_to(ref, dt) if np.asarray(ref).dtype != dt else np.asarray(ref)
     g, r = _ordered_int(got), _ordered_int(ref_r)
     dist = np.abs(g - r)
     g_nan = np.isnan(got.astype(np.float64))
@@ -138,9 +153,16 @@ def measure_errors(got: np.ndarray, ref: np.ndarray) -> ErrorReport:
         rel_err = np.where(abs_err == 0, 0.0, abs_err / np.maximum(np.abs(ref64), 1e-300))
     if is_float_dtype(got.dtype):
         ulp = int(ulp_distance(got, ref64).max(initial=0))
-        exact = bool(np.array_equal(got, ref64.astype(got.dtype), equal_nan=True))
-    else:
-        ulp = int(np.abs(got.astype(np.int64) - ref64.astype(np.int64)).max(initial=0))
+        exact = bool(np.array_equal(got, round_to(ref64, got.dtype), equal_nan=True))
+    else:  # integers compare exactly (float64 cannot hold every i64)
+        ref_i = np.asarray(ref)
+        ref_i = ref_i if ref_i.dtype.kind in "iub" else ref_i.astype(np.int64)
+        diff = (
+            np.abs(got.astype(object) - ref_i.astype(object))
+            if got.dtype.itemsize == 8
+            else (np.abs(got.astype(np.int64) - ref_i.astype(np.int64)))
+        )
+        ulp = int(np.max(diff, initial=0))
         exact = ulp == 0
     return ErrorReport(
         max_ulp=ulp,

@@ -25,7 +25,7 @@ INVALID_FILES = sorted(IR_TESTS.glob("invalid*.mlir"))
 
 _ONE_ARG = (
     "neg abs relu exp log sqrt rsqrt recip tanh sigmoid silu sin cos gelu softmax reduce_sum "
-    "reduce_mean reduce_max reduce_min transpose slice reshape"
+    "reduce_mean reduce_max reduce_min transpose slice reshape copy"
 )
 _TWO_ARGS = "add sub mul div pow max min eq ne lt le gt ge"
 EXAMPLE_ARGS: dict[str, str] = {

@@ -179,3 +179,23 @@ def test_snapshot_isolation_under_concurrent_writer() -> None:
     assert bt.bindings_generation() == gen0 + len(names)
     with pytest.raises(FrozenTable):
         after.register("x", ("f32",), "cpu", k_add)
+
+
+def test_direct_fast_paths_write_the_same_bytes_as_their_kernels() -> None:
+    """Every registered `direct` form is exactly its kernel: same inputs, identical outputs."""
+    from runtime.dtypes import to_numpy
+
+    rng = np.random.default_rng(0)
+    checked = 0
+    for (op, dtypes, _), e in bt.global_bindings().iter_entries():
+        if e.direct is None:
+            continue
+        ins = [(rng.standard_normal((3, 5)) * 4).astype(to_numpy(d)) for d in dtypes[:-1]]
+        out_dt = to_numpy(dtypes[-1])
+        a, b = np.empty((3, 5), out_dt), np.empty((3, 5), out_dt)
+        with np.errstate(all="ignore"):
+            e.kernel(ins, [a], {})
+            e.direct(*ins, b)
+        assert a.tobytes() == b.tobytes(), (op, dtypes)
+        checked += 1
+    assert checked >= 40

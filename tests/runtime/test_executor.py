@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -82,7 +84,7 @@ def test_reshape_is_a_view_and_keeps_its_buffer_alive() -> None:
     n = g.neg(g.neg(g.neg(x)))  # would reuse e's buffer if the view did not hold it
     out = g.add(r, g.reshape(n, (4, 4)))
     ex = Executor(g.build(outputs=[out, g.reshape(x, (16,))]))
-    assert ex.op_names.count("fuel.reshape") == 2  # per-run views of the graph input
+    assert ex.op_names.count("fuel.reshape") == 1  # only the view of the graph input is per-run
     xs = np.arange(16, dtype=np.float32).reshape(2, 8) / 16
     res = ex.run({"x": xs})
     np.testing.assert_allclose(res["out0"], (np.exp(xs) - xs).reshape(4, 4), rtol=1e-6)
@@ -112,7 +114,7 @@ def test_output_that_is_an_input_or_weight() -> None:
 )
 def test_bad_inputs_are_clear_errors(feed: dict, message: str) -> None:
     m, _ = mlp()
-    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises(InputError, match=re.escape(message)):
         Executor(m).run(feed)
 
 

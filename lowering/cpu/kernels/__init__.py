@@ -1,0 +1,37 @@
+"""fuel's CPU kernel library: numpy kernels for every fuel op, registered in the binding table.
+
+Every kernel is destination-passing (`kernel(inputs, outputs, params)` writes `outputs[0]` in
+place), accepts strided and broadcast (stride-0) views, and is registered under the `"cpu"`
+backend with `kernel_source="numpy"`, a verified `PrecisionGuarantee` and a cost function.
+Families: `elementwise` (unary, binary, compare, where), `cast`, `reduction` (reduce_sum/mean/
+max/min, softmax), `linalg` (matmul), `nn` (rms_norm, layer_norm, rope, attention) and `movement`
+(reshape, transpose, slice, concat, gather). `special` holds the vectorised math numpy lacks.
+"""
+
+from __future__ import annotations
+
+from lowering.cpu.kernels.cast import register_cast
+from lowering.cpu.kernels.elementwise import register_elementwise
+from lowering.cpu.kernels.linalg import register_linalg
+from lowering.cpu.kernels.movement import register_movement
+from lowering.cpu.kernels.nn import register_nn
+from lowering.cpu.kernels.reduction import register_reduction
+from runtime.binding_table import KernelBindingTable
+
+FAMILIES = (
+    register_elementwise,
+    register_cast,
+    register_reduction,
+    register_linalg,
+    register_nn,
+    register_movement,
+)
+
+
+def register_cpu_kernels(table: KernelBindingTable) -> None:
+    """Register every numpy CPU kernel into `table` (call `table.finalize()` afterwards)."""
+    for register in FAMILIES:
+        register(table)
+
+
+__all__ = ["register_cpu_kernels"]
