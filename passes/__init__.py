@@ -33,6 +33,25 @@ def _xdsl_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {"canonicalize": canonicalize, "cse": cse, "dce": dce}
 
 
+# pass name -> (module, class); imported on first use
+_FUEL_PASSES = {
+    "fuel-enumerate-alternatives": ("passes.enumerate_alternatives", "EnumerateAlternativesPass"),
+    "fuel-rank-alternatives": ("passes.rank_alternatives", "RankAlternativesPass"),
+    "fuel-place": ("passes.place", "PlacePass"),
+    "fuel-select": ("passes.select", "SelectPass"),
+}
+
+
+def _lazy(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+    def load() -> type[ModulePass]:
+        import importlib
+
+        return getattr(importlib.import_module(module), cls)
+
+    return load
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every pass `fuel-opt -p` accepts, by name."""
-    return {**_xdsl_passes()}
+    fuel = {name: _lazy(mod, cls) for name, (mod, cls) in _FUEL_PASSES.items()}
+    return {**_xdsl_passes(), **fuel}

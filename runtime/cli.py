@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
     r.set_defaults(fn=cmd_run)
+    from runtime.judge_cli import add_judge_parser
+
+    add_judge_parser(sub)
     return p
 
 

@@ -1,0 +1,45 @@
+"""`fuel-enumerate-alternatives`: list every candidate kernel of every decision point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from passes.picker_support import PickerOptions, clear_decisions, write_alternatives
+from runtime.binding_table import global_bindings
+from runtime.plan import is_decision_point
+from runtime.ranker import enumerate_candidates
+
+
+@dataclass(frozen=True)
+class EnumerateAlternativesPass(ModulePass, PickerOptions):
+    """Attach `fuel.alternatives` to each kernel-bearing op: one `#fuel.candidate` per
+    registered sibling kernel at (op, dtypes, backend) for every (backend, device) of the
+    topology, in enumeration order, unpriced (`verdict "enumerated"`).
+
+    Pre: verified fuel IR. Post: no other change; previous picker attributes are cleared.
+    """
+
+    name = "fuel-enumerate-alternatives"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from passes.picker_support import candidate_attr
+
+        opts = self.plan_options()
+        table = global_bindings()
+        topo = opts.topology
+        assert topo is not None
+        clear_decisions(op)
+        for node in op.walk():
+            if is_decision_point(node):
+                placements = [(b, d.name) for d in topo.devices for b in d.backends]
+                cands = enumerate_candidates(
+                    node.KERNEL_OP,
+                    node.kernel_dtypes(),
+                    placements,
+                    table,  # type: ignore[attr-defined]
+                )
+                write_alternatives(node, [candidate_attr(c, "enumerated") for c in cands])
