@@ -108,9 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
     r.set_defaults(fn=cmd_run)
+    from runtime.explain import add_explain_parser
     from runtime.judge_cli import add_judge_parser
 
     add_judge_parser(sub)
+    add_explain_parser(sub)
     return p
 
 

@@ -15,7 +15,7 @@ start, exit pricing) the line says so instead of inventing a reason.
 per op); `explain_html` is a self-contained page (inline CSS/JS, no network) with the graph
 as a layered SVG (devices coloured, cross-device edges dashed red with their transfer cost)
 and a `<details>` section per op. The planner's options come from the same flags as the
-picker passes (passes/picker_support.py). Every user error is one line on stderr, exit 1.
+picker passes (passes/picker_support.py). Every user error is one message on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.attrs import DeviceAttr
@@ -104,9 +106,6 @@ class _Graph:
             v = self.alias[v]
         return v
 
-    def decision(self, i: int) -> Decision:
-        return self.plan.decisions[list(self.index)[i]]
-
 
 def _value_names(plan: ExecutionPlan) -> dict[SSAValue, str]:
     """`%name` per value like the printer: the name hint when free, else the next number."""
@@ -167,8 +166,8 @@ def ranked_candidates(d: Decision) -> list[tuple[Candidate, str]]:
 
 
 def _layer1(c: Candidate) -> str:
-    work = [f for f, n in ((_fmt_flops, c.static_cost.flops), (fmt_bytes, c.static_cost.bytes_moved))
-            if n for f in [f(n)]]  # fmt: skip
+    cost = c.static_cost
+    work = [f(n) for f, n in ((_fmt_flops, cost.flops), (fmt_bytes, cost.bytes_moved)) if n]
     return fmt_ns(c.static_ns) + (f" ({', '.join(work)})" if work else "")
 
 
@@ -186,6 +185,19 @@ _NUMERIC = {4, 5, 6}
 
 
 # -- why ----------------------------------------------------------------------------------
+
+
+def _net_transfer(inbound: float, back: float = 0.0, exit_delta: float = 0.0) -> tuple[float, str]:
+    """Net transfer time of a placement and its wording, e.g. `transfer 60.1 µs (in 30.0 µs,
+    exit 30.0 µs)`: `back` copies the output home for consumers, `exit_delta` is the change
+    in the exit copy to the default device (negative: the placement avoids one)."""
+    total = inbound + back + exit_delta
+    parts = [(f"in {fmt_ns(inbound)}", inbound), (f"back {fmt_ns(back)}", back),
+             (f"exit {fmt_ns(exit_delta)}", max(exit_delta, 0.0)),
+             (f"avoids an exit copy of {fmt_ns(-exit_delta)}", max(-exit_delta, 0.0))]  # fmt: skip
+    shown = [text for text, ns in parts if ns > 0]
+    detail = f" ({', '.join(shown)})" if len(shown) > 1 or exit_delta < 0 else ""
+    return total, f"transfer {fmt_ns(total)}{detail}"
 
 
 @dataclass
@@ -247,13 +259,12 @@ class _Why:
         dev, costs, w = d.device, d.node_cost, d.winner
         if src not in costs:
             kop = getattr(op, "KERNEL_OP", op.name)
-            return f"moved to {dev}: no kernel for {kop} on {src}; transfer {fmt_ns(w.inbound_transfer_ns)}"
-        stay = self.best_on(d, src)
+            moved = fmt_ns(w.inbound_transfer_ns)
+            return f"moved to {dev}: no kernel for {kop} on {src}; transfer {moved}"
         save = costs[src] - costs[dev]
-        back = self.exit_back(op, dev) - self.exit_back(op, src)
-        cost = w.inbound_transfer_ns - stay.inbound_transfer_ns + back
-        parts = f"in {fmt_ns(w.inbound_transfer_ns)}, back {fmt_ns(back)}" if back > 0 else ""
-        transfer = f"transfer {fmt_ns(cost)}" + (f" ({parts})" if parts else "")
+        inbound = w.inbound_transfer_ns - self.best_on(d, src).inbound_transfer_ns
+        exit_delta = self.exit_back(op, dev) - self.exit_back(op, src)
+        cost, transfer = _net_transfer(inbound, exit_delta=exit_delta)
         if save > cost:
             return (f"moved to {dev}: compute saves {fmt_ns(save)} ({src} {fmt_ns(costs[src])} "
                     f"vs {dev} {fmt_ns(costs[dev])}) > {transfer}")  # fmt: skip
@@ -273,45 +284,626 @@ class _Why:
 
     def stayed(self, op: Operation, d: Decision) -> str:
         dev, costs = d.device, d.node_cost
-        verb = "stays on" if self.graph.plan.residency and self.input_device(op, "") in (dev, None) else "runs on"
+        home = self.input_device(op, "") or self.options.default_device
+        verb = "stays on" if home == dev else "runs on"
         alt = min((self.best_on(d, e) for e in costs if e != dev), key=lambda c: c.time_ns)
         e = alt.device
-        if costs[e] >= costs[dev]:
-            return (f"{verb} {dev}: fastest device ({e} would take {fmt_ns(costs[e])}"
-                    f" + transfer {fmt_ns(alt.inbound_transfer_ns)})")  # fmt: skip
-        save = costs[dev] - costs[e]
-        back = self._back_cost(op, e, dev)
-        cost = alt.inbound_transfer_ns + back
-        detail = f"in {fmt_ns(alt.inbound_transfer_ns)}, back {fmt_ns(back)}"
-        if save <= cost:
-            return (f"{verb} {dev}: {e} would save {fmt_ns(save)} compute, but transfer "
-                    f"{fmt_ns(cost)} ({detail}) would exceed it")  # fmt: skip
-        return (f"{verb} {dev}: {e} would save {fmt_ns(save)} net of transfer {fmt_ns(cost)} "
-                f"for this op alone, but the placement DP keeps it with its neighbours")
+        exit_delta = self.exit_back(op, e) - self.exit_back(op, dev)
+        cost, transfer = _net_transfer(alt.inbound_transfer_ns, self.back_home(op, e, dev),
+                                       exit_delta)  # fmt: skip
+        if costs[dev] <= costs[e] + cost:
+            if costs[e] >= costs[dev]:
+                return f"{verb} {dev}: fastest; {e} would take {fmt_ns(costs[e])} + {transfer}"
+            save = fmt_ns(costs[dev] - costs[e])
+            return f"{verb} {dev}: {e} would save {save} compute, but {transfer} exceeds it"
+        gain = fmt_ns(costs[dev] - costs[e] - cost)
+        return (f"{verb} {dev}: {e} would be {gain} faster for this op alone ({fmt_ns(costs[e])}"
+                f" + {transfer}), but the placement DP keeps it with its neighbours")  # fmt: skip
 
-    def _back_cost(self, op: Operation, alt: str, dev: str) -> float:
-        """Moving `op` alone to `alt` sends its output back to `dev` for consumers/exit there."""
-        consumers_home = any(self.graph.plan.decisions[c].device == dev
-                             for c in self.graph.consumers[op])  # fmt: skip
-        exits_home = op in self.graph.exits and dev == self.options.default_device
-        if not (consumers_home or exits_home):
+    def back_home(self, op: Operation, alt: str, dev: str) -> float:
+        """Moving `op` alone to `alt` sends its output back to `dev` for its consumers there."""
+        if not any(self.graph.plan.decisions[c].device == dev for c in self.graph.consumers[op]):
             return 0.0
         nbytes = sum(value_bytes(r) for r in op.results)
         return self.topo.estimate_transfer_ns(alt, dev, nbytes)
 
     def kernel(self, d: Decision) -> str:
         w = d.winner
-        measured = (f"judge {fmt_ns(w.judge_ns)} vs layer-1 {fmt_ns(w.static_ns)}"
-                    if w.judge_ns is not None else f"layer-1 {fmt_ns(w.static_ns)}, no judge figure")  # fmt: skip
-        mine = sorted((c for c in d.considered if c.device == d.device), key=lambda c: c.time_ns)
+        layer1 = f"layer-1 {fmt_ns(w.static_ns)}"
+        measured = f"{layer1}, no judge figure" if w.judge_ns is None else (
+            f"judge {fmt_ns(w.judge_ns)} vs {layer1}")  # fmt: skip
+        mine = [c for c in d.considered if c.device == d.device]  # in rank order
         if len(mine) <= 1:
             text = f"{w.kernel_source} is the only admissible kernel on {d.device} ({measured})"
         else:
             nxt = next(c for c in mine if c.entry is not w.entry or c.backend != w.backend)
-            tie = " (tie on time; wins on precision/memory)" if nxt.time_ns == w.time_ns else ""
-            text = (f"{w.kernel_source} fastest of {len(mine)} admissible on {d.device} ({measured}"
-                    f"; next {nxt.kernel_source} {fmt_ns(nxt.compute_ns)}){tie}")  # fmt: skip
+            tie = nxt.time_ns == w.time_ns
+            rank = "ranks first" if tie else "fastest"
+            text = f"{w.kernel_source} {rank} of {len(mine)} admissible on {d.device} ({measured})"
+            text += (
+                _tie_break(w, nxt) if tie else f"; next {nxt.kernel_source} {fmt_ns(nxt.time_ns)}"
+            )
         filters = sorted({c.verdict.removeprefix("rejected:") for c in d.alternatives.rejected})
         if filters:
             text += f"; {len(d.alternatives.rejected)} rejected by {', '.join(filters)}"
         return text
+
+
+def _tie_break(w: Candidate, other: Candidate) -> str:
+    """Which rank key after time put `w` ahead of `other` (see `CostVector.rank_key`)."""
+    a, b = w.cost_vector(), other.cost_vector()
+    if (a.precision, a.accuracy) != (b.precision, b.accuracy):
+        why = f"precision ({w.precision.describe()} vs {other.precision.describe()})"
+    elif a.host_bytes + a.device_bytes != b.host_bytes + b.device_bytes:
+        why = (
+            f"memory ({fmt_bytes(a.host_bytes + a.device_bytes)} vs "
+            f"{fmt_bytes(b.host_bytes + b.device_bytes)})"
+        )
+    else:
+        why = "registration order"
+    return f"; ties {other.kernel_source} on time, wins on {why}"
+
+
+# -- shared summary ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Edge:
+    """A data edge between drawn nodes; `transfer_ns` > 0 marks a cross-device copy."""
+
+    src: str  # node id: "op-<i>", "in-<k>" or "out"
+    dst: str
+    src_device: str
+    dst_device: str
+    nbytes: int
+    transfer_ns: float
+
+    @property
+    def crosses(self) -> bool:
+        return self.src_device != self.dst_device
+
+
+def _edges(g: _Graph, topo: SystemTopology, default: str) -> list[_Edge]:
+    args = {a: k for k, a in enumerate(_block_args(g.plan.order[0]))} if g.plan.order else {}
+
+    def end(v: SSAValue) -> tuple[str, str] | None:
+        s = g.source(v)
+        if s in g.producer:
+            p = g.producer[s]
+            return f"op-{g.index[p]}", g.plan.decisions[p].device
+        return (f"in-{args[s]}", default) if s in args else None  # weights: not drawn
+
+    out: list[_Edge] = []
+    sinks = [(f"op-{i}", g.plan.decisions[op].device, op.operands) for op, i in g.index.items()]
+    if g.plan.order:
+        sinks.append(("out", default, g.plan.order[-1].operands))
+    for dst, dst_dev, operands in sinks:
+        seen: set[str] = set()
+        for v in operands:
+            src = end(v)
+            if src is None or src[0] in seen:
+                continue
+            seen.add(src[0])
+            nbytes = value_bytes(v)
+            ns = topo.estimate_transfer_ns(src[1], dst_dev, nbytes) if src[1] != dst_dev else 0.0
+            out.append(_Edge(src[0], dst, src[1], dst_dev, nbytes, ns))
+    return out
+
+
+def describe_precision(req: PrecisionRequirement) -> str:
+    """`unconstrained`, or the floor as `--precision` spells it (`bit_stable, ulp<=2`)."""
+    if req.unconstrained():
+        return "unconstrained"
+    parts = ["bit_stable"] if req.require_bit_stable else []
+    for name, val in (("ulp", req.max_ulp), ("rel", req.max_relative), ("abs", req.max_absolute)):
+        if val is not None:
+            parts.append(f"{name}<={val:g}")
+    return ", ".join(parts)
+
+
+def _topology_text(topo: SystemTopology) -> str:
+    devs = ", ".join(d.name + (f" ({d.device_class})" if d.kind != "cpu" and d.device_class else "")
+                     for d in topo.devices)  # fmt: skip
+    return f"{topo.source}: {devs}" if topo.source else devs
+
+
+def _header(plan: ExecutionPlan, module_name: str, options: PlanOptions, judge_label: str | None,
+            edges: list[_Edge]) -> list[tuple[str, str]]:  # fmt: skip
+    topo = options.topology or SystemTopology.cpu_only()
+    winners = [d.winner for d in plan.decisions.values()]
+    compute = sum(w.compute_ns for w in winners)
+    per_dev: dict[str, int] = {}
+    for d in plan.decisions.values():
+        per_dev[d.device] = per_dev.get(d.device, 0) + 1
+    placed = ", ".join(f"{n} on {dev}" for dev, n in per_dev.items()) or "none"
+    copies = [e for e in edges if e.crosses]
+    judge = judge_label or ("none" if options.judge is None else "in use")
+    return [
+        ("module", module_name),
+        ("topology", _topology_text(topo)),
+        ("judge", judge),
+        ("precision", describe_precision(options.precision)),
+        ("total", f"{fmt_ns(plan.total_ns)} planned = {fmt_ns(compute)} compute + "
+                  f"{fmt_ns(plan.total_ns - compute)} transfer"),
+        ("placement", f"{len(plan.decisions)} decision points ({placed}); {len(copies)} "
+                      f"cross-device copies ({fmt_bytes(sum(e.nbytes for e in copies))})"),
+    ]  # fmt: skip
+
+
+@dataclass
+class _View:
+    """Everything both renderers show for one decision point."""
+
+    index: int
+    title: str  # "%1 = fuel.matmul"
+    signature: str
+    device: str
+    rows: list[tuple[str, ...]]
+    why: str
+
+
+def _views(plan: ExecutionPlan, options: PlanOptions, g: _Graph) -> list[_View]:
+    names = _value_names(plan)
+    why = _Why(g, options.topology or SystemTopology.cpu_only(), options)
+    views = []
+    for op, i in g.index.items():
+        d = plan.decisions[op]
+        res = ", ".join(names[r] for r in op.results)
+        rows = [_row(c, v) for c, v in ranked_candidates(d)]
+        views.append(_View(i, f"{res} = {op.name}", _signature(op), d.device, rows, why.line(op)))
+    return views
+
+
+class ExplainError(Exception):
+    """A bad request to explain (an unknown --op index)."""
+
+
+def _select(views: list[_View], op_index: int | None) -> list[_View]:
+    if op_index is None:
+        return views
+    if not 0 <= op_index < len(views):
+        span = f"0..{len(views) - 1}" if views else "none"
+        raise ExplainError(f"unknown --op index {op_index} (decision points: {span})")
+    return [views[op_index]]
+
+
+# -- text ----------------------------------------------------------------------------------
+
+
+def explain_text(
+    plan: ExecutionPlan,
+    module_name: str,
+    options: PlanOptions,
+    *,
+    judge_label: str | None = None,
+    op_index: int | None = None,
+) -> str:
+    """The terminal report: header, then per decision point (or only `op_index`; an unknown
+    index raises `ExplainError`) its line, candidate rows (columns aligned across the module)
+    and why line."""
+    g = _Graph(plan)
+    topo = options.topology or SystemTopology.cpu_only()
+    header = _header(plan, module_name, options, judge_label,
+                     _edges(g, topo, options.default_device))  # fmt: skip
+    views = _select(_views(plan, options, g), op_index)
+    key_w = max(len(k) for k, _ in header)
+    lines = [f"fuel explain: {module_name}"]
+    lines += [f"  {k.ljust(key_w)}  {v}" for k, v in header[1:]]
+    rows = [COLUMNS, *(r for v in views for r in v.rows)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    pad = " " * 6
+    lines += ["", pad + _cells(COLUMNS, widths)]
+    num_w = len(f"#{len(plan.decisions) - 1}") if plan.decisions else 2
+    for v in views:
+        lines.append(f"{f'#{v.index}'.ljust(num_w)}  {v.title}  {v.signature}  @{v.device}")
+        lines += [pad + _cells(r, widths) for r in v.rows]
+        lines.append(f"{pad}why: {v.why}")
+    return "\n".join(lines) + "\n"
+
+
+def _cells(row: Sequence[str], widths: Sequence[int]) -> str:
+    cells = (c.rjust(w) if i in _NUMERIC else c.ljust(w)
+             for i, (c, w) in enumerate(zip(row, widths, strict=True)))  # fmt: skip
+    return "  ".join(cells).rstrip()
+
+
+# -- html ----------------------------------------------------------------------------------
+
+PALETTE = ("#9ecae1", "#a1d99b", "#fdd0a2", "#dadaeb", "#fcbba1", "#c7e9c0", "#fee391",
+           "#d9d9d9")  # fmt: skip
+"""Node fills by device, in topology order (light, so dark labels stay readable)."""
+
+NODE_W, NODE_H, IO_W, DUMMY_W, GAP_X, GAP_Y, MARGIN = 190, 40, 90, 8, 20, 56, 24
+"""SVG geometry in px: op node size, input/output pill and long-edge lane widths, gaps, margin."""
+
+
+def _device_colours(options: PlanOptions, plan: ExecutionPlan) -> dict[str, str]:
+    topo = options.topology or SystemTopology.cpu_only()
+    names = [d.name for d in topo.devices]
+    names += [d.device for d in plan.decisions.values() if d.device not in names]
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(dict.fromkeys(names))}
+
+
+def _layers(nodes: list[str], edges: list[_Edge]) -> tuple[dict[int, list[str]], list[list[str]]]:
+    """Rows of node ids per layer and, per edge, its route through dummy nodes.
+
+    Longest-path layering (`nodes` are in program order, so edges point forward); an edge
+    spanning several layers gets one dummy per crossed layer so it is routed between nodes
+    rather than through them; then barycentre sweeps (down, up, down) order each row."""
+    layer: dict[str, int] = {}
+    preds_of: dict[str, list[str]] = {n: [] for n in nodes}
+    for e in edges:
+        preds_of[e.dst].append(e.src)
+    for n in nodes:
+        layer[n] = max((layer[p] + 1 for p in preds_of[n]), default=0)
+    routes, nbr = [], {n: ([], []) for n in nodes}  # id -> (preds, succs)
+    for k, e in enumerate(edges):
+        route = [e.src, *(f"d{k}.{lv}" for lv in range(layer[e.src] + 1, layer[e.dst])), e.dst]
+        for lv, d in enumerate(route[1:-1], layer[e.src] + 1):
+            layer[d], nbr[d] = lv, ([], [])
+        for u, w in zip(route, route[1:], strict=False):
+            nbr[w][0].append(u)
+            nbr[u][1].append(w)
+        routes.append(route)
+    rows: dict[int, list[str]] = {}
+    for n in layer:
+        rows.setdefault(layer[n], []).append(n)
+    slot = {n: i for row in rows.values() for i, n in enumerate(row)}
+    for side, order in ((0, sorted(rows)), (1, sorted(rows, reverse=True)), (0, sorted(rows))):
+        for lv in order:
+            row = rows[lv]
+            bary = {n: sum(slot[m] for m in nbr[n][side]) / len(nbr[n][side]) if nbr[n][side]
+                    else slot[n] for n in row}  # fmt: skip
+            row.sort(key=lambda n: bary[n])
+            slot.update({n: i for i, n in enumerate(row)})
+    return rows, routes
+
+
+@dataclass
+class _Canvas:
+    """Centres of nodes and dummies in the top-down layout, and each edge's route."""
+
+    centre: dict[str, tuple[float, float]]
+    routes: list[list[str]]
+    width: float
+    height: float
+
+    @staticmethod
+    def build(nodes: list[str], edges: list[_Edge]) -> _Canvas:
+        rows, routes = _layers(nodes, edges)
+
+        def w(n: str) -> float:
+            if n.startswith("op-"):
+                return NODE_W
+            return IO_W if n.startswith(("in-", "out")) else DUMMY_W  # else a long-edge lane
+
+        row_w = {lv: sum(w(n) for n in row) + GAP_X * (len(row) - 1) for lv, row in rows.items()}
+        width = 2 * MARGIN + max(row_w.values(), default=NODE_W)
+        centre: dict[str, tuple[float, float]] = {}
+        for lv, row in rows.items():
+            x, y = (width - row_w[lv]) / 2, MARGIN + lv * (NODE_H + GAP_Y) + NODE_H / 2
+            for n in row:
+                centre[n] = (x + w(n) / 2, y)
+                x += w(n) + GAP_X
+        height = 2 * MARGIN + (max(rows, default=0) + 1) * (NODE_H + GAP_Y) - GAP_Y
+        return _Canvas(centre, routes, width, height)
+
+
+def _esc(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _route_path(route: list[str], cv: _Canvas) -> tuple[str, tuple[float, float]]:
+    """SVG path data through a route (curves between layers, straight through lanes) and a
+    point on its first leg for a label."""
+    pts = [cv.centre[n] for n in route]
+    half = NODE_H / 2
+    (x, y) = pts[0]
+    d, y = [f"M{x:.0f},{y + half:.0f}"], y + half
+    for i, (nx, ny) in enumerate(pts[1:], 1):
+        top = ny - half
+        ym = (y + top) / 2
+        d.append(f"C{x:.0f},{ym:.0f} {nx:.0f},{ym:.0f} {nx:.0f},{top:.0f}")
+        x, y = nx, ny + half
+        if i < len(pts) - 1:  # a lane: pass straight through the layer
+            d.append(f"L{x:.0f},{y:.0f}")
+    (x0, y0), (x1, y1) = pts[0], pts[1]
+    return " ".join(d), ((x0 + x1) / 2, (y0 + y1) / 2)
+
+
+def _svg_edge(e: _Edge, route: list[str], cv: _Canvas) -> str:
+    path, (lx, ly) = _route_path(route, cv)
+    if not e.crosses:
+        return f'<path class="edge" d="{path}" marker-end="url(#arrow)"/>'
+    label = f"{e.src_device} → {e.dst_device}: {fmt_ns(e.transfer_ns)} ({fmt_bytes(e.nbytes)})"
+    cost = _esc(fmt_ns(e.transfer_ns))
+    return (f'<g class="xdev"><path class="edge xdev" d="{path}" stroke-dasharray="6 4" '
+            f'marker-end="url(#arrow-x)"><title>{_esc(label)}</title></path>'
+            f'<text class="halo" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text><text '
+            f'class="xlabel" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text></g>')  # fmt: skip
+
+
+def _svg_node(v: _View, cv: _Canvas, colour: str) -> str:
+    x, y = cv.centre[f"op-{v.index}"]
+    x0, y0 = x - NODE_W / 2, y - NODE_H / 2
+    kernel = v.rows[0][0] if v.rows else "?"
+    line1 = _clip(f"#{v.index} {v.title.split(' = ')[-1]}", 26)
+    line2 = _clip(f"{v.device} · {kernel}", 28)
+    return (f'<a href="#op-{v.index}"><g class="op" id="node-{v.index}" data-i="{v.index}">'
+            f"<title>{_esc(f'#{v.index} {v.title} {v.signature} @{v.device}')}</title>"
+            f'<rect x="{x0:.0f}" y="{y0:.0f}" width="{NODE_W}" height="{NODE_H}" rx="6" '
+            f'fill="{colour}"/><text x="{x:.0f}" y="{y - 4:.0f}">{_esc(line1)}</text>'
+            f'<text class="sub" x="{x:.0f}" y="{y + 12:.0f}">{_esc(line2)}</text>'
+            "</g></a>")  # fmt: skip
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _svg_io(node: str, label: str, cv: _Canvas, colour: str) -> str:
+    x, y = cv.centre[node]
+    return (f'<g class="io"><title>{_esc(label)}</title><rect x="{x - IO_W / 2:.0f}" '
+            f'y="{y - NODE_H / 4:.0f}" width="{IO_W}" height="{NODE_H / 2:.0f}" rx="10" '
+            f'fill="{colour}"/><text x="{x:.0f}" y="{y + 4:.0f}">{_esc(_clip(label, 12))}</text>'
+            f"</g>")  # fmt: skip
+
+
+def _render_svg(plan: ExecutionPlan, views: list[_View], edges: list[_Edge],
+               colours: dict[str, str], default: str) -> str:  # fmt: skip
+    """The plan's graph as a standalone, well-formed SVG element (top-down layers)."""
+    from runtime.module import io_names
+
+    args = _block_args(plan.order[0]) if plan.order else ()
+    fn = plan.order[0].parent_op() if plan.order else None
+    ins = io_names(fn)[0] if isinstance(fn, func.FuncOp) else []
+    nodes = [f"in-{k}" for k in range(len(args))] + [f"op-{v.index}" for v in views] + ["out"]
+    cv = _Canvas.build(nodes, edges)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{cv.width:.0f}" '
+             f'height="{cv.height:.0f}" viewBox="0 0 {cv.width:.0f} {cv.height:.0f}" '
+             'font-family="system-ui,sans-serif">', f"<style>{_SVG_CSS}</style>",
+             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+             'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker>'
+             '<marker id="arrow-x" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+             'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#d62728"/>'
+             "</marker></defs>"]  # fmt: skip
+    parts += [_svg_edge(e, r, cv) for e, r in zip(edges, cv.routes, strict=True)]
+    home = colours.get(default, PALETTE[0])
+    parts += [_svg_io(f"in-{k}", f"in {ins[k] if k < len(ins) else k}", cv, home)
+              for k in range(len(args))]  # fmt: skip
+    parts += [_svg_node(v, cv, colours.get(v.device, "#eee")) for v in views]
+    parts += [_svg_io("out", "return", cv, home), "</svg>"]
+    return "\n".join(parts)
+
+
+_SVG_CSS = """
+.edge{fill:none;stroke:#999;stroke-width:1.3}
+.edge.xdev{stroke:#d62728;stroke-width:2}
+.xlabel,.halo{font-size:11px;fill:#d62728}
+.halo{stroke:#fff;stroke-width:3px}
+.op text,.io text{font-size:12px;text-anchor:middle;pointer-events:none}
+.op text.sub{font-size:10.5px;fill:#444}
+.op rect{stroke:#555;stroke-width:1}
+.op:hover rect,.op.sel rect{stroke:#000;stroke-width:3}
+.io rect{stroke:#888;stroke-dasharray:2 2}
+"""
+"""SVG rules live inside the <svg> so the graph renders the same when saved on its own."""
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;height:100vh;display:flex;
+     flex-direction:column}
+header{padding:10px 16px;border-bottom:1px solid #ccc;background:#fafafa}
+header h1{font-size:17px;margin:0 0 6px}
+header table td{padding:0 12px 0 0;vertical-align:top}
+.legend span{display:inline-block;margin-right:14px}
+.sw{display:inline-block;width:12px;height:12px;border:1px solid #888;vertical-align:middle;
+    margin-right:4px}
+.dash{display:inline-block;width:26px;border-top:2px dashed #d62728;vertical-align:middle;
+      margin-right:4px}
+main{display:flex;flex:1;min-height:0}
+#pane{flex:1 1 50%;overflow:auto;border-right:1px solid #ccc;background:#fff}
+#list{flex:1 1 50%;overflow:auto;padding:8px 12px}
+details{border:1px solid #ddd;border-radius:4px;margin:4px 0;padding:2px 8px}
+details[open]{background:#fcfcfc}
+details.sel{outline:2px solid #333}
+summary{cursor:pointer;font-family:ui-monospace,monospace;font-size:12.5px}
+table.c{border-collapse:collapse;margin:6px 0;font-size:12.5px}
+table.c th,table.c td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}
+table.c td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.winner td{font-weight:600;background:#eef7ee}
+tr.rejected td,tr.other td{color:#777}
+.why{margin:4px 0 6px;font-size:13px}
+button{margin-left:6px}
+"""
+
+_JS = """
+(function(){
+  var zoom=1, svg=document.getElementById('graph');
+  var w0=+svg.getAttribute('width'), h0=+svg.getAttribute('height');
+  function setZoom(z){zoom=Math.max(0.1,Math.min(4,z));
+    svg.setAttribute('width',w0*zoom);svg.setAttribute('height',h0*zoom);}
+  document.getElementById('zin').onclick=function(){setZoom(zoom*1.25)};
+  document.getElementById('zout').onclick=function(){setZoom(zoom/1.25)};
+  document.getElementById('zfit').onclick=function(){
+    setZoom(document.getElementById('pane').clientWidth/w0)};
+  document.getElementById('all').onclick=function(){
+    document.querySelectorAll('details').forEach(function(d){d.open=true})};
+  document.getElementById('none').onclick=function(){
+    document.querySelectorAll('details').forEach(function(d){d.open=false})};
+  function select(i){
+    document.querySelectorAll('.sel').forEach(function(e){e.classList.remove('sel')});
+    var d=document.getElementById('op-'+i), n=document.getElementById('node-'+i);
+    if(d){d.open=true;d.classList.add('sel');d.scrollIntoView({block:'nearest'});}
+    if(n){n.classList.add('sel');}
+  }
+  document.querySelectorAll('.op').forEach(function(n){
+    n.addEventListener('click',function(ev){ev.preventDefault();
+      history.replaceState(null,'','#op-'+n.dataset.i);select(n.dataset.i);});});
+  document.querySelectorAll('summary').forEach(function(s){
+    s.addEventListener('click',function(){var i=s.parentNode.id.slice(3);
+      var n=document.getElementById('node-'+i);
+      if(n){n.scrollIntoView({block:'center',inline:'center'});}});});
+  var m=/^#op-(\\d+)$/.exec(location.hash); if(m){select(m[1]);}
+})();
+"""
+
+
+def _details(v: _View, open_: bool) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in COLUMNS)
+    body = []
+    for r in v.rows:
+        verdict = r[-1]
+        cls = verdict if verdict in ("winner", "kept") else (
+            "rejected" if verdict.startswith("rejected") else "other")  # fmt: skip
+        cells = "".join(f'<td class="n">{_esc(c)}</td>' if i in _NUMERIC else f"<td>{_esc(c)}</td>"
+                        for i, c in enumerate(r))  # fmt: skip
+        body.append(f'<tr class="{cls}">{cells}</tr>')
+    return (f'<details id="op-{v.index}"{" open" if open_ else ""}><summary>#{v.index} '
+            f"{_esc(v.title)} {_esc(v.signature)} @{_esc(v.device)}</summary>"
+            f'<table class="c"><tr>{head}</tr>{"".join(body)}</table>'
+            f'<p class="why"><b>why:</b> {_esc(v.why)}</p></details>')  # fmt: skip
+
+
+def explain_html(
+    plan: ExecutionPlan,
+    module_name: str,
+    options: PlanOptions,
+    *,
+    judge_label: str | None = None,
+    op_index: int | None = None,
+) -> str:
+    """One self-contained page: header, device legend, the graph as SVG (click a node for its
+    candidates) and a `<details>` section per decision point (`op_index` opens that one)."""
+    g = _Graph(plan)
+    topo = options.topology or SystemTopology.cpu_only()
+    edges = _edges(g, topo, options.default_device)
+    views = _views(plan, options, g)
+    _select(views, op_index)  # validates the index
+    colours = _device_colours(options, plan)
+    header = _header(plan, module_name, options, judge_label, edges)
+    counts = {dev: sum(1 for v in views if v.device == dev) for dev in colours}
+    legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{_esc(dev)} '
+                     f"({counts[dev]} ops)</span>" for dev, c in colours.items())  # fmt: skip
+    legend += '<span><i class="dash"></i>cross-device copy (transfer cost)</span>'
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in header[1:])
+    svg = _render_svg(plan, views, edges, colours, options.default_device)
+    details = "\n".join(_details(v, v.index == op_index) for v in views)
+    hash_js = f"location.hash='#op-{op_index}';" if op_index is not None else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>fuel explain: {_esc(module_name)}</title><style>{_CSS}</style></head>
+<body><header><h1>fuel explain: {_esc(module_name)}</h1><table>{rows}</table>
+<div class="legend" id="legend">{legend}
+<button id="zout">−</button><button id="zin">+</button><button id="zfit">fit</button>
+<button id="all">expand all</button><button id="none">collapse all</button></div></header>
+<main><div id="pane">
+{svg}
+</div><div id="list">
+{details}
+</div></main>
+<script>{hash_js}{_JS}</script></body></html>
+"""
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def add_explain_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `explain` subcommand to an `add_subparsers()` object; it dispatches to
+    cmd_explain."""
+    p = subparsers.add_parser("explain", help="show why each op got its device and kernel")
+    p.add_argument("module", help="fuel IR file (.mlir); weights are not needed")
+    p.add_argument("--topology", help="declared topology (TOML/JSON; default: detect)")
+    p.add_argument("--judge", default="", help="Judge report path, or 'none' (default: cached)")
+    p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
+    p.add_argument("--op", type=int, metavar="N", help="show only decision point N (from 0)")
+    p.set_defaults(fn=cmd_explain)
+    return p
+
+
+def _judge(spec: str) -> tuple[Any, str]:
+    """(oracle or None, header label) for `--judge`, as the picker passes read it."""
+    from runtime.binding_table import global_bindings
+    from runtime.judge import ProfileJudgeOracle, default_report_path, try_load_report
+
+    if spec == "none":
+        return None, "none (disabled by --judge none)"
+    path = spec or default_report_path()
+    loaded = try_load_report(path)
+    if loaded.report is None:
+        return None, f"none ({loaded.reason})"
+    oracle = ProfileJudgeOracle(loaded.report, global_bindings())
+    return oracle, f"{path} ({len(loaded.report.entries)} measurements)"
+
+
+def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
+    try:
+        req = PrecisionRequirement.parse(args.precision or "")
+    except ValueError as e:
+        raise ExplainError(f"--precision: {e}") from None
+    topo = SystemTopology.from_file(args.topology) if args.topology else SystemTopology.detect()
+    oracle, label = _judge(args.judge or "")
+    return PlanOptions(topology=topo, precision=req, judge=oracle), label
+
+
+def _run(args: argparse.Namespace) -> int:
+    from runtime.module import FuelModule, ModuleError
+    from runtime.plan import compile_plan
+
+    try:
+        text = Path(args.module).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ModuleError(f"cannot read {args.module}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ModuleError(f"cannot read {args.module}: not UTF-8 text ({e.reason})") from None
+    module = FuelModule.parse(text, args.module)  # explain needs no weights
+    options, label = _plan_options(args)
+    plan = compile_plan(module.op, options)
+    if args.html:
+        from runtime.fsutil import atomic_write_text
+
+        page = explain_html(plan, args.module, options, judge_label=label, op_index=args.op)
+        atomic_write_text(args.html, page)
+        print(f"fuel explain: wrote {args.html} ({len(plan.decisions)} decision points)")
+    else:
+        sys.stdout.write(explain_text(plan, args.module, options, judge_label=label,
+                                      op_index=args.op))  # fmt: skip
+    return 0
+
+
+def _one_message(msg: str) -> str:
+    """xDSL parse errors read `file:line:col`, the source line, a caret, the message; lead
+    with `file:line:col: message` and keep the snippet below it."""
+    lines = msg.rstrip().splitlines()
+    if len(lines) >= 3 and lines[0].count(":") >= 2 and "^" in lines[-2]:
+        return f"{lines[0]}: {lines[-1].strip()}\n" + "\n".join(lines[1:-1])
+    return msg.rstrip()
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Run `fuel explain` for parsed arguments; every user error is one message and exit 1."""
+    from runtime.binding_table import BindingTableError
+    from runtime.module import ModuleError
+    from runtime.plan import PlanError
+    from runtime.topology import TopologyError
+
+    try:
+        return _run(args)
+    except (ExplainError, ModuleError, TopologyError, PlanError, BindingTableError) as e:
+        print(f"fuel: error: {_one_message(str(e))}", file=sys.stderr)
+    except OSError as e:  # an unwritable --html
+        print(f"fuel: error: cannot write {args.html}: {e.strerror}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """A standalone `fuel`-style entry point holding just the explain subcommand."""
+    parser = argparse.ArgumentParser(prog="fuel")
+    add_explain_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

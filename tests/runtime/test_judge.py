@@ -378,11 +378,18 @@ def test_cli_writes_a_report(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(judge, "default_ladder", lambda: TINY)
     out = tmp_path / "judge.json"
     assert main(["judge", "--ops", "matmul,softmax", "--out", str(out)]) == 0
-    report = load_report(out, global_bindings())
-    assert report is not None and len(report.entries) == 3 and report.complete
+    table = global_bindings()
+    report = load_report(out, table)
+    # every sibling of every cell is timed: one entry per (cell, sibling)
+    cells = {"matmul": 2, "softmax": 1}  # TINY's cells per op (f32)
+    expected = sum(n * len(table.lookup_alternatives(op, d, "cpu"))
+                   for op, n, d in (("matmul", cells["matmul"], ("f32",) * 3),
+                                    ("softmax", cells["softmax"], ("f32",) * 2)))  # fmt: skip
+    assert report is not None and len(report.entries) == expected and report.complete
     stdout, stderr = capsys.readouterr()
     assert "[1,8]x[8,8]" in stdout and "max rel err" in stdout and str(out) in stdout
-    assert "3/3" in stderr and "\r" not in stderr  # captured stderr is not a TTY
+    assert "3/3" in stderr  # progress counts cells
+    assert "\r" not in stderr  # captured stderr is not a TTY
 
 
 def test_cli_rejects_unknown_op_and_dtype(tmp_path: Path, capsys) -> None:

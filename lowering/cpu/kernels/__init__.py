@@ -10,6 +10,7 @@ max/min, softmax), `linalg` (matmul), `nn` (rms_norm, layer_norm, rope, attentio
 
 from __future__ import annotations
 
+from lowering.cpu.kernels.alternatives import register_alternatives
 from lowering.cpu.kernels.cast import register_cast
 from lowering.cpu.kernels.elementwise import register_elementwise
 from lowering.cpu.kernels.linalg import register_linalg
@@ -32,6 +33,7 @@ def register_cpu_kernels(table: KernelBindingTable) -> None:
     """Register every numpy CPU kernel into `table` (call `table.finalize()` afterwards)."""
     for register in FAMILIES:
         register(table)
+    register_alternatives(table)  # last: each key's numpy kernel stays sibling 0 (the default)
 
 
 __all__ = ["register_cpu_kernels"]
