@@ -40,14 +40,22 @@ def reference(x: np.ndarray, n_ops: int) -> np.ndarray:
     return y
 
 
-def fuel_runner(x: np.ndarray, n_ops: int) -> Callable[[], np.ndarray]:
+def fuel_runner(x: np.ndarray, n_ops: int, picked: bool = False) -> Callable[[], np.ndarray]:
+    """The chain through fuel's executor; `picked` runs the picker (fuel-select) first."""
     g = GraphBuilder()
     v = g.input("x", x.shape)
     consts = {c: g.constant(c) for _, c in CYCLE if c is not None}
     for i in range(n_ops):
         op, c = CYCLE[i % len(CYCLE)]
         v = getattr(g, op)(v, consts[c]) if c is not None else getattr(g, op)(v)
-    ex = Executor(g.build(outputs={"y": v}))
+    module = g.build(outputs={"y": v})
+    if picked:
+        from xdsl.context import Context
+
+        from passes.select import SelectPass
+
+        SelectPass(judge="none").apply(Context(), module.op)
+    ex = Executor(module)
     feed = {"x": x}
     return lambda: ex.run(feed)["y"]
 
@@ -131,6 +139,7 @@ def main() -> int:
     results: dict[str, list[float]] = {}
     for name, make in (
         ("fuel", fuel_runner),
+        ("fuel picked", lambda x, n: fuel_runner(x, n, picked=True)),
         ("onnxruntime", ort_runner),
         ("torch eager", torch_runner),
     ):  # noqa: E501

@@ -50,11 +50,16 @@ def stamp(plan: ExecutionPlan, choice: dict) -> None:
         stamp_kernel(op, choice.get(op, d.winner))
 
 
+def admissible(d) -> list[Candidate]:  # noqa: ANN001
+    """Every admissible candidate on the decision's device (frontier-pruned ones included)."""
+    return [c for c in d.considered if c.device == d.device]
+
+
 def ladder_for(plan: ExecutionPlan) -> dict[str, list[Cell]]:
     """The block's own cells, for decision points that have a real choice."""
     ladder: dict[str, list[Cell]] = {}
     for op, d in plan.decisions.items():
-        if len(d.alternatives.candidates) < 2:
+        if len(admissible(d)) < 2:
             continue
         ins = tuple(shape_of(v.type) for v in op.operands)
         cell = Cell(ins, shape_of(op.results[0].type), op.kernel_params(), "block")
@@ -83,10 +88,10 @@ def main() -> int:
     report = run_judge(table, ops=sorted(ladder), ladder=ladder)
     judge_s = time.perf_counter() - t0
     plan_j = compile_plan(module.op, PlanOptions(judge=ProfileJudgeOracle(report, table)))
-    choices = sum(len(d.alternatives.candidates) for d in plan_j.decisions.values())
+    choices = sum(len(admissible(d)) for d in plan_j.decisions.values())
     print(
         f"block seq={cfg.seq} hidden={cfg.hidden}: {len(plan_j.decisions)} decision points, "
-        f"{choices} kept alternatives; judge measured {len(report.entries)} cells in "
+        f"{choices} admissible alternatives; judge measured {len(report.entries)} cells in "
         f"{judge_s:.1f} s"
     )
 
@@ -101,9 +106,8 @@ def main() -> int:
     while improved:
         improved = False
         for op, d in plan_j.decisions.items():
-            alts: list[Candidate] = d.alternatives.candidates
-            for c in alts:
-                if c is best[op]:
+            for c in admissible(d):
+                if c.entry is best[op].entry:
                     continue
                 trial = {**best, op: c}
                 stamp(plan_j, trial)

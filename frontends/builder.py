@@ -108,7 +108,7 @@ class GraphBuilder:
         if value is None:
             fan_in = shape[0] if len(shape) > 1 else max(1, shape[-1] if shape else 1)
             value = self.rng.standard_normal(shape) / math.sqrt(fan_in)
-        arr = np.ascontiguousarray(np.asarray(value).astype(to_numpy(dtype)))
+        arr = np.asarray(value).astype(to_numpy(dtype), order="C")  # ascontiguousarray: 0-d -> 1-d
         if arr.shape != shape:
             raise BuilderError(f"weight '{name}': value shape {arr.shape} != declared {shape}")
         self.weights[name] = arr
@@ -166,6 +166,9 @@ class GraphBuilder:
 
     def cos(self, x: Value) -> Value:
         return self._unary(ew.CosOp, x)  # noqa: E704
+
+    def erf(self, x: Value) -> Value:
+        return self._unary(ew.ErfOp, x)  # noqa: E704
 
     def gelu(self, x: Value, approximate: str = "none") -> Value:
         if approximate not in ("none", "tanh"):
@@ -324,6 +327,13 @@ class GraphBuilder:
             raise BuilderError(f"transpose perm {list(perm)} is not a permutation for {x.type}")
         return self._make(mv.TransposeOp, [x], [s[p] for p in perm], dtype_name(x.type),
                           perm=_ints(perm))  # fmt: skip
+
+    def broadcast(self, x: Value, shape: Sequence[int]) -> Value:
+        """numpy `broadcast_to`: input dims (aligned right) are 1 or equal to `shape`'s."""
+        s, shape = shape_of(x.type), tuple(shape)
+        if len(s) > len(shape) or broadcast_shapes(s, shape) != shape:
+            raise BuilderError(f"cannot broadcast {x.type} to shape {list(shape)}")
+        return self._make(mv.BroadcastOp, [x], shape, dtype_name(x.type))
 
     def slice(self, x: Value, starts: Sequence[int], limits: Sequence[int],
               steps: Sequence[int] | None = None) -> Value:  # fmt: skip

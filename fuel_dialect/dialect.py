@@ -7,9 +7,11 @@ from xdsl.dialects import arith, builtin, func
 from xdsl.ir import Dialect
 
 from fuel_dialect.attrs import BackendAttr, DeviceAttr, KernelRefAttr, PrecisionAttr
+from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.dispatch import CandidateAttr, CopyOp
 from fuel_dialect.ops_elementwise import BINARY_OPS, COMPARE_OPS, UNARY_OPS, CastOp, WhereOp
 from fuel_dialect.ops_movement import (
+    BroadcastOp,
     ConcatOp,
     ConstantOp,
     GatherOp,
@@ -30,8 +32,8 @@ from fuel_dialect.ops_nn import (
 
 OPS = [
     *UNARY_OPS, *BINARY_OPS, *COMPARE_OPS, WhereOp, CastOp, MatmulOp, *REDUCE_OPS, SoftmaxOp,
-    RmsNormOp, LayerNormOp, RopeOp, AttentionOp, ReshapeOp, TransposeOp, SliceOp, ConcatOp,
-    GatherOp, ConstantOp, WeightOp, CopyOp,
+    RmsNormOp, LayerNormOp, RopeOp, AttentionOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
+    ConcatOp, GatherOp, ConstantOp, WeightOp, CopyOp, BranchOp, YieldOp,
 ]  # fmt: skip
 
 Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr, CandidateAttr])

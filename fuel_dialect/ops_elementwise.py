@@ -84,6 +84,7 @@ SigmoidOp = _unary("fuel.sigmoid", "Elementwise logistic 1/(1+e**-x).")
 SiluOp = _unary("fuel.silu", "Elementwise x*sigmoid(x) (swish).")
 SinOp = _unary("fuel.sin", "Elementwise sine.")
 CosOp = _unary("fuel.cos", "Elementwise cosine.")
+ErfOp = _unary("fuel.erf", "Elementwise Gauss error function (2/sqrt(pi)) int_0^x exp(-t**2) dt.")
 
 
 @irdl_op_definition
@@ -105,7 +106,7 @@ class GeluOp(UnaryOp):
 
 UNARY_OPS: tuple[type[UnaryOp], ...] = (
     NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, RecipOp, TanhOp, SigmoidOp, SiluOp,
-    SinOp, CosOp, GeluOp,
+    SinOp, CosOp, ErfOp, GeluOp,
 )  # fmt: skip
 
 # -- binary ----------------------------------------------------------------------------------

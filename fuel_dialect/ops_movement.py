@@ -1,4 +1,5 @@
-"""Data-movement and value ops: reshape, transpose, slice, concat, gather, constant, weight."""
+"""Data-movement and value ops: reshape, transpose, broadcast, slice, concat, gather, constant,
+weight."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from fuel_dialect.base import (
     require_shape,
     shape,
 )
-from fuel_dialect.dtypes import INDEX_NAMES, fmt_shape
+from fuel_dialect.dtypes import INDEX_NAMES, broadcast_shapes, fmt_shape
 
 
 @irdl_op_definition
@@ -88,6 +89,30 @@ class TransposeOp(IRDLOperation, KernelOp):
 
     def kernel_params(self) -> dict[str, Any]:
         return {"perm": tuple(self.perm.get_values())}
+
+
+@irdl_op_definition
+class BroadcastOp(IRDLOperation, KernelOp):
+    """Broadcast to the result type's shape with numpy rules (`numpy.broadcast_to`): input dims,
+    aligned to the right, are 1 (repeated) or equal to the result dim; leading dims are added.
+
+    Example: `%y = fuel.broadcast %x : tensor<1x8xf32> -> tensor<4x8xf32>`
+    """
+
+    name = "fuel.broadcast"
+    KERNEL_OP: ClassVar[str] = "broadcast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_(self) -> None:
+        check_static(self)
+        require_same_elem(self, self.input, self.result)
+        a, b = shape(self.input), shape(self.result)
+        if len(a) > len(b) or broadcast_shapes(a, b) != b:
+            raise fail(self, f"cannot broadcast {fmt_shape(a)} to {fmt_shape(b)} (each input "
+                             "dim, aligned right, must be 1 or the result dim)")  # fmt: skip
 
 
 @irdl_op_definition

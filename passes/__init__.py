@@ -39,6 +39,7 @@ _FUEL_PASSES = {
     "fuel-rank-alternatives": ("passes.rank_alternatives", "RankAlternativesPass"),
     "fuel-place": ("passes.place", "PlacePass"),
     "fuel-select": ("passes.select", "SelectPass"),
+    "fuel-bake-variants": ("passes.bake_variants", "BakeVariantsPass"),
 }
 
 

@@ -247,9 +247,11 @@ _STATE = _GlobalState()
 
 
 def _default_initializers() -> list[Callable[[KernelBindingTable], None]]:
-    from lowering.cpu.kernels import register_cpu_kernels
+    # Kernel contracts first (precision claims gated by the checked-in ledger), then the
+    # families not migrated to contracts yet, hand-registered (lowering/cpu/contracts).
+    from lowering.cpu.contracts import register_cpu_kernels_from_contracts
 
-    return [register_cpu_kernels]
+    return [register_cpu_kernels_from_contracts]
 
 
 def global_bindings() -> KernelBindingTable:

@@ -59,6 +59,13 @@ def _checksum(a: np.ndarray) -> str:
     return f"sum={total:.6g} sha256={digest}"
 
 
+def output_file_name(name: str) -> str:
+    """`<name>.npy`, with path separators replaced (ONNX names like `/model/Add_output_0`
+    must not escape the output directory)."""
+    safe = name.replace("/", "_").replace("\\", "_").lstrip(".") or "output"
+    return f"{safe}.npy"
+
+
 def _npy_bytes(a: np.ndarray) -> bytes:
     import io
 
@@ -69,9 +76,9 @@ def _npy_bytes(a: np.ndarray) -> bytes:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from runtime.executor import Executor
-    from runtime.module import FuelModule
+    from runtime.onnx_cli import load_any
 
-    module = FuelModule.load(args.module, args.weights)
+    module = load_any(args.module, args.weights)
     ex = Executor(module)
     given = _parse_inputs(args.input)
     if args.random_inputs:
@@ -89,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, a in outputs.items():
         print(f"{name}: {list(a.shape)} {from_numpy(a.dtype)} {_checksum(a)}")
         if args.output_dir:
-            atomic_write_bytes(Path(args.output_dir) / f"{name}.npy", _npy_bytes(a))
+            atomic_write_bytes(Path(args.output_dir) / output_file_name(name), _npy_bytes(a))
     med = statistics.median(times)
     print(f"ran {len(ex)} kernels, {len(times)} run(s), median {med * 1e3:.3f} ms/run")
     return 0
@@ -98,8 +105,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a module on the CPU")
-    r.add_argument("module", help="fuel IR file (.mlir)")
+    r = sub.add_parser("run", help="run a module (fuel IR or ONNX) on the CPU")
+    r.add_argument("module", help="fuel IR file (.mlir) or ONNX model (.onnx)")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     r.add_argument("--random-inputs", action="store_true",
                    help="fill inputs not given with --input from a seeded generator")  # fmt: skip
@@ -108,11 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
     r.set_defaults(fn=cmd_run)
+    from runtime.contracts_cli import add_kernels_parser, add_verify_kernels_parser
     from runtime.explain import add_explain_parser
     from runtime.judge_cli import add_judge_parser
+    from runtime.onnx_cli import add_import_parser
 
+    add_import_parser(sub)
     add_judge_parser(sub)
     add_explain_parser(sub)
+    add_kernels_parser(sub)
+    add_verify_kernels_parser(sub)
     return p
 
 

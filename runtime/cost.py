@@ -146,6 +146,7 @@ ELEMENTWISE_FLOPS: Mapping[str, float] = {
     # hardware ops but have ~10x the reciprocal throughput of an add)
     "exp": 10, "log": 10, "sqrt": 10, "rsqrt": 10, "recip": 10, "tanh": 10, "sin": 10,
     "cos": 10,
+    "erf": 20,  # a rational/series evaluation plus exp, like gelu's exact form
     "sigmoid": 12,  # exp + add + divide
     "silu": 13,  # sigmoid + multiply
     "pow": 20,  # exp(y * log(x))
@@ -268,6 +269,7 @@ COST_TABLE: Mapping[str, CostFn] = {
     "matmul": _matmul,
     "attention": _attention,
     "transpose": _copy,
+    "broadcast": _copy,  # the input read once (it is no larger than the output), the output written
     "concat": _copy,
     "slice": _select,
     "gather": _select,

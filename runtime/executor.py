@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.base import KernelOp
+from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
@@ -121,8 +122,35 @@ class _Compiler:
             self.reshape(op.input, op.result)  # host to host: the same bytes
         elif isinstance(op, KernelOp):
             self.kernel(op)
+        elif isinstance(op, BranchOp):
+            self.branch(op)
         else:
             raise ExecutionError(f"the executor cannot run '{op.name}'")
+
+    def branch(self, op: BranchOp) -> None:
+        """Each arm becomes a sub-schedule; one item evaluates the gate, runs the picked arm
+        (`fuel.picked`, else arm 0; a failed gate falls back to arm 0) and hands its yielded
+        arrays to the branch's consumers. Arm buffers are never reused (arms are small)."""
+        outer_items, outer_names = self.items, self.names
+        arms: list[tuple[list[Any], list[Any]]] = []
+        for i in range(len(op.arms)):
+            self.items, self.names = [], []
+            for inner in op.arms[i].block.ops:
+                if not isinstance(inner, YieldOp):
+                    self.op(inner)
+            holder = self.operand_list(list(op.yielded(i).values), contiguous=False)
+            arms.append((self.items, holder))
+        self.items, self.names = outer_items, outer_names
+        gates = [parse_gate(op.gate(i)) if op.gate(i) else [] for i in range(len(op.arms))]
+        gate_args = self.operand_list(list(op.gate_operands), contiguous=False)
+        picked_attr = op.attributes.get(PICKED_ATTR)
+        picked = picked_attr.value.data if isinstance(picked_attr, IntegerAttr) else 0
+        consumers: list[list[Patch]] = []
+        for r in op.outs:
+            self.patches[r] = lst = []
+            consumers.append(lst)
+        self.items.append((_branch_kernel, [arms, gates, gate_args, picked, consumers]))
+        self.names.append(op.name)
 
     def reshape(self, src: SSAValue, result: SSAValue) -> None:
         """`result` is a view of `src` (static: now; per-run value: a view step)."""
@@ -154,6 +182,31 @@ class _Compiler:
         else:
             self.items.append((node.entry.kernel, [ins, outs, node.params]))
         self.names.append(op.name)
+
+
+_CMP = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
+}  # fmt: skip
+
+
+def gate_holds(terms: list[tuple[str, int, int, str, int]], args: list[np.ndarray]) -> bool:
+    """Evaluate a parsed gate over the branch's gate operands (shapes and 0-d values)."""
+    for kind, i, axis, cmp, const in terms:
+        got = args[i].shape[axis] if kind == "dim" else int(args[i])
+        if not _CMP[cmp](got, const):
+            return False
+    return True
+
+
+def _branch_kernel(arms: list, gates: list, gate_args: list, picked: int, consumers: list) -> None:
+    arm = picked if picked < len(arms) and gate_holds(gates[picked], gate_args) else 0
+    items, holder = arms[arm]
+    for fn, args in items:
+        fn(*args)
+    for v, lst in zip(holder, consumers, strict=True):
+        for target, j, contiguous in lst:
+            target[j] = np.ascontiguousarray(v) if contiguous else v
 
 
 def _view_kernel(ins: list[np.ndarray], consumers: list[Patch], shape: tuple[int, ...]) -> None:
@@ -208,8 +261,9 @@ class Executor:
         ops = list(fn.body.block.ops)
         last_use: dict[SSAValue, int] = {}
         for i, op in enumerate(ops):
-            for v in op.operands:
-                last_use[v] = i
+            for inner in op.walk():  # values read inside branch arms count as read by the branch
+                for v in inner.operands:
+                    last_use[v] = i
         ret = ops[-1]
         assert isinstance(ret, func.ReturnOp)
         dying: dict[int, list[SSAValue]] = {}

@@ -34,7 +34,8 @@ TABLE = _table()
 def expected_keys() -> set[tuple[str, tuple[str, ...]]]:
     """The documented (op, dtypes) set, written out independently of the registration code."""
     keys: set[tuple[str, tuple[str, ...]]] = set()
-    for op in "exp log sqrt rsqrt recip tanh sigmoid silu gelu sin cos softmax reduce_mean".split():
+    unary = "exp log sqrt rsqrt recip tanh sigmoid silu gelu erf sin cos softmax reduce_mean"
+    for op in unary.split():
         keys |= {(op, (t, t)) for t in F}
     keys |= {(op, (t, t)) for op in ("neg", "abs", "relu") for t in (*F, *SI)}
     keys |= {(op, (t, t, t)) for op in ("add", "sub", "mul", "max", "min") for t in (*F, *I)}
@@ -48,7 +49,7 @@ def expected_keys() -> set[tuple[str, tuple[str, ...]]]:
     for t in F:
         keys |= {("rms_norm", (t, t, t)), ("layer_norm", (t,) * 4), ("rope", (t,) * 4)}
         keys |= {("attention", (t,) * 4), ("attention", (t, t, t, "i64", t))}
-    for op in ("reshape", "transpose", "slice", "concat"):
+    for op in ("reshape", "transpose", "broadcast", "slice", "concat"):
         keys |= {(op, (t, t)) for t in ALL}
     keys |= {("gather", (t, ix, t)) for t in ALL for ix in ("i64", "i32")}
     return keys
@@ -79,7 +80,7 @@ def test_registered_keys_are_exactly_the_documented_ones() -> None:
     assert got - expected_keys() == set(), "registered but undocumented"
     assert expected_keys() - got == set(), "documented but missing"
     numpy_entries = [k for k, e in TABLE.iter_entries() if e.kernel_source == "numpy"]
-    assert len(numpy_entries) == TABLE.key_count() == 365  # exactly one numpy sibling per key
+    assert len(numpy_entries) == TABLE.key_count() == 378  # exactly one numpy sibling per key
 
 
 def test_global_table_holds_the_cpu_kernels() -> None:

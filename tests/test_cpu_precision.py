@@ -187,6 +187,27 @@ def gelu_f64_case(tanh: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
+_ERF = np.frompyfunc(math.erf, 1, 1)
+"""libm erf (< 1 f64 ulp): reference for results rounded to f32 or narrower."""
+
+
+def erf_decimal(x: float) -> float:
+    """erf at 45 significant digits (via `_erfcx_decimal`), rounded once to float64."""
+    if abs(x) > 7 or x == 0:  # erfc(7) < 1e-22: rounds to +-1 (and erf(+-0) = +-0)
+        return math.copysign(1.0, x) if x != 0 else x
+    with localcontext() as ctx:
+        ctx.prec = 45
+        z = abs(Decimal(x))
+        if z < Decimal("1e-30"):  # erf(z) = 2z/sqrt(pi) (1 - z^2/3 ...): the next term is gone
+            return math.copysign(float(2 * z / _PI.sqrt()), x)
+        erf = 1 - (-z * z).exp() * _erfcx_decimal(z)
+        return math.copysign(float(erf), x)
+
+
+@functools.cache
+def erf_f64_case() -> tuple[np.ndarray, np.ndarray]:
+    x = np.concatenate([_gelu_tail_inputs() / 4, np.linspace(-1.2, 1.2, 301), [1.0, -1.0, 7.5]])
+    return x, np.array([erf_decimal(float(v)) if v == v else v for v in x])
 
 
 def gelu_narrow_ref(x64: np.ndarray, tanh: bool) -> np.ndarray:
@@ -317,6 +338,13 @@ def cases_unary(op: str, dtypes: tuple[str, ...]) -> list[Case]:
         xo = x.astype(object)
         ref = {"neg": -xo, "abs": np.abs(xo), "relu": np.maximum(xo, 0)}[op]
         return [Case([x], {}, x.shape, wrap(ref, t))]
+    if op == "erf":
+        if t == "f64":
+            x, ref = erf_f64_case()
+        else:
+            x = unary_inputs(t)
+            ref = np.where(np.isnan(_f64(x)), np.nan, _ERF(np.nan_to_num(_f64(x))).astype(float))
+        return [Case([x], {}, x.shape, ref)]
     if op == "gelu":
         out = []
         for tanh in (False, True):
@@ -655,6 +683,9 @@ def cases_movement(op: str, dtypes: tuple[str, ...]) -> list[Case]:
         ]
     if op == "transpose":
         return [Case([x], {"perm": (2, 0, 1)}, (6, 4, 5), x.transpose(2, 0, 1))]
+    if op == "broadcast":
+        row = x[:1, :, 2:3]  # (1, 5, 1) -> (3, 4, 5, 6): a new leading dim and two repeats
+        return [Case([row], {}, (3, 4, 5, 6), np.broadcast_to(row, (3, 4, 5, 6)))]
     if op == "slice":
         p = {"starts": (1, 0, 2), "limits": (4, 5, 6), "steps": (2, 1, 3)}
         return [Case([x], p, (2, 5, 2), x[1:4:2, 0:5, 2:6:3])]
@@ -665,7 +696,7 @@ def cases_movement(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     return [Case([x, idx], {"axis": 1}, (4, 2, 3, 6), np.take(x, idx, axis=1))]
 
 
-UNARY_OPS = set(UNARY_REFS) | {"gelu"}
+UNARY_OPS = set(UNARY_REFS) | {"gelu", "erf"}
 
 
 def cases_for(op: str, dtypes: tuple[str, ...]) -> list[Case]:
@@ -679,7 +710,9 @@ CASES = {
     **dict.fromkeys(("add", "sub", "mul", "div", "pow", "max", "min"), cases_binary),
     **dict.fromkeys(_COMPARE_REFS, cases_compare),
     **dict.fromkeys(_NP_REDUCE, cases_reduce),
-    **dict.fromkeys(("reshape", "transpose", "slice", "concat", "gather"), cases_movement),
+    **dict.fromkeys(
+        ("reshape", "transpose", "broadcast", "slice", "concat", "gather"), cases_movement
+    ),
     "where": cases_where,
     "cast": cases_cast,
     "softmax": cases_softmax,

@@ -24,7 +24,7 @@ IR_TESTS = ROOT / "tests" / "filecheck" / "dialect"
 INVALID_FILES = sorted(IR_TESTS.glob("invalid*.mlir"))
 
 _ONE_ARG = (
-    "neg abs relu exp log sqrt rsqrt recip tanh sigmoid silu sin cos gelu softmax reduce_sum "
+    "neg abs relu exp log sqrt rsqrt recip tanh sigmoid silu sin cos erf gelu softmax reduce_sum "
     "reduce_mean reduce_max reduce_min transpose slice reshape copy"
 )
 _TWO_ARGS = "add sub mul div pow max min eq ne lt le gt ge"
@@ -33,6 +33,7 @@ EXAMPLE_ARGS: dict[str, str] = {
     **{f"fuel.{n}": "%x: tensor<4x8xf32>, %y: tensor<8xf32>" for n in _TWO_ARGS.split()},
     "fuel.where": "%c: tensor<4x8xi1>, %x: tensor<4x8xf32>, %y: tensor<f32>",
     "fuel.cast": "%x: tensor<4xf32>",
+    "fuel.broadcast": "%x: tensor<1x8xf32>",
     "fuel.matmul": "%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>",
     "fuel.rms_norm": "%x: tensor<2x8xf32>, %w: tensor<8xf32>",
     "fuel.layer_norm": "%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>",
@@ -43,12 +44,15 @@ EXAMPLE_ARGS: dict[str, str] = {
     "fuel.gather": "%table: tensor<100x16xf32>, %ids: tensor<2x5xi64>",
     "fuel.constant": "",
     "fuel.weight": "",
+    "fuel.branch": "%x: tensor<4xf32>",
+    "fuel.yield": "%x: tensor<4xf32>",
 }
 """Typed function arguments under which each op's docstring example is parsed."""
 
 UNREACHABLE_FROM_IR: dict[str, str] = {
     "expects ranked tensors": "IRDL's operand_def(TensorType) rejects non-tensors first",
     "unknown dtype": "dtypes.element_type() is a Python API; IR spells types, not names",
+    "arms must be independent": "SSA scoping rejects it at parse; see tests/runtime/test_branch.py",
 }
 """Message prefixes in fuel_dialect/ that no IR can reach, each with the reason."""
 

@@ -124,3 +124,11 @@ def test_installed_entry_points_exit_nonzero_without_traceback(tmp_path: Path) -
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert p.returncode == 1
         assert "Traceback" not in p.stderr and "bad.mlir:3:1" in p.stderr
+
+
+def test_output_names_never_escape_the_output_dir() -> None:
+    from runtime.cli import output_file_name
+
+    assert output_file_name("y") == "y.npy"
+    assert output_file_name("/model/Add_output_0") == "_model_Add_output_0.npy"
+    assert output_file_name("../x") == "_x.npy"

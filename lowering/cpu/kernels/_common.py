@@ -67,23 +67,26 @@ def add(
     *,
     also: Sequence[Callable[..., Any]] = (),
     direct: Callable[..., Any] | None = None,
+    source: str = KERNEL_SOURCE,
+    caps: KernelCaps = CAPS,
 ) -> None:
-    """Register one numpy kernel for (op, dtypes) on the CPU backend. `also` lists the helper
+    """Register one kernel for (op, dtypes) on the CPU backend. `also` lists the helper
     functions a generic kernel closure calls, mixed into its revision hash; `direct` is the
-    ufunc when the kernel is exactly one positional ufunc call (the executor's fast path)."""
+    ufunc when the kernel is exactly one positional ufunc call (the executor's fast path);
+    `source` and `caps` default to the precise numpy library's."""
     revision = None
     if also:
-        text = " ".join(str(revision_hash(f, KERNEL_SOURCE)) for f in (kernel, *also))
+        text = " ".join(str(revision_hash(f, source)) for f in (kernel, *also))
         revision = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
     table.register(
         op,
         tuple(dtypes),
         BACKEND,
         kernel,
-        caps=CAPS,
+        caps=caps,
         precision=precision,
         cost=cost,
-        kernel_source=KERNEL_SOURCE,
+        kernel_source=source,
         revision=revision,
         direct=direct,
     )

@@ -19,7 +19,6 @@ Every claim is verified by tests/test_cpu_alternatives.py. Families, by `kernel_
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Sequence
 
@@ -28,7 +27,6 @@ import numpy as np
 from lowering.cpu.kernels import special
 from lowering.cpu.kernels._common import (
     ALL,
-    BACKEND,
     CAPS,
     F32,
     F64,
@@ -36,6 +34,7 @@ from lowering.cpu.kernels._common import (
     Arrays,
     Params,
     Shapes,
+    add,
     compute_kernel,
     copy_cost,
     deterministic,
@@ -46,7 +45,7 @@ from lowering.cpu.kernels._common import (
     ulp,
 )
 from lowering.cpu.kernels.linalg import matmul_cost
-from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps, revision_hash
+from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
 from runtime.cost import CostEstimate, CostFn
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.precision import PrecisionGuarantee
@@ -70,23 +69,8 @@ def _register(
     also: Sequence[Callable[..., object]] = (),
     direct: Callable[..., object] | None = None,
 ) -> None:
-    """`_common.add` with a provenance tag and caps of our own; `also` as there."""
-    revision = None
-    if also:
-        text = " ".join(str(revision_hash(f, source)) for f in (kernel, *also))
-        revision = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    table.register(
-        op,
-        tuple(dtypes),
-        BACKEND,
-        kernel,
-        caps=caps,
-        precision=claim,
-        cost=cost,
-        kernel_source=source,
-        revision=revision,
-        direct=direct,
-    )
+    """`_common.add` under this sibling's provenance tag (and caps)."""
+    add(table, op, dtypes, kernel, claim, cost, also=also, direct=direct, source=source, caps=caps)
 
 
 # -- numpy-fast: f32-native transcendentals ----------------------------------------------------

@@ -89,6 +89,7 @@ F64_ULP: dict[str, tuple[int, int]] = {
     "sigmoid": (4, 2),
     "silu": (6, 3),
     "gelu": (10, 5),  # erf form 5 (fuel's erfcx), tanh form 3 (double-double argument)
+    "erf": (4, 2),  # vs 50-digit mpmath over 75k inputs: the series edge near |x| = 1
 }
 """f64 ULP bounds, measured against long double (gelu: 45-digit decimal) over ~10^6 random,
 random-bit-pattern and edge inputs (tests/test_cpu_precision.py re-checks ~10^5), then doubled:
@@ -223,6 +224,10 @@ def register_elementwise(table: KernelBindingTable) -> None:
         for t in F:
             kernel = compute_kernel(fn, WIDE[t])
             add(table, op, (t, t), kernel, elementwise_claim(op, t), composite, also=(fn,))
+    erf_cost = per_element_cost(_TRANSCENDENTAL_FLOPS + 50.0, "gelu")  # series + erfcx + 2 exp
+    for t in F:
+        kernel, claim = compute_kernel(special.erf, F64_COMPUTE[t]), elementwise_claim("erf", t)
+        add(table, "erf", (t, t), kernel, claim, erf_cost, also=(special.erf,))
     gelu_forms = (special.gelu_erf, special.gelu_tanh, special.gelu_tanh_f64)
     gelu_cost = per_element_cost(2 * _TRANSCENDENTAL_FLOPS + 60.0, "gelu")  # 2 exp + erfcx
     for t in F:

@@ -1,7 +1,9 @@
-"""Data-movement kernels: `reshape`, `transpose`, `slice`, `concat`, `gather` (all dtypes).
+"""Data-movement kernels: `reshape`, `transpose`, `broadcast`, `slice`, `concat`, `gather` (all
+dtypes).
 
 * reshape: out = x.reshape(out.shape) in C order.
 * transpose (perm): out = x.transpose(perm).
+* broadcast: out = numpy.broadcast_to(x, out.shape).
 * slice (starts, limits, steps; one entry per dim, normalised): out = x[start:limit:step, ...].
 * concat (axis; variadic inputs, key canonicalised to (T, T)): numpy concatenate.
 * gather (axis; indices i64/i32): numpy `take`: out shape = data.shape[:axis] + indices.shape
@@ -36,6 +38,13 @@ def _transpose() -> Kernel:
         np.copyto(outputs[0], inputs[0].transpose(params["perm"]))
 
     return transpose
+
+
+def _broadcast() -> Kernel:
+    def broadcast(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        np.copyto(outputs[0], np.broadcast_to(inputs[0], outputs[0].shape))
+
+    return broadcast
 
 
 def _slice() -> Kernel:
@@ -74,6 +83,7 @@ def register_movement(table: KernelBindingTable) -> None:
     for t in ALL:
         add(table, "reshape", (t, t), _reshape(), claim, copy_cost)
         add(table, "transpose", (t, t), _transpose(), claim, copy_cost)
+        add(table, "broadcast", (t, t), _broadcast(), claim, copy_cost)
         add(table, "slice", (t, t), _slice(), claim, copy_cost)
         add(table, "concat", (t, t), _concat(), claim, copy_cost)
         for ix in GATHER_INDEX_DTYPES:

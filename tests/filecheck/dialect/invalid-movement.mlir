@@ -131,3 +131,24 @@ func.func @weight_dynamic() {
   %0 = "fuel.weight"() <{sym_name = "w"}> : () -> tensor<?x4xf32>
   func.return
 }
+
+// -----
+// CHECK: 'fuel.broadcast' cannot broadcast 3x8 to 4x8 (each input dim, aligned right, must be 1 or the result dim)
+func.func @broadcast_dims(%x: tensor<3x8xf32>) {
+  %0 = "fuel.broadcast"(%x) : (tensor<3x8xf32>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.broadcast' cannot broadcast 2x8 to 8 (each input dim, aligned right, must be 1 or the result dim)
+func.func @broadcast_rank(%x: tensor<2x8xf32>) {
+  %0 = "fuel.broadcast"(%x) : (tensor<2x8xf32>) -> tensor<8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.broadcast' expects one element type for all operands, got f32, f16
+func.func @broadcast_dtype(%x: tensor<8xf32>) {
+  %0 = "fuel.broadcast"(%x) : (tensor<8xf32>) -> tensor<4x8xf16>
+  func.return
+}

@@ -1,0 +1,204 @@
+"""`Emitter`: the importer's values are numpy constants or traced IR values, and every builder
+call whose operands are all constants is folded at import time.
+
+Folding builds the op in a scratch `GraphBuilder` (so shape inference and verification are the
+ones the IR would get) and runs fuel's own CPU kernel on the constant arrays: folded values have
+exactly the semantics and rounding of the op they replace. A constant reaches the IR only when a
+traced op consumes it (or it is a graph output): small ones inline as `fuel.constant`, bigger
+ones (and any whose IR text would not read back bit-exactly) as a named `fuel.weight`.
+
+A traced op whose result has no elements is replaced by an empty constant: its value cannot
+depend on its inputs, and no kernel has to handle the empty case.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, LocationAttr, UnknownLoc
+from xdsl.ir import Operation, SSAValue
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ParseError
+
+from frontends.builder import GraphBuilder
+from fuel_dialect.base import KernelOp
+from fuel_dialect.dialect import fuel_context
+from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, shape_of
+from runtime.binding_table import BindingTableError, global_bindings
+from runtime.compiled import compile_op
+from runtime.dtypes import from_numpy, to_numpy
+
+Tensor = np.ndarray | SSAValue
+"""An importer value: a constant known at import time, or a value of the IR being built."""
+
+Build = Callable[..., SSAValue]
+"""`build(builder, *operand_values) -> result`: one builder call, replayed for folding."""
+
+SMALL_CONSTANT = 16
+"""Constants of at most this many elements are inlined as `fuel.constant`; bigger ones become
+`fuel.weight`s (safetensors), so the IR text stays readable whatever the model."""
+
+
+class Unsupported(Exception):
+    """Raised inside a node's import; the driver prefixes the node and raises OnnxImportError."""
+
+
+class NeedsConstant(Unsupported):
+    """An input the node needs as a constant is computed at run time; `name` is its tensor."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.name = name
+
+
+def sanitize(name: str) -> str:
+    """An ONNX tensor name as an SSA name hint (`%layers_0_attn_MatMul_output_0`)."""
+    h = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "v"
+    return h if re.match(r"[A-Za-z_]", h) else f"v{h}"
+
+
+def dtype_of(t: Tensor) -> str:
+    """The fuel dtype of a constant or traced value."""
+    if isinstance(t, SSAValue):
+        return dtype_name(t.type)
+    try:
+        return from_numpy(t.dtype)
+    except KeyError:
+        raise Unsupported(f"unsupported dtype {t.dtype}") from None
+
+
+def shape_of_t(t: Tensor) -> tuple[int, ...]:
+    """The static shape of a constant or traced value."""
+    return shape_of(t.type) if isinstance(t, SSAValue) else tuple(t.shape)
+
+
+def scalar(value: float | int | bool, dtype: str) -> np.ndarray:
+    """A 0-d constant of a fuel dtype."""
+    return np.asarray(value).astype(to_numpy(dtype))
+
+
+class Emitter:
+    """Builds the imported function: folds constant computations, materialises constants."""
+
+    def __init__(self, builder: GraphBuilder):
+        self.b = builder
+        self.loc: LocationAttr = UnknownLoc()
+        """The location given to every op built now (the ONNX node being imported)."""
+        self.node_name = "constant"
+        """The ONNX node being imported: unnamed constants it makes are named after it."""
+        self._table = global_bindings()
+        self._ctx = fuel_context()
+        self._values: dict[int, tuple[np.ndarray, SSAValue]] = {}
+        self._names: dict[int, tuple[np.ndarray, str]] = {}
+
+    def name(self, arr: np.ndarray, name: str) -> None:
+        """Name a constant after its ONNX tensor (the first name given wins)."""
+        if id(arr) not in self._names:
+            self._names[id(arr)] = (arr, name)
+
+    # -- building -------------------------------------------------------------------------
+
+    def op(self, method: str, *operands: Tensor, **kw: object) -> Tensor:
+        """`GraphBuilder.<method>(*operands, **kw)`, folded when every operand is constant."""
+        return self.apply(lambda g, *vs: getattr(g, method)(*vs, **kw), *operands)
+
+    def apply(self, build: Build, *operands: Tensor) -> Tensor:
+        """Run `build(builder, *values)` on the IR, or fold it when all operands are constant."""
+        if all(isinstance(t, np.ndarray) for t in operands):
+            return self._fold(build, [np.asarray(t) for t in operands])
+        values = [self.value(t) for t in operands]
+        result = build(self.b, *values)
+        op = result.owner
+        assert isinstance(op, Operation)
+        op.location = self.loc
+        self._check_kernel(op)
+        shape = shape_of(result.type)
+        if math.prod(shape) == 0:
+            self.b.block.erase_op(op)
+            return np.zeros(shape, to_numpy(dtype_name(result.type)))
+        return result
+
+    def _fold(self, build: Build, arrays: list[np.ndarray]) -> np.ndarray:
+        g = GraphBuilder()
+        args = [g.input(f"c{i}", a.shape, dtype_of(a)) for i, a in enumerate(arrays)]
+        result = build(g, *args)
+        op = result.owner
+        out = np.zeros(shape_of(result.type), to_numpy(dtype_name(result.type)))
+        if out.size == 0:
+            return out
+        if not isinstance(op, KernelOp):  # a builder call that only made a constant
+            return _decode(op.value)  # type: ignore[attr-defined]
+        try:
+            node = compile_op(op, self._table)
+            with np.errstate(all="ignore"):
+                node.entry.kernel([np.asarray(a, order="C") for a in arrays], [out], node.params)
+        except BindingTableError as e:
+            raise Unsupported(f"no fuel kernel to fold '{op.name}': {e}") from None
+        except (ValueError, IndexError, TypeError) as e:
+            raise Unsupported(f"folding '{op.name}' on constants failed: {e}") from None
+        return out
+
+    def _check_kernel(self, op: Operation) -> None:
+        if isinstance(op, KernelOp):
+            key, dtypes = op.KERNEL_OP, op.kernel_dtypes()
+            if not self._table.backend_supports(key, dtypes, "cpu"):
+                raise Unsupported(f"fuel has no kernel for '{op.name}' on ({', '.join(dtypes)})")
+
+    # -- constants ------------------------------------------------------------------------
+
+    def value(self, t: Tensor) -> SSAValue:
+        """The IR value of `t`, materialising a constant once (constant or weight)."""
+        if isinstance(t, SSAValue):
+            return t
+        hit = self._values.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        dtype = dtype_of(t)
+        v = self._inline(t, dtype) if t.size <= SMALL_CONSTANT else None
+        if v is None:
+            v = self.b.weight(self._weight_name(t), t.shape, dtype, t)
+        assert isinstance(v.owner, Operation)
+        v.owner.location = self.loc
+        self._values[id(t)] = (t, v)
+        return v
+
+    def _inline(self, arr: np.ndarray, dtype: str) -> SSAValue | None:
+        """A `fuel.constant`, or None when its printed form would not parse back bit-exactly
+        (xDSL prints NaN, inf and some f32 values as hex, which its parser reads as integers)."""
+        v = self.b.constant(arr, dtype)
+        op = v.owner
+        assert isinstance(op, Operation)
+        try:
+            back = Parser(self._ctx, str(op.value)).parse_attribute()  # type: ignore[attr-defined]
+            same = isinstance(back, DenseIntOrFPElementsAttr) and (
+                _decode(back).tobytes() == arr.astype(to_numpy(dtype)).tobytes()
+            )
+        except (ParseError, ValueError, OverflowError):
+            same = False
+        if same:
+            return v
+        self.b.block.erase_op(op)
+        return None
+
+    def _weight_name(self, arr: np.ndarray) -> str:
+        named = self._names.get(id(arr))
+        base = named[1] if named is not None and named[0] is arr else f"{self.node_name}.constant"
+        name, i = base, 0
+        while name in self.b.weights:
+            i += 1
+            name = f"{base}.{i}"
+        return name
+
+
+def _decode(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The array a dense attribute holds, in its fuel dtype."""
+    t = attr.get_type()
+    dtype, shape = dtype_name(t), shape_of(t)
+    vals = list(attr.get_values())
+    arr = np.asarray(vals, np.float64 if dtype in FLOAT_NAMES else None)
+    if arr.size == 1 and math.prod(shape) != 1:
+        arr = np.full(shape, arr.reshape(()))
+    return arr.astype(to_numpy(dtype)).reshape(shape)

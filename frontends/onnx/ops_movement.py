@@ -1,0 +1,221 @@
+"""Shape and data movement: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
+Slice, Gather, Expand, Tile and Trilu.
+
+Shapes, axes, starts/ends and repeats must be constants (fuel shapes are static). Slice follows
+numpy's clamping, which is ONNX's; a negative step becomes a `fuel.gather` of the selected
+indices (fuel.slice steps are positive). Expand and Tile use `fuel.broadcast` (Tile: reshape
+each dim d to (1, d), broadcast to (repeats, d), merge).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
+from frontends.onnx.registry import Node, onnx_op
+from fuel_dialect.dtypes import broadcast_shapes, normalize_axis
+
+
+def _axis(a: int, rank: int) -> int:
+    norm = normalize_axis(int(a), rank)
+    if norm is None:
+        raise Unsupported(f"axis {a} is out of range for rank {rank}")
+    return norm
+
+
+def reshape_to(em: Emitter, x: Tensor, shape: Sequence[int]) -> Tensor:
+    """`x` reshaped, or `x` itself when the shape does not change."""
+    shape = tuple(int(d) for d in shape)
+    return x if shape == shape_of_t(x) else em.op("reshape", x, shape=shape)
+
+
+@onnx_op("Reshape", attrs="allowzero shape")
+def reshape(n: Node) -> Tensor:
+    """0 copies the input dim (unless `allowzero`), one -1 is inferred."""
+    x = n.x()
+    s = shape_of_t(x)
+    target = n.ints(1, "shape") if n.opset >= 5 else n.attr("shape")
+    if target is None:
+        raise Unsupported("the target shape is missing")
+    allowzero = n.attr("allowzero", 0)
+    dims = [s[i] if d == 0 and not allowzero and i < len(s) else d for i, d in enumerate(target)]
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise Unsupported(f"invalid target shape {target}")
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or math.prod(s) % known:
+            raise Unsupported(f"cannot infer the -1 in {target} for input shape {list(s)}")
+        dims[dims.index(-1)] = math.prod(s) // known
+    if math.prod(dims) != math.prod(s):
+        raise Unsupported(f"cannot reshape {list(s)} to {target}")
+    return reshape_to(n.em, x, dims)
+
+
+@onnx_op("Flatten", attrs="axis")
+def flatten(n: Node) -> Tensor:
+    x = n.x()
+    s = shape_of_t(x)
+    axis = n.attr("axis", 1)
+    axis = axis + len(s) if axis < 0 else axis
+    if not 0 <= axis <= len(s):
+        raise Unsupported(f"axis {n.attr('axis')} is out of range for rank {len(s)}")
+    return reshape_to(n.em, x, (math.prod(s[:axis]), math.prod(s[axis:])))
+
+
+def _axes_arg(n: Node) -> list[int] | None:
+    return n.ints(1, "axes") if n.opset >= 13 else n.attr("axes")
+
+
+@onnx_op("Squeeze", attrs="axes")
+def squeeze(n: Node) -> Tensor:
+    x = n.x()
+    s = shape_of_t(x)
+    given = _axes_arg(n)
+    axes = {_axis(a, len(s)) for a in given} if given else {i for i, d in enumerate(s) if d == 1}
+    if any(s[a] != 1 for a in axes):
+        raise Unsupported(f"cannot squeeze axes {given} of shape {list(s)} (size is not 1)")
+    return reshape_to(n.em, x, [d for i, d in enumerate(s) if i not in axes])
+
+
+@onnx_op("Unsqueeze", attrs="axes")
+def unsqueeze(n: Node) -> Tensor:
+    x = n.x()
+    s = shape_of_t(x)
+    given = _axes_arg(n) or []
+    rank = len(s) + len(given)
+    axes = {_axis(a, rank) for a in given}
+    if len(axes) != len(given):
+        raise Unsupported(f"axes {given} repeat a dimension")
+    rest = iter(s)
+    return reshape_to(n.em, x, [1 if i in axes else next(rest) for i in range(rank)])
+
+
+@onnx_op("Transpose", attrs="perm")
+def transpose(n: Node) -> Tensor:
+    x = n.x()
+    rank = len(shape_of_t(x))
+    perm = list(n.attr("perm") or range(rank - 1, -1, -1))
+    if perm == list(range(rank)):
+        return x
+    return n.em.op("transpose", x, perm=perm)
+
+
+@onnx_op("Concat", attrs="axis")
+def concat(n: Node) -> Tensor:
+    """Inputs empty along the axis are dropped (they add nothing)."""
+    xs = [t for t in n.inputs if t is not None]
+    if n.attr("axis") is None:
+        raise Unsupported("attribute 'axis' is required")
+    axis = _axis(n.attr("axis"), len(shape_of_t(xs[0])))
+    kept = [t for t in xs if shape_of_t(t)[axis] != 0] or xs[:1]
+    if len(kept) == 1:
+        return kept[0]
+    return n.em.apply(lambda g, *vs: g.concat(list(vs), axis), *kept)
+
+
+@onnx_op("Split", attrs="axis split num_outputs")
+def split(n: Node) -> list[Tensor]:
+    """Sizes from `split` (input from opset 13), else `num_outputs` chunks (the last smaller),
+    else one equal chunk per output."""
+    x = n.x()
+    s = shape_of_t(x)
+    axis = _axis(n.attr("axis", 0), len(s))
+    d, k = s[axis], len(n.proto.output)
+    sizes = n.ints(1, "split") if n.opset >= 13 else n.attr("split")
+    if not sizes:
+        chunk = -(-d // k) if n.has_attr("num_outputs") else d // k
+        if not n.has_attr("num_outputs") and d % k:
+            raise Unsupported(f"dim {d} does not split evenly into {k} outputs")
+        sizes = [chunk] * (k - 1) + [d - chunk * (k - 1)]
+    if sum(sizes) != d or len(sizes) != k or min(sizes) < 0:
+        raise Unsupported(f"split sizes {list(sizes)} do not cover dim {d} with {k} outputs")
+    outs, start = [], 0
+    for size in sizes:
+        ranges = [range(e) for e in s]
+        ranges[axis] = range(start, start + size)
+        outs.append(take(n.em, x, ranges))
+        start += size
+    return outs
+
+
+def take(em: Emitter, x: Tensor, ranges: list[range]) -> Tensor:
+    """x restricted to one index range per dim: a fuel.slice for the positive steps, then a
+    fuel.gather per negative-step dim."""
+    s = shape_of_t(x)
+    pos = [r if r.step > 0 else range(0, d) for r, d in zip(ranges, s, strict=True)]
+    if any(r != range(0, d) for r, d in zip(pos, s, strict=True)):
+        x = em.op("slice", x, starts=[r.start for r in pos], limits=[r.stop for r in pos],
+                  steps=[r.step for r in pos])  # fmt: skip
+    for axis, r in enumerate(ranges):
+        if r.step < 0:
+            x = em.op("gather", x, np.array(list(r), np.int64), axis=axis)
+    return x
+
+
+@onnx_op("Slice", attrs="starts ends axes")
+def slice_(n: Node) -> Tensor:
+    x = n.x()
+    s = shape_of_t(x)
+    if n.opset >= 10:
+        starts, ends = n.ints(1, "starts"), n.ints(2, "ends")
+        axes, steps = n.ints(3, "axes"), n.ints(4, "steps")
+    else:
+        starts, ends, axes, steps = n.attr("starts"), n.attr("ends"), n.attr("axes"), None
+    if starts is None or ends is None or len(starts) != len(ends):
+        raise Unsupported("starts and ends must be given, one per sliced axis")
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    ranges = [range(d) for d in s]
+    for a, st, en, sp in zip(axes, starts, ends, steps, strict=True):
+        if sp == 0:
+            raise Unsupported("slice steps must not be 0")
+        a = _axis(a, len(s))
+        ranges[a] = range(*slice(st, en, sp).indices(s[a]))
+    return take(n.em, x, ranges)
+
+
+@onnx_op("Gather", attrs="axis")
+def gather(n: Node) -> Tensor:
+    return n.em.op("gather", n.x(0), n.x(1), axis=n.attr("axis", 0))
+
+
+@onnx_op("Expand")
+def expand(n: Node) -> Tensor:
+    """Bidirectional broadcast of x with the given shape."""
+    x = n.x()
+    s, shape = shape_of_t(x), n.ints(1, "shape") or []
+    out = broadcast_shapes(s, shape)
+    if out is None:
+        raise Unsupported(f"shape {list(s)} does not broadcast with {shape}")
+    return x if out == s else n.em.op("broadcast", x, shape=out)
+
+
+@onnx_op("Tile")
+def tile(n: Node) -> Tensor:
+    x, em = n.x(), n.em
+    s, reps = shape_of_t(x), n.ints(1, "repeats") or []
+    if len(reps) != len(s) or min(reps, default=1) < 0:
+        raise Unsupported(f"repeats {reps} must be one non-negative count per dim of {list(s)}")
+    if all(r == 1 for r in reps):
+        return x
+    pairs = reshape_to(em, x, [v for d in s for v in (1, d)])
+    wide = em.op(
+        "broadcast", pairs, shape=[v for d, r in zip(s, reps, strict=True) for v in (r, d)]
+    )
+    return reshape_to(em, wide, [d * r for d, r in zip(s, reps, strict=True)])
+
+
+@onnx_op("Trilu", attrs="upper")
+def trilu(n: Node) -> Tensor:
+    """Keep the triangle (j - i >= k upper, <= k lower) of the last two dims, zero the rest."""
+    x = n.x()
+    s = shape_of_t(x)
+    k = (n.ints(1, "k") or [0])[0]
+    if len(s) < 2:
+        raise Unsupported(f"input must have rank >= 2, got {list(s)}")
+    diff = np.arange(s[-1])[None, :] - np.arange(s[-2])[:, None]
+    mask = diff >= k if n.attr("upper", 1) else diff <= k
+    return n.em.op("where", mask, x, scalar(0, dtype_of(x)))

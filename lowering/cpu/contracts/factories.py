@@ -1,0 +1,105 @@
+"""Contract factories for the numpy CPU kernels: `factory(dtypes, **entry_args) -> kernel`.
+
+The kernel bodies live in `lowering.cpu.kernels` (unchanged); these adapters turn a contract's
+plain `entry_args` (a ufunc *name*, a compute-dtype *policy*) into the objects those factories
+take, pick the compute dtype from the dtype key, and return the executor's positional fast
+path (`direct`) exactly where the hand registration gives one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from lowering.cpu.kernels import special
+from lowering.cpu.kernels._common import F64_COMPUTE, WIDE, compute_kernel
+from lowering.cpu.kernels.elementwise import (
+    UNARY_COMPOSITES,
+    _binary,
+    _compare,
+    _gelu,
+    _half_wide,
+    _relu,
+    _sign_bits,
+    _unary,
+    _where,
+)
+from lowering.cpu.kernels.linalg import _matmul
+from runtime.contracts.entry import BuiltKernel
+
+Dtypes = Sequence[str]
+
+COMPUTE: dict[str, Callable[[str], np.dtype | None]] = {
+    "self": lambda t: None,  # compute in the dtype itself
+    "half_wide": _half_wide,  # f16/bf16 in f32 (IEEE basic ops: one rounding is exact)
+    "wide": lambda t: WIDE[t],  # one step wider: f32 in f64, f16/bf16 in f32
+    "f64": lambda t: F64_COMPUTE[t],  # every float in f64
+}
+"""Compute-dtype policies a contract names in `entry_args.compute`."""
+
+_NO_DIRECT = {np.maximum, np.minimum}
+"""numpy deprecates a positional `out` for maximum/minimum: no positional fast path."""
+
+
+def _ufunc(name: str) -> np.ufunc:
+    uf = getattr(np, name, None)
+    if not isinstance(uf, np.ufunc):
+        raise ValueError(f"'{name}' is not a numpy ufunc")
+    return uf
+
+
+def unary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
+    """`ufunc(x)` computed per the `compute` policy and rounded once into the output."""
+    uf, cdt = _ufunc(ufunc), COMPUTE[compute](dtypes[0])
+    return BuiltKernel(_unary(uf, cdt), direct=uf if cdt is None else None)
+
+
+def composite(dtypes: Dtypes, fn: str) -> BuiltKernel:
+    """A composite unary (`rsqrt`, `sigmoid`, `silu`) evaluated wide, rounded once."""
+    body = UNARY_COMPOSITES[fn]
+    return BuiltKernel(compute_kernel(body, WIDE[dtypes[0]]), depends_on=(body,))
+
+
+def gelu(dtypes: Dtypes) -> BuiltKernel:
+    """gelu in f64, both forms (`approximate: none | tanh`)."""
+    forms = (special.gelu_erf, special.gelu_tanh, special.gelu_tanh_f64)
+    return BuiltKernel(_gelu(F64_COMPUTE[dtypes[0]]), depends_on=forms)
+
+
+def sign(dtypes: Dtypes, op: str) -> BuiltKernel:
+    """neg / abs: on the sign bit for 16-bit floats (exact, NaN-safe), a ufunc otherwise."""
+    uf = {"neg": np.negative, "abs": np.absolute}[op]
+    if dtypes[0] in ("f16", "bf16"):
+        mask = {"neg": (np.bitwise_xor, 0x8000), "abs": (np.bitwise_and, 0x7FFF)}[op]
+        return BuiltKernel(_sign_bits(*mask))
+    return BuiltKernel(_unary(uf, None), direct=uf)
+
+
+def relu(dtypes: Dtypes) -> BuiltKernel:
+    """max(x, 0); f16/bf16 select in f32."""
+    return BuiltKernel(_relu(_half_wide(dtypes[0])))
+
+
+def binary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
+    """`ufunc(a, b)` with numpy broadcasting, computed per `compute`, rounded once."""
+    uf, cdt = _ufunc(ufunc), COMPUTE[compute](dtypes[0])
+    direct = uf if cdt is None and uf not in _NO_DIRECT else None
+    return BuiltKernel(_binary(uf, cdt), direct=direct)
+
+
+def compare(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
+    """A comparison into i1; 16-bit floats compare in f32 (exact)."""
+    uf, cdt = _ufunc(ufunc), _half_wide(dtypes[0])
+    return BuiltKernel(_compare(uf, cdt), direct=uf if cdt is None else None)
+
+
+def where(dtypes: Dtypes) -> BuiltKernel:
+    """`out = b`, then `a` where `cond`."""
+    return BuiltKernel(_where())
+
+
+def matmul(dtypes: Dtypes) -> BuiltKernel:
+    """numpy matmul; f16/bf16 widen to f32 with f32 accumulation and round once."""
+    t = dtypes[0]
+    return BuiltKernel(_matmul(WIDE[t] if t in ("f16", "bf16") else None))

@@ -1,0 +1,214 @@
+"""Probe inputs for verifying kernel claims: edge values, random values, ragged shapes.
+
+Every float probe set holds the edges that break kernels: signed zeros, infinities, NaN, the
+smallest subnormals and normals, the largest finite values, exp/log overflow thresholds and
+large magnitudes; then scaled normals over many decades and random bit patterns. 16-bit float
+unary ops see all 65536 bit patterns (exhaustive). Shapes are ragged (lengths that are not
+multiples of a SIMD width, 2-D tails) and binary/where probes broadcast.
+
+`PROBES` maps an op to its builder; an op without one cannot be verified yet (its claims get
+`no_probe` records and stay unproven).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One kernel invocation: inputs, params, and the output's shape and dtype."""
+
+    inputs: list[np.ndarray]
+    out_shape: tuple[int, ...]
+    out_dtype: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+
+Builder = Callable[[str, tuple[str, ...]], list[Probe]]
+
+
+def edges(dtype: str) -> np.ndarray:
+    """The edge values of a float dtype (see the module docstring)."""
+    fi = ml_dtypes.finfo(NUMPY_DTYPES[dtype])
+    big, tiny, sub = float(fi.max), float(fi.smallest_normal), float(fi.smallest_subnormal)
+    lnmax, lnsub = math.log(big), math.log(sub)
+    vals = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, math.pi, -math.pi / 2]
+    vals += [big, -big, tiny, -tiny, sub, -sub, 3 * sub, lnmax, -lnmax, lnsub, lnsub - 1.0]
+    vals += [lnmax * (1 + 1e-3), lnmax * (1 - 1e-3), 1e-8, -1e-8, 700.0, -745.0, 1e22, -1e300]
+    with np.errstate(over="ignore"):
+        return np.array(vals, np.float64).astype(NUMPY_DTYPES[dtype])
+
+
+def float_values(dtype: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Edges, then scaled normals over 8 decades, then random bit patterns."""
+    dt = NUMPY_DTYPES[dtype]
+    scaled = rng.standard_normal(n) * 10.0 ** rng.integers(-4, 5, n)
+    bits = np.frombuffer(rng.bytes(dt.itemsize * n), dt)
+    with np.errstate(over="ignore"):
+        return np.concatenate([edges(dtype), scaled.astype(dt), bits])
+
+
+def int_values(dtype: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The extremes (min, max, 0, 1, -1), then uniform values over the whole range."""
+    if dtype == "i1":
+        return rng.random(n) < 0.5
+    info = np.iinfo(NUMPY_DTYPES[dtype])
+    extremes = np.array([info.min, info.max, 0, 1, info.max - 1], NUMPY_DTYPES[dtype])
+    extremes = np.concatenate([extremes, np.array([-1], np.int64).astype(NUMPY_DTYPES[dtype])])
+    body = rng.integers(info.min, info.max, n, dtype=NUMPY_DTYPES[dtype], endpoint=True)
+    return np.concatenate([extremes, body])
+
+
+def values(dtype: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """`float_values` or `int_values` by dtype."""
+    return float_values(dtype, n, rng) if dtype in FLOAT_DTYPES else int_values(dtype, n, rng)
+
+
+def _ragged(x: np.ndarray) -> list[tuple[np.ndarray, str]]:
+    """The whole vector, and a 2-D (k, 13) block of its head (a ragged row length)."""
+    k = min(x.size // 13, 7)
+    out = [(x, "flat")]
+    if k:
+        out.append((np.ascontiguousarray(x[: k * 13].reshape(k, 13)), "2d"))
+    return out
+
+
+def unary(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """All 16-bit patterns, or edges + scaled + random bits; flat and 2-D; gelu in both forms."""
+    t = dtypes[0]
+    rng = np.random.default_rng(101)
+    if t in ("f16", "bf16"):
+        x = np.arange(65536, dtype=np.uint16).view(NUMPY_DTYPES[t])
+    elif op == "gelu" and t == "f64":  # its reference is 45-digit decimal: fewer, aimed values
+        x = np.concatenate([values(t, 150, rng), _gelu_tail(rng)])
+    else:
+        x = values(t, 3000 if t == "f64" else 12_000, rng)
+    params = [{"approximate": "none"}, {"approximate": "tanh"}] if op == "gelu" else [{}]
+    return [
+        Probe([a], a.shape, dtypes[-1], p, f"{label} {dict(p)}".strip())
+        for p in params
+        for a, label in _ragged(x)
+    ]
+
+
+def _gelu_tail(rng: np.random.Generator) -> np.ndarray:
+    """Where gelu is hard: the deep negative tail (1 + erf cancels), the transition, tiny x."""
+    return np.concatenate(
+        [
+            rng.uniform(-39, -5, 120),
+            rng.uniform(-5, 5, 120),
+            rng.uniform(5, 40, 20),
+            np.exp(rng.uniform(-40, 0, 30)) * rng.choice([-1.0, 1.0], 30),
+            [-38.6, -37.6],
+        ]
+    )
+
+
+def _pairs(t: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edges, then independent random values."""
+    if t not in FLOAT_DTYPES:
+        return values(t, n, rng), values(t, n, rng)
+    e = edges(t)
+    ea, eb = (a.ravel() for a in np.meshgrid(e, e))
+    return np.concatenate([ea, values(t, n, rng)]), np.concatenate([eb, values(t, n, rng)])
+
+
+def _take(t: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n values of `t`: random ones with the edges mixed in."""
+    pool = values(t, n, rng)
+    return rng.permutation(pool)[:n]
+
+
+def binary(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Edge pairs and random pairs (ties for comparisons), then two broadcasting probes."""
+    t = dtypes[0]
+    rng = np.random.default_rng(202)
+    a, b = _pairs(t, 1500 if t == "f64" else 6000, rng)
+    if op == "pow" and t in FLOAT_DTYPES:  # the claim covers all inputs; add the useful range
+        dt = NUMPY_DTYPES[t]
+        base = np.exp(rng.uniform(-8, 8, 2000)).astype(dt)
+        expo = rng.uniform(-30, 30, 2000).astype(dt)
+        a, b = (
+            np.concatenate([a, base, -base[:200]]),
+            np.concatenate([b, expo, np.round(expo[:200])]),
+        )
+    if op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        b = b.copy()
+        b[::3] = a[::3]  # plenty of ties
+    out = [Probe([a, b], a.shape, dtypes[-1], {}, "flat")]
+    m, row, col = (_take(t, n, rng) for n in (7 * 13, 13, 7))
+    m, col = m.reshape(7, 13), col.reshape(7, 1)
+    out.append(Probe([m, row], (7, 13), dtypes[-1], {}, "broadcast row"))
+    out.append(Probe([col, row.reshape(1, 13)], (7, 13), dtypes[-1], {}, "outer broadcast"))
+    return out
+
+
+def where(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """All three operands broadcast to a (5, 6, 7) output."""
+    t = dtypes[1]
+    rng = np.random.default_rng(303)
+    cond = rng.random((5, 1, 7)) < 0.5
+    a, b = _take(t, 5 * 6 * 7, rng).reshape(5, 6, 7), _take(t, 6, rng).reshape(6, 1)
+    return [Probe([cond, a, b], (5, 6, 7), dtypes[-1], {}, "broadcast")]
+
+
+MATMUL_SHAPES = (((2, 1, 3, 4), (3, 4, 5)), ((4, 6), (6, 3)), ((1, 7, 16), (2, 16, 1)))
+
+
+def matmul(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Batched, plain and broadcast-batch products (`MATMUL_SHAPES`)."""
+    t = dtypes[0]
+    rng = np.random.default_rng(404)
+    out = []
+    for sa, sb in MATMUL_SHAPES:
+        if t in FLOAT_DTYPES:
+            a = rng.standard_normal(sa).astype(NUMPY_DTYPES[t])
+            b = rng.standard_normal(sb).astype(NUMPY_DTYPES[t])
+        else:
+            a, b = (_take(t, math.prod(s), rng).reshape(s) for s in (sa, sb))
+        shape = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+        out.append(Probe([a, b], shape, dtypes[-1], {}, f"{sa}x{sb}"))
+    return out
+
+
+UNARY_OPS = (
+    "exp",
+    "log",
+    "sqrt",
+    "recip",
+    "tanh",
+    "sin",
+    "cos",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "neg",
+    "abs",
+    "relu",
+)
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "eq", "ne", "lt", "le", "gt", "ge")
+
+PROBES: Mapping[str, Builder] = {
+    **dict.fromkeys(UNARY_OPS, unary),
+    **dict.fromkeys(BINARY_OPS, binary),
+    "where": where,
+    "matmul": matmul,
+}
+"""op -> probe builder."""
+
+
+def probes_for(op: str, dtypes: Sequence[str]) -> list[Probe] | None:
+    """The probes of (op, dtypes), or None when the op has no builder yet."""
+    builder = PROBES.get(op)
+    return None if builder is None else builder(op, tuple(dtypes))

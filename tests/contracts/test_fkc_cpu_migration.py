@@ -1,0 +1,109 @@
+"""The CPU contracts register exactly what the hand registration does, for every migrated key:
+same dtype keys, same bytes out on the probes, same precision claims (after the ledger gate),
+same caps, kernel_source, fast path and cost."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from lowering.cpu.contracts import register_cpu_contracts, register_cpu_kernels_from_contracts
+from lowering.cpu.kernels import register_cpu_kernels
+from runtime.binding_table import BindingEntry, BindingKey, KernelBindingTable
+from runtime.contracts import UnverifiedClaimWarning, contract_source
+from runtime.contracts.probes import probes_for
+from runtime.contracts.verify import _strided
+from runtime.dtypes import NUMPY_DTYPES
+
+
+def _hand() -> KernelBindingTable:
+    t = KernelBindingTable()
+    register_cpu_kernels(t)
+    t.finalize()
+    return t
+
+
+def _contracts() -> KernelBindingTable:
+    t = KernelBindingTable()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnverifiedClaimWarning)  # the ledger proves every claim
+        register_cpu_contracts(t)
+    return t
+
+
+HAND, CONTRACTS = _hand(), _contracts()
+MIGRATED_OPS = sorted({op for op, _, _ in CONTRACTS.iter_keys()})
+KEYS = sorted(CONTRACTS.iter_keys())
+
+
+def _default(table: KernelBindingTable, key: BindingKey) -> BindingEntry:
+    """The hand table's `numpy` kernel at `key` (alternatives of other sources may follow)."""
+    found = [e for e in table.lookup_alternatives(*key) if e.kernel_source == "numpy"]
+    assert len(found) == 1, key
+    return found[0]
+
+
+def test_same_dtype_keys() -> None:
+    hand = {
+        k
+        for k in HAND.iter_keys()
+        if k[0] in MIGRATED_OPS
+        and any(e.kernel_source == "numpy" for e in HAND.lookup_alternatives(*k))
+    }
+    assert set(KEYS) == hand
+    assert len(KEYS) == 178 and {"exp", "add", "eq", "where", "matmul"} <= set(MIGRATED_OPS)
+    assert all(len(CONTRACTS.lookup_alternatives(*k)) == 1 for k in KEYS)
+
+
+def _run(
+    entry: BindingEntry, inputs: list[np.ndarray], shape: tuple[int, ...], dtype: str, params: dict
+) -> bytes:
+    out = np.full(shape, 7, NUMPY_DTYPES[dtype])
+    with np.errstate(all="ignore"):
+        entry.kernel(inputs, [out], params)
+    return out.tobytes()
+
+
+def _direct(
+    entry: BindingEntry, inputs: list[np.ndarray], shape: tuple[int, ...], dtype: str
+) -> bytes:
+    assert entry.direct is not None
+    out = np.full(shape, 7, NUMPY_DTYPES[dtype])
+    with np.errstate(all="ignore"):
+        entry.direct(*inputs, out)
+    return out.tobytes()
+
+
+@pytest.mark.parametrize("key", KEYS, ids=lambda k: f"{k[0]}-{'_'.join(k[1])}")
+def test_same_kernel_facts_and_behaviour(key: BindingKey) -> None:
+    hand, mine = _default(HAND, key), CONTRACTS.lookup(*key)
+    assert mine.precision == hand.precision  # after the ledger gate
+    assert mine.precision.audited and mine.caps == hand.caps
+    assert mine.kernel_source == hand.kernel_source == "numpy"
+    assert (mine.direct is None) == (hand.direct is None) and mine.direct is hand.direct
+    assert contract_source(mine) is not None and contract_source(hand) is None
+    probes = probes_for(key[0], key[1])
+    assert probes
+    for p in probes:
+        shapes = [a.shape for a in p.inputs] + [p.out_shape]
+        assert mine.cost(shapes, key[1], p.params) == hand.cost(shapes, key[1], p.params)
+        want = _run(hand, p.inputs, p.out_shape, p.out_dtype, dict(p.params))
+        assert _run(mine, p.inputs, p.out_shape, p.out_dtype, dict(p.params)) == want
+        strided = [_strided(a) for a in p.inputs]
+        assert _run(mine, strided, p.out_shape, p.out_dtype, dict(p.params)) == want
+        if mine.direct is not None:
+            assert _direct(mine, p.inputs, p.out_shape, p.out_dtype) == want
+
+
+def test_full_cpu_table_from_contracts_matches_the_hand_table() -> None:
+    full = KernelBindingTable()
+    register_cpu_kernels_from_contracts(full)
+    assert set(full.iter_keys()) == set(HAND.iter_keys())
+    for key in HAND.iter_keys():
+        hand, mine = HAND.lookup_alternatives(*key), full.lookup_alternatives(*key)
+        assert [e.kernel_source for e in mine] == [e.kernel_source for e in hand], key
+        assert [e.precision for e in mine] == [e.precision for e in hand], key
+        from_contract = key in CONTRACTS.iter_keys()
+        assert (contract_source(mine[0]) is not None) == from_contract, key

@@ -1,0 +1,199 @@
+"""The verification ledger and harness: the gate, the file, and that checks are not vacuous."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lowering.cpu.contracts import CONTRACTS_DIR, LEDGER_PATH, register_cpu_contracts
+from runtime.binding_table import KernelBindingTable
+from runtime.contracts import (
+    Ledger,
+    LedgerRecord,
+    LedgerWarning,
+    UnverifiedClaimWarning,
+    import_glob,
+    load_contracts,
+)
+from runtime.contracts.ledger import PROTOCOL, revision_hex
+from runtime.contracts.lower import LoweredKernel, lower
+from runtime.contracts.verify import Figures, verify_all, verify_kernel
+from runtime.precision import UNAUDITED, PrecisionGuarantee
+
+Write = Callable[..., Path]
+
+
+def _lowered(path: Path, allow: tuple[str, ...] = ()) -> list[LoweredKernel]:
+    _, contracts = load_contracts(path, allow)
+    return [k for c in contracts for k in lower(c, allow)]
+
+
+def _precisions(path: Path, ledger: object) -> list[PrecisionGuarantee]:
+    table = KernelBindingTable()
+    import_glob(path, table, ledger=ledger)  # type: ignore[arg-type]
+    return [e.precision for _, e in table.iter_entries()]
+
+
+def test_verified_claims_survive_the_gate(base: str, write: Write) -> None:
+    path = write(base)
+    ledger = Ledger(verify_all(_lowered(path)))
+    assert all(r.passed for r in ledger.records.values()) and len(ledger.records) == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _precisions(path, ledger)
+    assert got == [PrecisionGuarantee(bit_stable=True, max_ulp=2)] * 2
+
+
+def test_missing_stale_failed_or_old_protocol_records_downgrade(base: str, write: Write) -> None:
+    path = write(base)
+    good = verify_all(_lowered(path))
+
+    def variant(change: Callable[[LedgerRecord], dict[str, object]]) -> Ledger:
+        rows = [r.to_json() | (change(r) if r.claim == "max_ulp" else {}) for r in good]
+        path.with_name("ledger.json").write_text(json.dumps({"format": 1, "records": rows}))
+        return Ledger.load(path.with_name("ledger.json"))
+
+    for ledger in (
+        None,  # no ledger at all
+        variant(lambda r: {"revision": revision_hex(0)}),  # the kernel changed since
+        variant(lambda r: {"result": "fail"}),  # one claim of two failed
+        variant(lambda r: {"protocol": PROTOCOL - 1}),  # proven under a weaker protocol
+    ):
+        with pytest.warns(UnverifiedClaimWarning, match="max_ulp"):
+            assert _precisions(path, ledger) == [UNAUDITED, UNAUDITED]
+
+
+def test_auto_ledger_sits_beside_the_contracts(base: str, write: Write) -> None:
+    path = write(base)
+    Ledger(verify_all(_lowered(path))).save(path.with_name("ledger.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _precisions(path, "auto")[0].max_ulp == 2
+
+
+def test_malformed_ledger_warns_and_proves_nothing(base: str, write: Write) -> None:
+    path = write(base)
+    bad = path.with_name("ledger.json")
+    for text in ("{not json", '{"format": 99, "records": []}', '{"format": 1, "records": [{}]}'):
+        bad.write_text(text)
+        with pytest.warns(LedgerWarning, match="unreadable"):
+            book = Ledger.load(bad)
+        assert not book.records
+
+
+def test_upsert_replaces_a_kernels_old_rows_and_keeps_others(tmp_path: Path) -> None:
+    def rec(kernel: str, rev: str, claim: str = "max_ulp") -> LedgerRecord:
+        return LedgerRecord(kernel, "cpu", ("f32", "f32"), rev, claim, "pass", 1, 0.0)
+
+    book = Ledger([rec("a", "01"), rec("a", "01", "bit_stable"), rec("b", "07")])
+    book.upsert([rec("a", "02")])
+    assert sorted((r.kernel, r.revision, r.claim) for r in book.records.values()) == [
+        ("a", "01", "bit_stable"),
+        ("a", "02", "max_ulp"),
+        ("b", "07", "max_ulp"),
+    ]
+    path = book.save(tmp_path / "sub" / "ledger.json")
+    again = Ledger.load(path)
+    assert again.records == book.records and again.to_text() == book.to_text()
+    assert [p.name for p in path.parent.iterdir()] == ["ledger.json"]  # no temp file left
+    assert len(path.read_text().splitlines()) == 2 + len(book.records)  # a row per line
+
+
+BROKEN = """
+import numpy as np
+
+def off_by_three_ulp(inputs, outputs, params):
+    y = np.exp(inputs[0].astype(np.float64)).astype(outputs[0].dtype)
+    with np.errstate(all="ignore"):
+        for _ in range(3):
+            y = np.nextafter(y, np.inf)
+    np.copyto(outputs[0], y)
+
+_calls = [0]
+
+def noisy(inputs, outputs, params):
+    _calls[0] += 1
+    np.exp(inputs[0], out=outputs[0])
+    if _calls[0] % 2 == 0 and outputs[0].size > 3:
+        outputs[0].flat[5] = 12345.0
+
+def lazy(inputs, outputs, params):
+    np.exp(inputs[0][1:], out=outputs[0][1:])  # never writes element 0
+
+def raises(inputs, outputs, params):
+    raise RuntimeError("boom")
+"""
+
+
+def _broken(base: str, write: Write, pkg: str, fn: str) -> LoweredKernel:
+    text = base.replace("lowering.cpu.contracts.factories:unary", f"{pkg}:{fn}")
+    text = text.replace("\nentry_args: {ufunc: exp, compute: wide}", "").replace("f32, f64", "f32")
+    return _lowered(write(text, f"{fn}.fkc.md"), (pkg,))[0]
+
+
+def test_harness_catches_violations_with_evidence(
+    base: str, write: Write, user_package: Callable[[str], str]
+) -> None:
+    pkg = user_package(BROKEN)
+    ulp = {r.claim: r for r in verify_kernel(_broken(base, write, pkg, "off_by_three_ulp"))}
+    assert ulp["bit_stable"].result == "pass"
+    r = ulp["max_ulp"]
+    assert (
+        r.result == "fail" and r.measured is not None and r.measured == 3
+    )  # 3 ulp past a 2-ulp claim
+    assert set(r.evidence) >= {"probe", "index", "got", "ref", "inputs", "elements"}
+    assert len(r.evidence["inputs"]) == 1
+    for fn, run in (("noisy", "repeat"), ("lazy", "repeat 1")):
+        rec = {r.claim: r for r in verify_kernel(_broken(base, write, pkg, fn))}["bit_stable"]
+        assert rec.result == "fail" and rec.evidence["run"].startswith(run), rec.evidence
+    boom = verify_kernel(_broken(base, write, pkg, "raises"))
+    assert all(r.result == "fail" and "boom" in r.evidence["error"] for r in boom)
+
+
+def test_ops_without_probes_stay_unproven(base: str, write: Write) -> None:
+    text = base.replace("op: exp", "op: softmax")
+    records = verify_kernel(_lowered(write(text))[0])
+    assert {r.result for r in records} == {"no_probe"}
+    assert Figures.of(records).downgraded == 1 and Figures.of(records).unproven == 2
+
+
+def test_checked_in_cpu_ledger_is_current() -> None:
+    """CI: every claim of every CPU contract has a pass record at its current revision, and
+    the ledger holds no rows for kernels or revisions that no longer exist. On failure run
+    `fuel verify-kernels --write-ledger` (a kernel or contract changed, its rows did not)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnverifiedClaimWarning)
+        result = register_cpu_contracts(KernelBindingTable())
+    assert not result.downgraded
+    book = Ledger.load(LEDGER_PATH)
+    current = {(k.name, k.backend, k.dtypes, revision_hex(k.revision)) for k in result.kernels}
+    stale = {r.key[:4] for r in book.records.values()} - current
+    assert not stale, f"ledger rows of kernels that changed or vanished: {sorted(stale)[:5]}"
+    assert all(r.result == "pass" for r in book.records.values())
+    assert LEDGER_PATH.parent == CONTRACTS_DIR
+
+
+def test_cpu_claims_reverify_on_this_machine() -> None:
+    """The checked-in results reproduce here (all 178 CPU dtype keys, ~2 s)."""
+    _, contracts = load_contracts(CONTRACTS_DIR)
+    records = verify_all(k for c in contracts for k in lower(c))
+    figures = Figures.of(records)
+    assert figures.failed == 0 and figures.unproven == 0, [
+        (r.kernel, r.dtypes, r.claim, r.measured) for r in records if not r.passed
+    ]
+    assert figures.kernels == 178 and figures.claims == len(Ledger.load(LEDGER_PATH).records)
+
+
+def test_relative_and_absolute_bounds_are_measured(base: str, write: Write) -> None:
+    text = base.replace("max_ulp: 2", "max_relative: 1.0e-6\n  max_absolute: 1.0e-3")
+    by_key = {(r.dtypes[0], r.claim): r for r in verify_all(_lowered(write(text)))}
+    assert by_key[("f32", "max_relative")].result == "pass"
+    assert by_key[("f64", "max_relative")].result == "pass"
+    # exp(x) near the f64 overflow is ~1e307: one ulp off is far above 1e-3
+    worst = by_key[("f64", "max_absolute")]
+    assert worst.result == "fail" and worst.measured is not None and worst.measured > 1e200
+    assert float(worst.evidence["inputs"][0]) > 600

@@ -1,0 +1,102 @@
+"""`fuel import`: writes IR + weights that `fuel run` executes; one line and exit 1 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx_models import make_model, mlp_model, run_ort
+
+from runtime.executor import Executor
+from runtime.module import FuelModule
+from runtime.onnx_cli import add_import_parser, load_any, main, parse_shape
+
+
+def fuel_import(*argv: str) -> int:
+    """Run `fuel import ARGV` through its own parser (as `fuel`'s main would dispatch it)."""
+    p = argparse.ArgumentParser(prog="fuel")
+    add_import_parser(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(["import", *argv])
+    return args.fn(args)
+
+
+def test_import_writes_ir_and_weights_that_run(save_model, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    src = save_model(mlp_model())
+    out = tmp_path / "out" / "mlp.mlir"
+    assert fuel_import(src, "-o", str(out)) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"imported {src}: ") and line.endswith(str(out))
+    assert "3 weights (3.1 KiB)" in line
+    assert out.with_suffix(".safetensors").exists()
+    text = out.read_text()
+    assert 'loc("fc1"' in text and "fuel.matmul" in text
+    assert 'fuel.weight "fc1.constant"' in text  # w1, transposed at import (Gemm transB)
+    module = FuelModule.load(out)
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    got = Executor(module).run({"x": x})
+    np.testing.assert_allclose(got["probs"], run_ort(mlp_model(), {"x": x})["probs"], rtol=1e-5)
+
+
+def test_default_output_and_no_locations(save_model) -> None:  # noqa: ANN001
+    src = Path(save_model(mlp_model(), "net.onnx"))
+    assert fuel_import(str(src), "--no-locations") == 0
+    text = src.with_suffix(".mlir").read_text()
+    assert "loc(" not in text and "fuel.weights" in text
+
+
+def test_input_shape_pins_dynamic_dims(save_model, tmp_path: Path) -> None:  # noqa: ANN001
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    vi = helper.make_tensor_value_info
+    model = make_model(nodes, [vi("x", TensorProto.FLOAT, ["b", 4])],
+                       [vi("y", TensorProto.FLOAT, ["b", 4])])  # fmt: skip
+    out = tmp_path / "r.mlir"
+    assert fuel_import(save_model(model), "-o", str(out), "--input-shape", "x=2x4") == 0
+    assert "tensor<2x4xf32>" in out.read_text()
+    assert parse_shape("ids=1,128") == ("ids", (1, 128))
+    assert parse_shape("t=") == ("t", ())
+
+
+@pytest.mark.parametrize(
+    ("setup", "match"),
+    [("missing", "cannot read"), ("garbage", "is not a readable ONNX model"),
+     ("unsupported", "uses 1 op type fuel does not support: Conv (1 node)"),
+     ("dynamic", "dynamic dimension 0 ('b')"), ("bad-shape", "--input-shape expects NAME=1x128")],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_1(setup: str, match: str, save_model, tmp_path: Path,
+                                          capsys) -> None:  # noqa: ANN001 # fmt: skip
+    vi = helper.make_tensor_value_info
+    path, extra = str(tmp_path / "nope.onnx"), []
+    if setup == "garbage":
+        Path(path).write_bytes(b"\x08\x07not a model\xff" * 4)
+    elif setup == "unsupported":
+        conv = helper.make_node("Conv", ["x", "w"], ["y"])
+        model = make_model([conv], [vi("x", TensorProto.FLOAT, [1, 1, 3, 3]),
+                                    vi("w", TensorProto.FLOAT, [1, 1, 1, 1])],
+                           [vi("y", TensorProto.FLOAT, [1, 1, 3, 3])])  # fmt: skip
+        path = save_model(model)
+    elif setup in ("dynamic", "bad-shape"):
+        relu = [helper.make_node("Relu", ["x"], ["y"])]
+        path = save_model(make_model(relu, [vi("x", TensorProto.FLOAT, ["b", 4])],
+                                     [vi("y", TensorProto.FLOAT, ["b", 4])]))  # fmt: skip
+        extra = ["--input-shape", "x"] if setup == "bad-shape" else []
+    assert fuel_import(path, *extra) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert err.startswith("fuel: error: ") and match in err and "\n" not in err
+    assert "Traceback" not in captured.err
+
+
+def test_module_main(save_model, tmp_path: Path) -> None:  # noqa: ANN001
+    assert main([save_model(mlp_model()), "-o", str(tmp_path / "m.mlir")]) == 0
+
+
+def test_cli_load_any_imports_onnx_or_loads_ir(save_model, tmp_path: Path) -> None:  # noqa: ANN001
+    src = save_model(mlp_model())
+    module = load_any(src)
+    assert [op.sym_name.data for op in module.weight_ops()]
+    saved = module.save(tmp_path / "m.mlir")
+    assert str(load_any(str(saved))) == str(FuelModule.load(saved))
