@@ -118,14 +118,19 @@ def torch_runner(x: np.ndarray, n_ops: int) -> Callable[[], np.ndarray]:
     return run
 
 
-def measure(fn: Callable[[], np.ndarray], runs: int) -> list[float]:
-    for _ in range(max(20, runs // 10)):
-        fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append((time.perf_counter_ns() - t0) / 1e3)
+def measure(fns: dict[str, Callable[[], np.ndarray]], runs: int, rounds: int = 20) -> dict:
+    """Interleaved: each round times `runs // rounds` runs of every runner in turn, so the
+    machine's slow and fast phases hit all of them alike."""
+    for fn in fns.values():
+        for _ in range(max(20, runs // 10)):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(max(1, runs // rounds)):
+                t0 = time.perf_counter_ns()
+                fn()
+                times[name].append((time.perf_counter_ns() - t0) / 1e3)
     return times
 
 
@@ -136,13 +141,13 @@ def main() -> int:
     args = ap.parse_args()
     x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
     ref = reference(x, args.ops)
-    results: dict[str, list[float]] = {}
+    fns: dict[str, Callable[[], np.ndarray]] = {}
     for name, make in (
         ("fuel", fuel_runner),
         ("fuel picked", lambda x, n: fuel_runner(x, n, picked=True)),
         ("onnxruntime", ort_runner),
         ("torch eager", torch_runner),
-    ):  # noqa: E501
+    ):
         try:
             fn = make(x, args.ops)
         except ImportError as e:
@@ -152,7 +157,8 @@ def main() -> int:
         if not np.allclose(got, ref, rtol=1e-5, atol=1e-5):
             print(f"{name}: WRONG RESULT (max err {np.abs(got - ref).max():.2e})")
             return 1
-        results[name] = measure(fn, args.runs)
+        fns[name] = fn
+    results = measure(fns, args.runs)
     print(f"\n{args.ops} elementwise ops on f32[64], {args.runs} runs each, microseconds per op:")
     base = statistics.median(results["fuel"]) / args.ops
     for name, t in results.items():

@@ -59,6 +59,23 @@ def _hint(name: str) -> str:
     return h if re.match(r"[A-Za-z_]", h) else f"v{h}"
 
 
+def _reads_back(attr: DenseIntOrFPElementsAttr, want: np.ndarray) -> bool:
+    """Whether `attr` printed and parsed again decodes to exactly `want`'s bytes."""
+    from xdsl.parser import Parser
+    from xdsl.utils.exceptions import ParseError
+
+    from fuel_dialect.dialect import fuel_context
+    from runtime.executor import constant_array
+
+    try:
+        back = Parser(fuel_context(), str(attr)).parse_attribute()
+        return isinstance(back, DenseIntOrFPElementsAttr) and (
+            constant_array(back).tobytes() == want.tobytes()
+        )
+    except (ParseError, ValueError, OverflowError):
+        return False
+
+
 class GraphBuilder:
     """Appends fuel ops to one function; `build` returns the finished module."""
 
@@ -118,10 +135,16 @@ class GraphBuilder:
         return v
 
     def constant(self, value: Scalar | Sequence[object] | np.ndarray, dtype: str = "f32") -> Value:
+        """An inline `fuel.constant`; a value whose IR text would not read back bit-exactly
+        (xDSL spells NaN, inf and some floats in hex) becomes a weight `constant.<n>`."""
         arr = np.asarray(value, dtype=to_numpy(dtype) if dtype != "bf16" else np.float32)
         t = tensor_type(arr.shape, dtype)
         data = arr.astype(bool if dtype == "i1" else arr.dtype).ravel().tolist()
-        return self._add(mv.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, data)))
+        attr = DenseIntOrFPElementsAttr.from_list(t, data)
+        if not _reads_back(attr, arr.astype(to_numpy(dtype))):
+            name = f"constant.{sum(n.startswith('constant.') for n in self.weights)}"
+            return self.weight(name, arr.shape, dtype, value=arr)
+        return self._add(mv.ConstantOp(attr))
 
     # -- elementwise -----------------------------------------------------------------------
 

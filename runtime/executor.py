@@ -110,7 +110,7 @@ class _Compiler:
         if isinstance(op, WeightOp):
             self.static[op.result] = _weight(self.weights, op)
         elif isinstance(op, ConstantOp):
-            self.static[op.result] = _constant(op.value)
+            self.static[op.result] = constant_array(op.value)
         elif isinstance(op, ReshapeOp):
             self.reshape(op.input, op.result)
         elif isinstance(op, CopyOp):
@@ -227,7 +227,8 @@ def _weight(weights: Mapping[str, np.ndarray], op: WeightOp) -> np.ndarray:
     return arr
 
 
-def _constant(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+def constant_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The numpy value of a dense constant attribute."""
     t = attr.get_type()
     dt, shape = to_numpy(dtype_name(t)), shape_of(t)
     vals = list(attr.get_values())

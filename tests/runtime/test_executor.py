@@ -186,3 +186,16 @@ def test_dispatched_kernel_source() -> None:
     m, _ = mlp()
     mm = next(op for op in m.op.walk() if op.name == "fuel.matmul")
     assert dispatched_kernel_source(mm, global_bindings()) == "numpy"
+
+
+def test_constants_that_would_not_survive_the_ir_text_become_weights() -> None:
+    g = GraphBuilder()
+    x = g.input("x", (3,))
+    c = g.constant([np.nan, np.inf, 12572254.0])  # xDSL prints these in hex
+    ok = g.constant([0.5, 1.0, 2.0])
+    m = g.build(outputs=[g.add(g.mul(x, ok), c)])
+    assert list(m.weights) == ["constant.0"]
+    reloaded = type(m).parse(str(m.op))
+    reloaded.weights = m.weights
+    got = Executor(reloaded).run({"x": np.ones(3, np.float32)})["out"]
+    np.testing.assert_array_equal(got, np.array([np.nan, np.inf, 12572256.0], np.float32))
