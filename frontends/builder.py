@@ -134,14 +134,18 @@ class GraphBuilder:
         self._weight_values[name] = v
         return v
 
-    def constant(self, value: Scalar | Sequence[object] | np.ndarray, dtype: str = "f32") -> Value:
+    def constant(
+        self, value: Scalar | Sequence[object] | np.ndarray, dtype: str = "f32", *,
+        checked: bool = True,
+    ) -> Value:  # fmt: skip
         """An inline `fuel.constant`; a value whose IR text would not read back bit-exactly
-        (xDSL spells NaN, inf and some floats in hex) becomes a weight `constant.<n>`."""
+        (xDSL spells NaN, inf and some floats in hex) becomes a weight `constant.<n>`.
+        `checked=False` always inlines (for callers that check and name weights themselves)."""
         arr = np.asarray(value, dtype=to_numpy(dtype) if dtype != "bf16" else np.float32)
         t = tensor_type(arr.shape, dtype)
         data = arr.astype(bool if dtype == "i1" else arr.dtype).ravel().tolist()
         attr = DenseIntOrFPElementsAttr.from_list(t, data)
-        if not _reads_back(attr, arr.astype(to_numpy(dtype))):
+        if checked and not _reads_back(attr, arr.astype(to_numpy(dtype))):
             name = f"constant.{sum(n.startswith('constant.') for n in self.weights)}"
             return self.weight(name, arr.shape, dtype, value=arr)
         return self._add(mv.ConstantOp(attr))

@@ -168,7 +168,7 @@ class Emitter:
     def _inline(self, arr: np.ndarray, dtype: str) -> SSAValue | None:
         """A `fuel.constant`, or None when its printed form would not parse back bit-exactly
         (xDSL prints NaN, inf and some f32 values as hex, which its parser reads as integers)."""
-        v = self.b.constant(arr, dtype)
+        v = self.b.constant(arr, dtype, checked=False)  # checked below, named on failure
         op = v.owner
         assert isinstance(op, Operation)
         try:
