@@ -40,6 +40,8 @@ _FUEL_PASSES = {
     "fuel-place": ("passes.place", "PlacePass"),
     "fuel-select": ("passes.select", "SelectPass"),
     "fuel-bake-variants": ("passes.bake_variants", "BakeVariantsPass"),
+    "fuel-emit-decode-flash": ("passes.emit_decode_flash", "EmitDecodeFlashPass"),
+    "fuel-fuse-casts": ("passes.fuse_casts", "FuseCastsPass"),
 }
 
 

@@ -98,9 +98,15 @@ def verdicts(d: Decision) -> list[CandidateAttr]:
 
 
 def clear_decisions(module: ModuleOp) -> None:
-    for op in module.walk():
-        for name in (ALTERNATIVES_ATTR, DEVICE_ATTR, KERNEL_ATTR):
-            op.attributes.pop(name, None)
+    """Drop the picker's previous decisions on the ops it re-decides: the top-level ops of each
+    function. Stamps inside branch arms belong to the pass that built the arm (e.g. the flash
+    kernel of a decode-flash arm) and are kept."""
+    for f in module.ops:
+        if not isinstance(f, func.FuncOp):
+            continue
+        for op in f.body.block.ops:
+            for name in (ALTERNATIVES_ATTR, DEVICE_ATTR, KERNEL_ATTR):
+                op.attributes.pop(name, None)
 
 
 def stamp_device(op: Operation, device: str) -> None:

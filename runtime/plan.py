@@ -29,7 +29,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from fuel_dialect.attrs import DeviceAttr
+from fuel_dialect.attrs import KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
@@ -317,4 +317,9 @@ def price_op(op: Operation, options: PlanOptions = PlanOptions()) -> dict[str, f
     table = options.table if options.table is not None else global_bindings()
     p = _Planner(topo, table, options)
     p.draft(op)
-    return _node_costs(p.drafts[op])
+    cands = p.drafts[op]
+    stamp = op.attributes.get(KERNEL_ATTR)
+    if isinstance(stamp, KernelRefAttr):  # a stamped op runs exactly its stamped kernel
+        cands = [c for c in cands if c.backend == stamp.backend.data
+                 and c.kernel_source == stamp.kernel_source.data]  # fmt: skip
+    return _node_costs(cands)

@@ -23,6 +23,8 @@ import pytest
 
 from lowering.cpu.kernels import register_cpu_kernels
 from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.contracts.references import _BF16_GRID, ERF, erf_decimal, round_int
+from runtime.contracts.references import round_exact as round_to
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.precision import measure_errors
 
@@ -187,21 +189,7 @@ def gelu_f64_case(tanh: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
-_ERF = np.frompyfunc(math.erf, 1, 1)
-"""libm erf (< 1 f64 ulp): reference for results rounded to f32 or narrower."""
-
-
-def erf_decimal(x: float) -> float:
-    """erf at 45 significant digits (via `_erfcx_decimal`), rounded once to float64."""
-    if abs(x) > 7 or x == 0:  # erfc(7) < 1e-22: rounds to +-1 (and erf(+-0) = +-0)
-        return math.copysign(1.0, x) if x != 0 else x
-    with localcontext() as ctx:
-        ctx.prec = 45
-        z = abs(Decimal(x))
-        if z < Decimal("1e-30"):  # erf(z) = 2z/sqrt(pi) (1 - z^2/3 ...): the next term is gone
-            return math.copysign(float(2 * z / _PI.sqrt()), x)
-        erf = 1 - (-z * z).exp() * _erfcx_decimal(z)
-        return math.copysign(float(erf), x)
+_ERF = ERF
 
 
 @functools.cache
@@ -282,27 +270,6 @@ def exact_f64_binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             continue
         out.append(_fraction_to_float(_FRACTION_OPS[op](Fraction(x), Fraction(y))))
     return np.array(out, np.float64)
-
-
-_BF16_GRID = np.arange(0, 0x7F81, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
-"""Every non-negative bf16 value (up to +inf), ascending: an exact RNE reference for bf16."""
-
-
-def round_to(x64: np.ndarray, dtype: str) -> np.ndarray:
-    """Correctly round float64 values to `dtype` (returned as exact float64). numpy's f64 ->
-    f32/f16 casts are correctly rounded; ml_dtypes' f64 -> bf16 rounds twice, so bf16 uses a
-    midpoint comparison against the full bf16 grid instead."""
-    x64 = np.asarray(x64, np.float64)
-    if dtype != "bf16":
-        with np.errstate(over="ignore"):
-            return x64.astype(NUMPY_DTYPES[dtype]).astype(np.float64)
-    mag = np.abs(x64)
-    idx = np.clip(np.searchsorted(_BF16_GRID, mag), 1, len(_BF16_GRID) - 1)
-    lo, hi = _BF16_GRID[idx - 1], _BF16_GRID[idx]
-    mid = (lo + np.where(np.isinf(hi), 2.0**128, hi)) / 2  # inf stands for 2^128 here
-    up = (mag > mid) | ((mag == mid) & (idx % 2 == 0))  # even bit pattern = even mantissa
-    r = np.where(up | (mag == hi), hi, lo)
-    return np.where(np.isnan(x64), np.nan, np.copysign(r, x64))
 
 
 # -- cases: (inputs, params, out_shape, reference, scale) ----------------------------------
@@ -440,21 +407,6 @@ def _any(t: str, shape, rng: np.random.Generator) -> np.ndarray:
     if x.size > 4:
         x.flat[1], x.flat[3] = np.nan, -np.inf
     return x
-
-
-def round_int(n: int, dtype: str) -> float:
-    """Exact RNE of a Python int to a float dtype (no intermediate float64 rounding)."""
-    p = {"f64": 53, "f32": 24, "f16": 11, "bf16": 8}[dtype]
-    m = abs(n)
-    shift = max(m.bit_length() - p, 0)
-    q, r = divmod(m, 1 << shift)
-    half = (1 << shift) >> 1
-    if shift and (r > half or (r == half and q & 1)):
-        q += 1
-    value = float(q << shift) if (q << shift).bit_length() <= 1024 else math.inf
-    if dtype == "f16" and value > 65504:
-        value = math.inf
-    return math.copysign(value, n) if n else 0.0
 
 
 def _int_edges(t: str) -> list[int]:

@@ -119,7 +119,7 @@ class BadDtypeRule(FkcError):
 
 
 class BadShapeRule(FkcError):
-    rule, summary = "FKC-E23", "output shape rules are same_as / broadcast / matmul over inputs"
+    rule, summary = "FKC-E23", "output shape rules are same_as/broadcast/matmul/by_op over inputs"
 
 
 class BadCostProvenance(FkcError):

@@ -74,7 +74,7 @@ class LoweredKernel:
             return False
         by_name = {o.name: tuple(s) for o, s in zip(ops, shapes, strict=True)}
         outs = zip(self.contract.outputs, shapes[len(self.contract.inputs) :], strict=True)
-        return all(infer_shape(o.shape_rule, by_name) == tuple(s) for o, s in outs)
+        return all(_fits(o.shape_rule, by_name, tuple(s)) for o, s in outs)
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -90,6 +90,10 @@ SHAPE_RULES: dict[str, Callable[..., tuple[int, ...] | None]] = {
 }
 """Output shape rules: input shapes -> the output's shape (None: the inputs do not fit)."""
 
+BY_OP = "by_op"
+"""`shape_rule: by_op(x, ...)`: the output's shape follows from the named inputs and the op's
+params (fuel's shape inference decides it); the contract does not restate it."""
+
 
 def infer_shape(
     rule: tuple[str, tuple[str, ...]] | None, shapes: dict[str, tuple[int, ...]]
@@ -98,10 +102,24 @@ def infer_shape(
     if rule is None:
         return None
     kind, names = rule
+    if kind == BY_OP:
+        return None
     try:
         return SHAPE_RULES[kind](*(shapes[n] for n in names))
     except ValueError:  # not broadcastable
         return None
+
+
+def _fits(
+    rule: tuple[str, tuple[str, ...]] | None,
+    shapes: dict[str, tuple[int, ...]],
+    out: tuple[int, ...],
+) -> bool:
+    """Whether an output shape meets its rule; `by_op` outputs (shaped by the op's params:
+    reshape, transpose, reductions, attention) are the op's shape inference's business."""
+    if rule is not None and rule[0] == BY_OP:
+        return True
+    return infer_shape(rule, shapes) == out
 
 
 def fan_out(contract: KernelContract) -> list[tuple[str, ...]]:

@@ -181,6 +181,169 @@ def matmul(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
     return out
 
 
+def _grid_midpoints(dtype: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Exact midpoints between random adjacent finite values of a 16-bit float grid."""
+    top = 0x7C00 if dtype == "f16" else 0x7F80
+    grid = np.arange(0, top, dtype=np.uint16).view(NUMPY_DTYPES[dtype]).astype(np.float64)
+    i = rng.integers(0, len(grid) - 2, n)
+    return (grid[i] + grid[i + 1]) / 2
+
+
+def cast(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Edges, scaled and random values; from f64/f32 also the midpoints of the f16 and bf16
+    grids and their neighbours (double-rounding traps); integer extremes and 2^24/2^53 + odd;
+    into integers only finite in-range values (the claim's domain) and fractions to truncate."""
+    src, dst = dtypes
+    rng = np.random.default_rng(505)
+    sdt = NUMPY_DTYPES[src]
+    if src == "i1":
+        x = np.array([True, False, True, False])
+    elif src not in FLOAT_DTYPES:
+        info = np.iinfo(sdt)
+        odd = [2**24 + 1, 2**24 + 3, 65519, 65520, 2**53 + 1, -(2**53) - 3, 2**62 + 2**38 + 1]
+        odd = [v for v in odd if info.min <= v <= info.max]
+        x = np.concatenate([values(src, 600, rng), np.array(odd, sdt)])
+    else:
+        x = values(src, 600, rng)
+        if src in ("f64", "f32"):
+            mids = np.concatenate(
+                [_grid_midpoints("bf16", rng, 200), _grid_midpoints("f16", rng, 200)]
+            )
+            m = np.concatenate([mids, -mids]).astype(sdt)
+            x = np.concatenate([x, m, np.nextafter(m, np.inf), np.nextafter(m, -np.inf)])
+        if dst not in FLOAT_DTYPES and dst != "i1":
+            info = np.iinfo(NUMPY_DTYPES[dst])
+            frac = np.array([0.5, -0.5, 0.99, -0.99, 1.5, -1.5, 2.75, -2.75]).astype(sdt)
+            x = np.concatenate([x, frac])
+            with np.errstate(all="ignore"):
+                t = np.trunc(x.astype(np.float64))
+                x = x[np.isfinite(t) & (t >= info.min) & (t <= info.max) & (np.abs(t) < 2.0**62)]
+    return [Probe([a], a.shape, dst, {}, label) for a, label in _ragged(x)]
+
+
+REDUCE_PARAMS = (((), False), ((0,), True), ((1, 2), False), ((0, 1, 2), True), ((2,), False))
+
+
+def _block(t: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random values of `t` (floats: normals x 4 with a NaN, an inf and a signed zero)."""
+    if t not in FLOAT_DTYPES:
+        return _take(t, math.prod(shape), rng).reshape(shape)
+    x = (rng.standard_normal(shape) * 4).astype(NUMPY_DTYPES[t])
+    x.flat[7], x.flat[20], x.flat[33] = np.nan, -np.inf, -0.0
+    return x
+
+
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) -> tuple[int, ...]:
+    if keep:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reduce(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """A (4, 5, 6) block with NaN, inf and -0 over five axis sets, and a ragged (3, 1000) sum."""
+    t = dtypes[0]
+    rng = np.random.default_rng(606)
+    out = []
+    for axes, keep in REDUCE_PARAMS:
+        x = _block(t, (4, 5, 6), rng)
+        params = {"axes": axes, "keepdim": keep}
+        out.append(Probe([x], _reduced_shape(x.shape, axes, keep), t, params, f"{axes} {keep}"))
+    x = _block(t, (3, 1000), rng)
+    out.append(Probe([x], (3,), t, {"axes": (1,), "keepdim": False}, "long rows"))
+    return out
+
+
+def softmax(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Rows of spread 0..200 around random offsets, one with -inf entries; both axes."""
+    t = dtypes[0]
+    rng = np.random.default_rng(707)
+    spreads = np.array([1.0, 30.0, 200.0, 0.0, 8.0])[:, None]
+    x = rng.standard_normal((5, 37)) * spreads + rng.uniform(-50, 50, (5, 1))
+    x[4, ::5] = -np.inf
+    x = x.astype(NUMPY_DTYPES[t])
+    xt = np.ascontiguousarray(x.T)
+    return [
+        Probe([x], x.shape, t, {"axis": 1}, "rows"),
+        Probe([xt], xt.shape, t, {"axis": 0}, "columns"),
+        Probe([x[:, :13]], (5, 13), t, {"axis": -1}, "ragged rows"),
+    ]
+
+
+def _normal(t: str, shape: tuple[int, ...], rng: np.random.Generator, scale: float = 1.0):
+    return (rng.standard_normal(shape) * scale).astype(NUMPY_DTYPES[t])
+
+
+def norm(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """(3, 4, 16) and a ragged (2, 37) with per-column weights (and biases)."""
+    t = dtypes[0]
+    rng = np.random.default_rng(808)
+    out = []
+    for shape in ((3, 4, 16), (2, 37)):
+        x = _normal(t, shape, rng, 3.0) + np.asarray(5.0 if op == "layer_norm" else 0.0).astype(
+            NUMPY_DTYPES[t]
+        )
+        params = [_normal(t, shape[-1:], rng) for _ in range(len(dtypes) - 2)]
+        out.append(Probe([x, *params], shape, t, {"eps": 1e-5}, str(shape)))
+    return out
+
+
+def rope(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """x (2, 3, 5, 8), angles over [-10, 10], both pairings."""
+    t = dtypes[0]
+    rng = np.random.default_rng(909)
+    x = _normal(t, (2, 3, 5, 8), rng, 2.0)
+    ang = rng.uniform(-10, 10, (5, 4))
+    c, s = np.cos(ang).astype(x.dtype), np.sin(ang).astype(x.dtype)
+    return [
+        Probe([x, c, s], x.shape, t, {"interleaved": inter}, f"interleaved={inter}")
+        for inter in (False, True)
+    ]
+
+
+def attention(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Grouped-query (4 query heads on 2 kv heads), causal or not, kv_len down to 0."""
+    t = dtypes[0]
+    rng = np.random.default_rng(1010)
+    out = []
+    for sq, causal, kv_len in (
+        (3, True, 6),
+        (3, False, 4),
+        (1, True, 5),
+        (4, True, 2),
+        (2, True, 0),
+    ):
+        q, k = _normal(t, (2, 4, sq, 8), rng), _normal(t, (2, 2, 6, 8), rng)
+        v = _normal(t, (2, 2, 6, 5), rng)
+        extra = [np.array(kv_len, np.int64)] if len(dtypes) == 5 else []
+        params = {"causal": causal, "scale": 0.35}
+        out.append(Probe([q, k, v, *extra], (2, 4, sq, 5), t, params, f"sq={sq} {causal} {kv_len}"))
+    return out
+
+
+def movement(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """One or two probes per op over a (4, 5, 6) block of values with edges."""
+    t = dtypes[0]
+    rng = np.random.default_rng(1111)
+    x = _take(t, 120, rng).reshape(4, 5, 6)
+    if op == "reshape":
+        # `shape` is for the reference (the kernel reads its output's shape)
+        return [
+            Probe([x], (10, 12), t, {"shape": (10, 12)}, "flat"),
+            Probe([x.T], (30, 4), t, {"shape": (30, 4)}, "transposed"),
+        ]
+    if op == "transpose":
+        return [Probe([x], (6, 4, 5), t, {"perm": (2, 0, 1)}, "perm")]
+    if op == "broadcast":
+        return [
+            Probe([x[:1, :, 2:3]], (3, 4, 5, 6), t, {"shape": (3, 4, 5, 6)}, "new dim, repeats")
+        ]
+    if op == "slice":
+        p = {"starts": (1, 0, 2), "limits": (4, 5, 6), "steps": (2, 1, 3)}
+        return [Probe([x], (2, 5, 2), t, p, "steps")]
+    idx = np.array([[0, -1, 3], [4, -5, 2]], NUMPY_DTYPES[dtypes[1]])
+    return [Probe([x, idx], (4, 2, 3, 6), t, {"axis": 1}, "axis 1")]
+
+
 UNARY_OPS = (
     "exp",
     "log",
@@ -196,6 +359,7 @@ UNARY_OPS = (
     "neg",
     "abs",
     "relu",
+    "erf",
 )
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "eq", "ne", "lt", "le", "gt", "ge")
 
@@ -204,6 +368,14 @@ PROBES: Mapping[str, Builder] = {
     **dict.fromkeys(BINARY_OPS, binary),
     "where": where,
     "matmul": matmul,
+    "cast": cast,
+    **dict.fromkeys(("reduce_sum", "reduce_mean", "reduce_max", "reduce_min"), reduce),
+    "softmax": softmax,
+    "rms_norm": norm,
+    "layer_norm": norm,
+    "rope": rope,
+    "attention": attention,
+    **dict.fromkeys(("reshape", "transpose", "broadcast", "slice", "gather"), movement),
 }
 """op -> probe builder."""
 

@@ -85,12 +85,36 @@ def wrap(values: Any, dtype: str) -> np.ndarray:
     return np.array(flat, dtype=dt).reshape(np.shape(values))
 
 
+_MOVEMENT: Mapping[str, Callable[..., Any]] = {
+    "reshape": lambda a, p: a[0].reshape(p["shape"]),
+    "transpose": lambda a, p: a[0].transpose(p["perm"]),
+    "broadcast": lambda a, p: np.broadcast_to(a[0], p["shape"]),
+    "slice": lambda a, p: a[0][tuple(map(slice, p["starts"], p["limits"], p["steps"]))],
+    "gather": lambda a, p: np.take(a[0], a[1], axis=p["axis"]),
+}
+"""Exact references of the copy ops (numpy indexing; `shape` params are the probes')."""
+
+_INT_REDUCE: Mapping[str, Callable[..., Any]] = {"reduce_max": np.max, "reduce_min": np.min}
+
+
 def reference(
     op: str, dtypes: Sequence[str], inputs: Sequence[np.ndarray], params: Mapping[str, Any]
 ) -> np.ndarray | None:
     """The reference result of `op` on `inputs` (see the module docstring)."""
     src, out = dtypes[0] if op != "where" else dtypes[1], dtypes[-1]
     with np.errstate(all="ignore"):
+        if op == "cast":
+            return cast_reference(inputs[0], src, out)
+        if op in _MOVEMENT:
+            return np.asarray(_MOVEMENT[op](list(inputs), params))
+        if op == "erf":
+            return erf_reference(inputs[0], src == "f64")
+        if op.startswith("reduce_") and out not in FLOAT_DTYPES:
+            axes, keep = tuple(params["axes"]), params["keepdim"]
+            if op == "reduce_sum":
+                return wrap(np.sum(inputs[0].astype(object), axis=axes, keepdims=keep), out)
+            fn = _INT_REDUCE.get(op)
+            return None if fn is None else np.asarray(fn(inputs[0], axis=axes, keepdims=keep))
         if op in COMPARE:
             wide = [a.astype(object if src not in FLOAT_DTYPES else np.float64) for a in inputs]
             return np.asarray(COMPARE[op](*wide), dtype=bool)
@@ -202,3 +226,84 @@ def _erfcx_decimal(z: Decimal) -> Decimal:
     for k in range(200, 0, -1):
         t = (Decimal(k) / 2) / (z + t)
     return 1 / (sqrt_pi * (z + t))
+
+
+# -- exact rounding, casts -------------------------------------------------------------------
+
+_BF16_GRID = np.arange(0, 0x7F81, dtype=np.uint16).view(NUMPY_DTYPES["bf16"]).astype(np.float64)
+"""Every non-negative bf16 value (up to +inf), ascending: an exact RNE reference for bf16."""
+
+
+def round_exact(x64: np.ndarray, dtype: str) -> np.ndarray:
+    """Correctly round float64 values to `dtype` (returned as exact float64). numpy's f64 ->
+    f32/f16 casts are correctly rounded; ml_dtypes' f64 -> bf16 rounds twice, so bf16 uses a
+    midpoint comparison against the full bf16 grid instead (independent of fuel's kernels)."""
+    x64 = np.asarray(x64, np.float64)
+    if dtype != "bf16":
+        with np.errstate(over="ignore"):
+            return x64.astype(NUMPY_DTYPES[dtype]).astype(np.float64)
+    mag = np.abs(x64)
+    idx = np.clip(np.searchsorted(_BF16_GRID, mag), 1, len(_BF16_GRID) - 1)
+    lo, hi = _BF16_GRID[idx - 1], _BF16_GRID[idx]
+    mid = (lo + np.where(np.isinf(hi), 2.0**128, hi)) / 2  # inf stands for 2^128 here
+    up = (mag > mid) | ((mag == mid) & (idx % 2 == 0))  # even bit pattern = even mantissa
+    r = np.where(up | (mag == hi), hi, lo)
+    return np.where(np.isnan(x64), np.nan, np.copysign(r, x64))
+
+
+def round_int(n: int, dtype: str) -> float:
+    """Exact RNE of a Python int to a float dtype (no intermediate float64 rounding)."""
+    p = {"f64": 53, "f32": 24, "f16": 11, "bf16": 8}[dtype]
+    m = abs(n)
+    shift = max(m.bit_length() - p, 0)
+    q, r = divmod(m, 1 << shift)
+    half = (1 << shift) >> 1
+    if shift and (r > half or (r == half and q & 1)):
+        q += 1
+    value = float(q << shift) if (q << shift).bit_length() <= 1024 else math.inf
+    if dtype == "f16" and value > 65504:
+        value = math.inf
+    return math.copysign(value, n) if n else 0.0
+
+
+def cast_reference(x: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """The exact cast: x != 0 into i1; RNE from the exact source value into floats; truncation
+    (in range) or wrapping into integers."""
+    if dst == "i1":
+        return np.asarray(x != 0)
+    if dst in FLOAT_DTYPES:
+        if src in FLOAT_DTYPES:
+            return round_exact(x.astype(np.float64), dst)
+        flat = [round_int(int(v), dst) for v in x.ravel().tolist()]
+        return np.array(flat, np.float64).reshape(x.shape)
+    if src in FLOAT_DTYPES:
+        return wrap(np.trunc(x.astype(np.float64)).astype(object), dst)
+    return wrap(x.astype(object), dst)
+
+
+# -- erf -------------------------------------------------------------------------------------
+
+ERF = np.frompyfunc(math.erf, 1, 1)
+"""libm erf (< 1 f64 ulp): reference for results rounded to f32 or narrower."""
+
+
+def erf_decimal(x: float) -> float:
+    """erf at 45 significant digits (via `_erfcx_decimal`), rounded once to float64."""
+    if abs(x) > 7 or x == 0:  # erfc(7) < 1e-22: rounds to +-1 (and erf(+-0) = +-0)
+        return math.copysign(1.0, x) if x != 0 else x
+    with localcontext() as ctx:
+        ctx.prec = 45
+        z = abs(Decimal(x))
+        if z < Decimal("1e-30"):  # erf(z) = 2z/sqrt(pi) (1 - z^2/3 ...): the next term is gone
+            return math.copysign(float(2 * z / _PI.sqrt()), x)
+        erf = 1 - (-z * z).exp() * _erfcx_decimal(z)
+        return math.copysign(float(erf), x)
+
+
+def erf_reference(x: np.ndarray, f64: bool) -> np.ndarray:
+    """erf of `x`: 45-digit decimal for f64 results, libm's erf otherwise (NaN stays NaN)."""
+    x64 = x.astype(np.float64)
+    if f64:
+        flat = [erf_decimal(v) if v == v else v for v in x64.ravel().tolist()]
+        return np.array(flat, np.float64).reshape(x64.shape)
+    return ERF(x64).astype(np.float64)

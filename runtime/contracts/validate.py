@@ -339,7 +339,7 @@ def _rank(r: _Reader, m: Mapping[str, Any], at: FieldPath) -> RankSpec:
 def _shape_rule(r: _Reader, m: Mapping[str, Any], at: FieldPath) -> tuple[str, tuple[str, ...]]:
     rule = r.get(m, at, "shape_rule", "str").strip()
     call = _CALL.match(rule)
-    arity = {"same_as": (1, 1), "broadcast": (1, 64), "matmul": (2, 2)}
+    arity = {"same_as": (1, 1), "broadcast": (1, 64), "matmul": (2, 2), "by_op": (1, 64)}
     if call and call.group("fn") in arity:
         args = tuple(a.strip() for a in call.group("args").split(",") if a.strip())
         lo, hi = arity[call.group("fn")]
@@ -348,7 +348,7 @@ def _shape_rule(r: _Reader, m: Mapping[str, Any], at: FieldPath) -> tuple[str, t
     r.fail(
         E.BadShapeRule,
         (*at, "shape_rule"),
-        f"shape_rule '{rule}' is same_as(x), broadcast(x, ...) or matmul(a, b)",
+        f"shape_rule '{rule}' is same_as(x), broadcast(x, ...), matmul(a, b) or by_op(x, ...)",
     )
 
 

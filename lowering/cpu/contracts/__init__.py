@@ -1,15 +1,21 @@
 """fuel's numpy CPU kernels declared as kernel contracts (`*.fkc.md` in this folder).
 
-Migrated so far: the elementwise family (unary math, binary arithmetic, comparisons, `where`)
-and `matmul`, i.e. everything `register_elementwise` and `register_linalg` register by hand.
-Their precision claims are proven by `ledger.json` (regenerate with
-`fuel verify-kernels --write-ledger` after changing a contract or a kernel it runs).
+Migrated: the elementwise family (unary math, erf, binary arithmetic, comparisons, `where`),
+`matmul`, `cast`, the reductions and `softmax`, `rms_norm` / `layer_norm` / `rope` /
+`attention` (both key forms), and the data movement ops except `concat`: every `numpy`-source
+kernel of `register_cpu_kernels` but concat. Their claims are proven by `ledger.json`
+(regenerate with `fuel verify-kernels --write-ledger` after changing a contract or a kernel it
+runs).
 
-`register_cpu_kernels_from_contracts` is the full CPU table built this way: the migrated
-kernels from contracts, the rest still by hand until their contracts exist (cast, reductions
-and softmax, norms/rope/attention, data movement, and the alternative siblings of
-`lowering.cpu.kernels`; the harness has no verification probes for most of them yet, see
-`runtime.contracts.probes`).
+`register_cpu_kernels_from_contracts` builds the full CPU table: the contracts, plus by hand
+only what they do not express yet:
+
+* `concat` (9 keys): variadic, any number of inputs under a canonical `(T, T)` key; a
+  contract's operand list is fixed (and its cost would need the bytes of every extra input).
+* the alternative siblings of other kernel sources (`numpy-fast`, `numpy-f64acc`,
+  `numpy-einsum`, `numpy-contig`, `numpy-bcast-row`): not migrated yet (one provider per
+  import, so each needs its own folder, and `fuel verify-kernels` only walks this one).
+* any hand-registered family added to `lowering.cpu.kernels` since (e.g. `flash`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lowering.cpu.kernels import cast as _cast
+from lowering.cpu.kernels import movement as _movement
+from lowering.cpu.kernels import nn as _nn
+from lowering.cpu.kernels import reduction as _reduction
 from lowering.cpu.kernels import special
-from lowering.cpu.kernels._common import F64_COMPUTE, WIDE, compute_kernel
+from lowering.cpu.kernels._common import F64, F64_COMPUTE, WIDE, compute_kernel
 from lowering.cpu.kernels.elementwise import (
     UNARY_COMPOSITES,
     _binary,
@@ -27,6 +31,7 @@ from lowering.cpu.kernels.elementwise import (
 )
 from lowering.cpu.kernels.linalg import _matmul
 from runtime.contracts.entry import BuiltKernel
+from runtime.dtypes import compute_dtype
 
 Dtypes = Sequence[str]
 
@@ -103,3 +108,67 @@ def matmul(dtypes: Dtypes) -> BuiltKernel:
     """numpy matmul; f16/bf16 widen to f32 with f32 accumulation and round once."""
     t = dtypes[0]
     return BuiltKernel(_matmul(WIDE[t] if t in ("f16", "bf16") else None))
+
+
+# -- cast, reductions, softmax, nn, movement, erf -------------------------------------------
+
+
+def cast(dtypes: Dtypes) -> BuiltKernel:
+    """A copy (S -> S), numpy's unsafe conversion, or a correctly rounded `special` conversion
+    where ml_dtypes would round twice through f32 (f64/i64/i32 -> bf16)."""
+    src, dst = dtypes
+    if src == dst:
+        return BuiltKernel(_cast._copy())
+    if dst == "bf16" and src in _cast._TO_BF16_SPECIAL:
+        convert = _cast._TO_BF16_SPECIAL[src]
+        return BuiltKernel(_cast._to_bf16(convert), depends_on=(convert,))
+    return BuiltKernel(_cast._convert())
+
+
+def reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
+    """reduce_sum/mean/max/min: f16/bf16 accumulate in f32; float sums read a contiguous copy."""
+    return BuiltKernel(_reduction._make_reduce(op, dtypes[0]))
+
+
+def softmax(dtypes: Dtypes) -> BuiltKernel:
+    """Max-subtracted softmax, f32/f16/bf16 computed in f64."""
+    return BuiltKernel(_reduction._softmax(F64_COMPUTE[dtypes[0]]))
+
+
+def norm(dtypes: Dtypes, op: str) -> BuiltKernel:
+    """rms_norm / layer_norm in `runtime.dtypes.compute_dtype` (f32 for f16/bf16)."""
+    make = {"rms_norm": _nn._rms_norm, "layer_norm": _nn._layer_norm}[op]
+    return BuiltKernel(make(compute_dtype(dtypes[0])), depends_on=(_nn._compute,))
+
+
+def rope(dtypes: Dtypes) -> BuiltKernel:
+    """rope computed in f64 for every dtype."""
+    return BuiltKernel(_nn._rope(F64))
+
+
+def attention(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
+    """Grouped-query SDPA in `compute_dtype` (f32, f64 for f64); `kv_len`: the 5-operand key
+    with a scalar i64 valid-key count."""
+    kernel = _nn._attention(compute_dtype(dtypes[0]), kv_len)
+    return BuiltKernel(kernel, depends_on=(_nn._sdpa, _nn._mask, _nn._compute))
+
+
+_MOVEMENT: dict[str, Callable[[], Callable[..., None]]] = {
+    "reshape": _movement._reshape,
+    "transpose": _movement._transpose,
+    "broadcast": _movement._broadcast,
+    "slice": _movement._slice,
+    "concat": _movement._concat,
+    "gather": _movement._gather,
+}
+
+
+def movement(dtypes: Dtypes, op: str) -> BuiltKernel:
+    """An exact copy kernel of `lowering.cpu.kernels.movement`."""
+    return BuiltKernel(_MOVEMENT[op]())
+
+
+def erf(dtypes: Dtypes) -> BuiltKernel:
+    """`special.erf` (f64 series / erfcx form) evaluated in f64 in chunks, rounded once."""
+    kernel = compute_kernel(special.erf, F64_COMPUTE[dtypes[0]])
+    return BuiltKernel(kernel, depends_on=(special.erf,))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from lowering.cpu.kernels.alternatives import register_alternatives
 from lowering.cpu.kernels.cast import register_cast
 from lowering.cpu.kernels.elementwise import register_elementwise
+from lowering.cpu.kernels.flash import register_flash
 from lowering.cpu.kernels.linalg import register_linalg
 from lowering.cpu.kernels.movement import register_movement
 from lowering.cpu.kernels.nn import register_nn
@@ -26,6 +27,7 @@ FAMILIES = (
     register_linalg,
     register_nn,
     register_movement,
+    register_flash,  # after nn: the generic attention stays each key's default
 )
 
 
