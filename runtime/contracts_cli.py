@@ -35,9 +35,11 @@ from runtime.contracts.lower import LoweredKernel, lower
 
 
 def _builtin_contract_dirs() -> list[Path]:
-    from lowering.cpu.contracts import CONTRACTS_DIR
+    """The numpy provider's folder, then one folder per alternative kernel_source (each has its
+    own ledger.json: one import is one provider)."""
+    from lowering.cpu.contracts import CONTRACTS_DIR, PROVIDER_DIRS
 
-    return [CONTRACTS_DIR]
+    return [CONTRACTS_DIR, *PROVIDER_DIRS]
 
 
 def _common(p: argparse.ArgumentParser) -> None:

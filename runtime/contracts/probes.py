@@ -317,6 +317,14 @@ def attention(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
         extra = [np.array(kv_len, np.int64)] if len(dtypes) == 5 else []
         params = {"causal": causal, "scale": 0.35}
         out.append(Probe([q, k, v, *extra], (2, 4, sq, 5), t, params, f"sq={sq} {causal} {kv_len}"))
+    # decode (one query) over a longer cache: several key chunks of a split-KV (flash decoding)
+    # kernel plus a ragged tail; the only probes a `q.dim[2] == 1` contract accepts besides sq=1
+    for causal, kv_len in ((True, 517), (False, 600)):
+        q, k = _normal(t, (1, 4, 1, 8), rng), _normal(t, (1, 2, 600, 8), rng)
+        v = _normal(t, (1, 2, 600, 5), rng)
+        extra = [np.array(kv_len, np.int64)] if len(dtypes) == 5 else []
+        params = {"causal": causal, "scale": 0.35}
+        out.append(Probe([q, k, v, *extra], (1, 4, 1, 5), t, params, f"decode {causal} {kv_len}"))
     return out
 
 
@@ -329,7 +337,9 @@ def movement(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
         # `shape` is for the reference (the kernel reads its output's shape)
         return [
             Probe([x], (10, 12), t, {"shape": (10, 12)}, "flat"),
-            Probe([x.T], (30, 4), t, {"shape": (30, 4)}, "transposed"),
+            # a transposed block copied C-contiguous: contiguous-only siblings (numpy-contig)
+            # accept it too; strided and offset views are the harness's own runs
+            Probe([np.ascontiguousarray(x.T)], (30, 4), t, {"shape": (30, 4)}, "transposed"),
         ]
     if op == "transpose":
         return [Probe([x], (6, 4, 5), t, {"perm": (2, 0, 1)}, "perm")]

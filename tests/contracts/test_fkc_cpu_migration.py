@@ -9,7 +9,12 @@ import warnings
 import numpy as np
 import pytest
 
-from lowering.cpu.contracts import register_cpu_contracts, register_cpu_kernels_from_contracts
+from lowering.cpu.contracts import (
+    PROVIDER_DIRS,
+    register_cpu_contracts,
+    register_cpu_kernels_from_contracts,
+    register_cpu_sibling_contracts,
+)
 from lowering.cpu.kernels import register_cpu_kernels
 from runtime.binding_table import BindingEntry, BindingKey, KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source
@@ -33,7 +38,17 @@ def _contracts() -> KernelBindingTable:
     return t
 
 
-HAND, CONTRACTS = _hand(), _contracts()
+def _siblings() -> KernelBindingTable:
+    t = KernelBindingTable()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnverifiedClaimWarning)  # each provider's ledger proves all
+        register_cpu_sibling_contracts(t)
+    return t
+
+
+HAND, CONTRACTS, SIBLINGS = _hand(), _contracts(), _siblings()
+SOURCES = [d.name for d in PROVIDER_DIRS]
+SIBLING_KEYS = sorted((key, e.kernel_source) for key, e in SIBLINGS.iter_entries())
 MIGRATED_OPS = sorted({op for op, _, _ in CONTRACTS.iter_keys()})
 KEYS = sorted(CONTRACTS.iter_keys())
 
@@ -91,8 +106,9 @@ def test_same_kernel_facts_and_behaviour(key: BindingKey) -> None:
         assert mine.cost(shapes, key[1], p.params) == hand.cost(shapes, key[1], p.params)
         want = _run(hand, p.inputs, p.out_shape, p.out_dtype, dict(p.params))
         assert _run(mine, p.inputs, p.out_shape, p.out_dtype, dict(p.params)) == want
-        strided = [_strided(a) for a in p.inputs]
-        assert _run(mine, strided, p.out_shape, p.out_dtype, dict(p.params)) == want
+        if mine.caps.strided_input:
+            strided = [_strided(a) for a in p.inputs]
+            assert _run(mine, strided, p.out_shape, p.out_dtype, dict(p.params)) == want
         if mine.direct is not None:
             assert _direct(mine, p.inputs, p.out_shape, p.out_dtype) == want
 
@@ -107,3 +123,89 @@ def test_full_cpu_table_from_contracts_matches_the_hand_table() -> None:
         assert [e.precision for e in mine] == [e.precision for e in hand], key
         from_contract = key in CONTRACTS.iter_keys()
         assert (contract_source(mine[0]) is not None) == from_contract, key
+
+
+def _of(table: KernelBindingTable, key: BindingKey, source: str) -> BindingEntry:
+    found = [e for e in table.lookup_alternatives(*key) if e.kernel_source == source]
+    assert len(found) == 1, (key, source)
+    return found[0]
+
+
+def test_sibling_sources_have_the_hand_keys() -> None:
+    for source in SOURCES:
+        hand = {
+            k
+            for k in HAND.iter_keys()
+            if any(e.kernel_source == source for e in HAND.lookup_alternatives(*k))
+        }
+        mine = {k for k, s in SIBLING_KEYS if s == source}
+        assert mine == hand and mine, source
+    counts = {s: sum(1 for _, x in SIBLING_KEYS if x == s) for s in SOURCES}
+    assert counts == {
+        "numpy-flashdecode": 6,
+        "numpy-fast": 18,
+        "numpy-f64acc": 7,
+        "numpy-einsum": 2,
+        "numpy-contig": 18,
+        "numpy-bcast-row": 1,
+    }
+
+
+def _accepted(entry: BindingEntry, shapes: list[tuple[int, ...]]) -> bool:
+    """The probes the contract's shape constraints accept (flash decoding: Sq == 1 only)."""
+    prov = contract_source(entry)
+    assert prov is not None
+    return not (prov.kernel.startswith("attention_flashdecode") and shapes[0][2] != 1)
+
+
+@pytest.mark.parametrize(
+    "key_source", SIBLING_KEYS, ids=lambda ks: f"{ks[1]}-{ks[0][0]}-{'_'.join(ks[0][1])}"
+)
+def test_sibling_facts_and_behaviour(key_source: tuple[BindingKey, str]) -> None:
+    key, source = key_source
+    hand, mine = _of(HAND, key, source), _of(SIBLINGS, key, source)
+    assert mine.precision == hand.precision and mine.precision.audited  # after the ledger gate
+    assert mine.caps == hand.caps and mine.kernel_source == hand.kernel_source == source
+    assert (mine.direct is None) == (hand.direct is None) and mine.direct is hand.direct
+    assert contract_source(mine) is not None and contract_source(hand) is None
+    probes = probes_for(key[0], key[1])
+    assert probes
+    ran = 0
+    for p in probes:
+        shapes = [a.shape for a in p.inputs] + [p.out_shape]
+        assert mine.cost(shapes, key[1], p.params) == hand.cost(shapes, key[1], p.params)
+        if not _accepted(mine, shapes):
+            continue
+        ran += 1
+        want = _run(hand, p.inputs, p.out_shape, p.out_dtype, dict(p.params))
+        assert _run(mine, p.inputs, p.out_shape, p.out_dtype, dict(p.params)) == want
+        if mine.caps.strided_input:
+            strided = [_strided(a) for a in p.inputs]
+            assert _run(mine, strided, p.out_shape, p.out_dtype, dict(p.params)) == want
+        if mine.direct is not None:
+            assert _direct(mine, p.inputs, p.out_shape, p.out_dtype) == want
+    assert ran
+
+
+def test_flash_decode_cost_prices_prefill_as_infeasible() -> None:
+    key = ("attention", ("f32",) * 4, "cpu")
+    mine, hand = _of(SIBLINGS, key, "numpy-flashdecode"), _of(HAND, key, "numpy-flashdecode")
+    for sq in (0, 2, 7):
+        shapes = [(1, 4, sq, 8), (1, 2, 600, 8), (1, 2, 600, 5), (1, 4, sq, 5)]
+        got = mine.cost(shapes, key[1], {})
+        assert got == hand.cost(shapes, key[1], {})
+        assert np.isinf([got.flops, got.bytes_moved, got.overhead_ns]).all()
+
+
+def test_full_table_sibling_order_and_sources() -> None:
+    full = KernelBindingTable()
+    register_cpu_kernels_from_contracts(full)
+    hand_only = set()
+    for key in HAND.iter_keys():
+        hand, mine = HAND.lookup_alternatives(*key), full.lookup_alternatives(*key)
+        assert [e.kernel_source for e in mine] == [e.kernel_source for e in hand], key
+        assert mine[0].kernel_source == "numpy", key
+        for e in mine:
+            if contract_source(e) is None:
+                hand_only.add(key[0])
+    assert hand_only == {"concat"}  # variadic: the only hand registration left

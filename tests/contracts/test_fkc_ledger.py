@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lowering.cpu.contracts import CONTRACTS_DIR, LEDGER_PATH, register_cpu_contracts
+from lowering.cpu.contracts import (
+    CONTRACTS_DIR,
+    LEDGER_PATH,
+    PROVIDER_DIRS,
+    register_cpu_contracts,
+)
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import (
     Ledger,
@@ -19,7 +24,7 @@ from runtime.contracts import (
     import_glob,
     load_contracts,
 )
-from runtime.contracts.ledger import PROTOCOL, revision_hex
+from runtime.contracts.ledger import LEDGER_NAME, PROTOCOL, revision_hex
 from runtime.contracts.lower import LoweredKernel, lower
 from runtime.contracts.verify import Figures, verify_all, verify_kernel
 from runtime.precision import UNAUDITED, PrecisionGuarantee
@@ -197,3 +202,19 @@ def test_relative_and_absolute_bounds_are_measured(base: str, write: Write) -> N
     worst = by_key[("f64", "max_absolute")]
     assert worst.result == "fail" and worst.measured is not None and worst.measured > 1e200
     assert float(worst.evidence["inputs"][0]) > 600
+
+
+@pytest.mark.parametrize("folder", PROVIDER_DIRS, ids=lambda d: d.name)
+def test_checked_in_sibling_ledgers_are_current(folder: Path) -> None:
+    """Each alternative provider's ledger (one per folder) proves every claim at the current
+    revision, holds no stale rows, and its claims reverify here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnverifiedClaimWarning)
+        result = import_glob(folder, KernelBindingTable(), ledger=folder / LEDGER_NAME)
+    assert not result.downgraded
+    book = Ledger.load(folder / LEDGER_NAME)
+    current = {(k.name, k.backend, k.dtypes, revision_hex(k.revision)) for k in result.kernels}
+    assert {r.key[:4] for r in book.records.values()} == current
+    assert all(r.result == "pass" for r in book.records.values())
+    figures = Figures.of(verify_all(result.kernels))
+    assert figures.failed == figures.unproven == 0 and figures.claims == len(book.records)

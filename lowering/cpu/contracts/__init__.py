@@ -1,21 +1,25 @@
-"""fuel's numpy CPU kernels declared as kernel contracts (`*.fkc.md` in this folder).
+"""fuel's numpy CPU kernels declared as kernel contracts (`*.fkc.md` in this folder and its
+provider subfolders).
 
-Migrated: the elementwise family (unary math, erf, binary arithmetic, comparisons, `where`),
-`matmul`, `cast`, the reductions and `softmax`, `rms_norm` / `layer_norm` / `rope` /
-`attention` (both key forms), and the data movement ops except `concat`: every `numpy`-source
-kernel of `register_cpu_kernels` but concat. Their claims are proven by `ledger.json`
-(regenerate with `fuel verify-kernels --write-ledger` after changing a contract or a kernel it
-runs).
+This folder (kernel_source `numpy`): the elementwise family (unary math, erf, binary arithmetic,
+comparisons, `where`), `matmul`, `cast`, the reductions and `softmax`, `rms_norm` /
+`layer_norm` / `rope` / `attention` (both key forms), and the data movement ops except `concat`:
+every `numpy`-source kernel of `register_cpu_kernels` but concat.
+
+One subfolder per alternative kernel_source (one import is one provider), in the hand
+registration's order (`PROVIDER_DIRS`): `numpy-flashdecode` (decode-only attention, `Sq == 1`),
+`numpy-fast`, `numpy-f64acc`, `numpy-einsum`, `numpy-contig`, `numpy-bcast-row`. The kernel
+bodies stay in `lowering.cpu.kernels` (`alternatives.py`, `flash.py`).
+
+Each folder's claims are proven by the `ledger.json` beside its files (regenerate them all with
+`fuel verify-kernels --write-ledger` after changing a contract or a kernel it runs).
 
 `register_cpu_kernels_from_contracts` builds the full CPU table: the contracts, plus by hand
-only what they do not express yet:
+only what they cannot express:
 
 * `concat` (9 keys): variadic, any number of inputs under a canonical `(T, T)` key; a
   contract's operand list is fixed (and its cost would need the bytes of every extra input).
-* the alternative siblings of other kernel sources (`numpy-fast`, `numpy-f64acc`,
-  `numpy-einsum`, `numpy-contig`, `numpy-bcast-row`): not migrated yet (one provider per
-  import, so each needs its own folder, and `fuel verify-kernels` only walks this one).
-* any hand-registered family added to `lowering.cpu.kernels` since (e.g. `flash`).
+* any hand-registered family added to `lowering.cpu.kernels` later, until it gets contracts.
 """
 
 from __future__ import annotations
@@ -27,6 +31,19 @@ from runtime.contracts import ImportResult, Ledger, import_glob
 
 CONTRACTS_DIR = Path(__file__).resolve().parent
 LEDGER_PATH = CONTRACTS_DIR / "ledger.json"
+PROVIDER_DIRS = tuple(
+    CONTRACTS_DIR / name
+    for name in (
+        "numpy-flashdecode",  # registered with the default families (after nn) by hand
+        "numpy-fast",  # then `register_alternatives`' order
+        "numpy-f64acc",
+        "numpy-einsum",
+        "numpy-contig",
+        "numpy-bcast-row",
+    )
+)
+"""The alternative siblings' providers, one folder each, in the hand registration's order: at
+a key several of them share (matmul f32: f64acc, einsum), their sibling order is this order."""
 
 
 def register_cpu_contracts(
@@ -37,23 +54,33 @@ def register_cpu_contracts(
     return import_glob(CONTRACTS_DIR, table, ledger=ledger)
 
 
-def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
-    """The whole CPU kernel library with the migrated kernels from contracts.
+def register_cpu_sibling_contracts(table: KernelBindingTable) -> list[ImportResult]:
+    """Register the alternative siblings' contracts (`PROVIDER_DIRS`, in order) into `table`,
+    each precision gated by the ledger beside its files. Call after `register_cpu_contracts`, so
+    each key's default `numpy` kernel stays sibling 0."""
+    return [import_glob(d, table, ledger=d / "ledger.json") for d in PROVIDER_DIRS]
 
-    Builds the hand-registered library (`register_cpu_kernels`) in a scratch table and keeps
-    every entry a contract does not replace: the families without contracts yet, and the
-    alternative siblings of other kernel sources at migrated keys. Contract kernels register
-    first, so each key's default `numpy` kernel stays sibling 0, as in the hand table.
+
+def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
+    """The whole CPU kernel library, from contracts wherever a contract can express the kernel.
+
+    Registers the `numpy` contracts, then the sibling providers in the hand registration's order
+    (so sibling order at every key is the hand table's: numpy first), then, from the hand
+    registration (`register_cpu_kernels`, built in a scratch table), every entry no contract
+    replaces: today only `concat`, which is variadic (see the module docstring). A leftover
+    lands after the contract siblings of its key; no key has one today (concat keys have no
+    contract kernel), and `tests/contracts/test_fkc_cpu_migration.py` checks the order.
     """
     from lowering.cpu.kernels import register_cpu_kernels
 
-    result = register_cpu_contracts(table)
-    replaced = {(k.op, k.dtypes, k.backend, k.kernel_source) for k in result.kernels}
+    results = [register_cpu_contracts(table), *register_cpu_sibling_contracts(table)]
+    replaced = {(k.op, k.dtypes, k.backend, k.kernel_source) for r in results for k in r.kernels}
     scratch = KernelBindingTable()
     register_cpu_kernels(scratch)
     for (op, dtypes, backend), e in scratch.iter_entries():
         if (op, dtypes, backend, e.kernel_source) in replaced:
             continue
+        # hand-registered on purpose: concat is variadic, a contract's operand list is fixed
         table.register(
             op,
             dtypes,
@@ -72,6 +99,8 @@ def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
 __all__ = [
     "CONTRACTS_DIR",
     "LEDGER_PATH",
+    "PROVIDER_DIRS",
     "register_cpu_contracts",
     "register_cpu_kernels_from_contracts",
+    "register_cpu_sibling_contracts",
 ]

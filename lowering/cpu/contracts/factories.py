@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lowering.cpu.kernels import alternatives as _alt
 from lowering.cpu.kernels import cast as _cast
+from lowering.cpu.kernels import flash as _flash
 from lowering.cpu.kernels import movement as _movement
 from lowering.cpu.kernels import nn as _nn
 from lowering.cpu.kernels import reduction as _reduction
@@ -172,3 +174,35 @@ def erf(dtypes: Dtypes) -> BuiltKernel:
     """`special.erf` (f64 series / erfcx form) evaluated in f64 in chunks, rounded once."""
     kernel = compute_kernel(special.erf, F64_COMPUTE[dtypes[0]])
     return BuiltKernel(kernel, depends_on=(special.erf,))
+
+
+# -- alternative siblings (numpy-fast, numpy-f64acc, numpy-flashdecode) -----------------------
+# The kernels stay in `lowering.cpu.kernels.alternatives` / `flash`; their contracts live in one
+# folder per kernel_source under this package (`numpy-fast/`, ...).
+
+
+def fast_unary(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
+    """numpy-fast: the f32 ufunc called on f32 directly; the ufunc is the fast path."""
+    uf = _ufunc(ufunc)
+    return BuiltKernel(_alt._ufunc_fast(uf), direct=uf)
+
+
+def fast_composite(dtypes: Dtypes, op: str) -> BuiltKernel:
+    """numpy-fast: rsqrt / sigmoid / silu / gelu in f32 (f16/bf16 widened, rounded once)."""
+    return BuiltKernel(_alt._composite_fast(op, dtypes[0]), depends_on=_alt._FAST_HELPERS)
+
+
+def fast_softmax(dtypes: Dtypes) -> BuiltKernel:
+    """numpy-fast: softmax in f32 (f16 rounded through `f32_to_f16`)."""
+    return BuiltKernel(_alt._softmax_fast, depends_on=(_alt.f32_to_f16,))
+
+
+def f64acc_reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
+    """numpy-f64acc: reduce_sum / reduce_mean accumulated in f64, rounded once."""
+    kernel = _alt._sum_f64(dtypes[0], op == "reduce_mean")
+    return BuiltKernel(kernel, depends_on=(_alt.exact_f16_sum, _alt._rows, _alt._into))
+
+
+def flash_decode(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
+    """numpy-flashdecode: split-KV attention of one query; `kv_len`: the 5-operand key form."""
+    return BuiltKernel(_flash._kernel(kv_len), depends_on=(_flash.flash_decode, _flash._partial))
