@@ -23,7 +23,14 @@ import pytest
 
 from lowering.cpu.kernels import register_cpu_kernels
 from runtime.binding_table import BindingEntry, KernelBindingTable
-from runtime.contracts.references import _BF16_GRID, ERF, erf_decimal, round_int
+from runtime.contracts.references import (
+    _BF16_GRID,
+    ERF,
+    _gelu_decimal,
+    erf_decimal,
+    round_int,
+    wrap,
+)
 from runtime.contracts.references import round_exact as round_to
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.precision import measure_errors
@@ -119,54 +126,10 @@ def ints(dtype: str, shape, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(info.min, info.max, shape, dtype=NUMPY_DTYPES[dtype], endpoint=True)
 
 
-def wrap(values, dtype: str) -> np.ndarray:
-    """Exact Python-int results reduced modulo 2^bits into `dtype`."""
-    dt = NUMPY_DTYPES[dtype]
-    bits = 8 * dt.itemsize
-    signed = np.issubdtype(dt, np.signedinteger)
-    out = []
-    for v in np.asarray(values, dtype=object).ravel():
-        v = int(v) % (1 << bits)
-        out.append(v - (1 << bits) if signed and v >= 1 << (bits - 1) else v)
-    return np.array(out, dtype=dt).reshape(np.shape(values))
-
-
 # -- references -----------------------------------------------------------------------------
 
 
-def _erfcx_decimal(z: Decimal) -> Decimal:
-    """exp(z^2) erfc(z), z >= 0, at the current decimal precision (series / continued fr.)."""
-    sqrt_pi = _PI.sqrt()
-    if z < 3:
-        term = total = z
-        n = 0
-        while term > total * Decimal(10) ** -50 or n == 0:
-            n += 1
-            term = term * 2 * z * z / (2 * n + 1)
-            total += term
-        return (z * z).exp() - 2 * total / sqrt_pi
-    t = Decimal(0)
-    for k in range(200, 0, -1):
-        t = (Decimal(k) / 2) / (z + t)
-    return 1 / (sqrt_pi * (z + t))
-
-
-_PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
-
-
-def gelu_decimal(x: float, tanh: bool) -> float:
-    """gelu at 45 significant digits, rounded once to float64."""
-    if abs(x) > 100:  # |gelu(x) - relu(x)| < 1e-2000: rounds to x or to -0.0
-        return x if x > 0 else -0.0
-    with localcontext() as ctx:
-        ctx.prec = 45
-        d = Decimal(x)
-        if tanh:
-            u = (2 / _PI).sqrt() * (d + Decimal("0.044715") * d**3)
-            return float(d / (1 + (-2 * u).exp()))
-        z = abs(d) / Decimal(2).sqrt()
-        erfc = (-z * z).exp() * _erfcx_decimal(z)
-        return float(max(d, Decimal(0)) - abs(d) / 2 * erfc)
+gelu_decimal = _gelu_decimal  # 45 significant digits, rounded once to float64
 
 
 def _gelu_tail_inputs() -> np.ndarray:
