@@ -28,7 +28,8 @@ from fuel_dialect.dtypes import shape_of  # noqa: E402
 from passes.picker_support import stamp_kernel  # noqa: E402
 from runtime.binding_table import global_bindings  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
-from runtime.judge import Cell, ProfileJudgeOracle, run_judge  # noqa: E402
+from runtime.judge import ProfileJudgeOracle  # noqa: E402
+from runtime.judge_profile import Cell, run_judge  # noqa: E402
 from runtime.plan import ExecutionPlan, PlanOptions, compile_plan  # noqa: E402
 from runtime.ranker import Candidate  # noqa: E402
 

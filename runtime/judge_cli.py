@@ -17,8 +17,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from runtime import judge
-from runtime.judge import JudgeError, ProfileReport, format_shapes
+from runtime import judge, judge_profile
+from runtime.judge import ProfileReport
+from runtime.judge_profile import JudgeError, format_shapes
 
 
 def add_judge_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -118,7 +119,9 @@ def _run(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr)
     start = time.perf_counter()
     try:
-        report = judge.run_judge(global_bindings(), ops, dtypes, args.budget_s, progress=bar)
+        report = judge_profile.run_judge(
+            global_bindings(), ops, dtypes, args.budget_s, progress=bar
+        )
     finally:
         bar.close()
     wall = time.perf_counter() - start

@@ -167,11 +167,19 @@ class _Planner:
         def default_cost(s, d, p):  # noqa: ANN001, ANN202
             return layer1_cost(op.KERNEL_OP, s, d, p)
 
-        self.drafts[op] = compute_static_costs(
+        costed = compute_static_costs(
             alive, op.KERNEL_OP, shapes, all_dtypes, params, self.rates, default_cost,
             self.opts.judge, sc,
         )  # fmt: skip
-        self.rejected[op] = rejected
+        # An infinite price is a kernel declaring these shapes infeasible (e.g. flash decoding
+        # for a prefill): never a candidate, and never silently the only one.
+        feasible = [c for c in costed if math.isfinite(c.compute_ns)]
+        if not feasible:
+            raise PlanError(f"{_where(op)}: every candidate prices these shapes as infeasible")
+        self.drafts[op] = feasible
+        infeasible = [replace(c, verdict="rejected:infeasible") for c in costed
+                      if not math.isfinite(c.compute_ns)]  # fmt: skip
+        self.rejected[op] = rejected + infeasible
 
 
 def is_decision_point(op: Operation) -> bool:

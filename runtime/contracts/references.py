@@ -4,7 +4,7 @@
 * The IEEE basic operations (+ - * / sqrt recip): f32 and narrower inputs in float64, which is
   exact after the final rounding (53 >= 2p + 2 bits); f64 inputs exactly, through `Fraction`
   and 60-digit `Decimal` (long double would round twice and misjudge 0-ulp claims).
-* Everything else: fuel's float64 references (`runtime.judge.NUMPY_REFERENCES`) evaluated in
+* Everything else: fuel's float64 references (`runtime.judge_profile.NUMPY_REFERENCES`) evaluated in
   long double where the platform's long double is wider than float64; gelu in f64 through a
   45-digit decimal evaluation (long double cannot resolve its negative tail).
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES
-from runtime.judge import NUMPY_REFERENCES
+from runtime.judge_profile import NUMPY_REFERENCES
 
 WIDE = np.longdouble if np.finfo(np.longdouble).nmant > 52 else np.float64
 """The widest fast float: x87 long double on x86-64 (64-bit significand), else float64."""

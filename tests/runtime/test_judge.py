@@ -11,29 +11,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import judge
+from runtime import judge, judge_profile
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.judge import (
     PREFILL_BIT,
     REPORT_VERSION,
-    Cell,
     Criterion,
     DispatchTable,
     HashMapJudge,
-    JudgeError,
     ProfileEntry,
     ProfileJudgeOracle,
     ProfileReport,
-    Timing,
-    default_ladder,
     hardware_fingerprint,
     load_report,
-    run_judge,
     save_report,
     size_class,
     try_load_report,
 )
 from runtime.judge_cli import ProgressBar, main
+from runtime.judge_profile import (
+    Cell,
+    JudgeError,
+    Timing,
+    default_ladder,
+    run_judge,
+)
 
 F32x3 = ("f32", "f32", "f32")
 FAST = Timing(warmups=1, min_runs=3, cell_target_s=0.0)
@@ -318,7 +320,7 @@ def test_run_judge_without_any_reference_records_none() -> None:
 def test_run_judge_unwritten_output_scores_the_cap() -> None:
     table = _table_with((lambda i, o, p: None, "lazy"))
     (e,) = run_judge(table, ladder=ADD_LADDER, timing=FAST).entries
-    assert e.max_rel_error == judge.ERROR_CAP
+    assert e.max_rel_error == judge_profile.ERROR_CAP
 
 
 def test_run_judge_respects_budget() -> None:
@@ -359,11 +361,14 @@ def test_numpy_references_agree_with_the_global_f64_kernels() -> None:
     for op, cells in default_ladder().items():
         cell = cells[0]
         rng = np.random.default_rng(0)
-        lo = 0.5 if op in judge._POSITIVE_INPUTS else -2.0
+        lo = 0.5 if op in judge_profile._POSITIVE_INPUTS else -2.0
         xs = [rng.uniform(lo, 2.0, s) for s in cell.inputs]
         out = np.full(cell.output, np.nan)
         table.lookup(op, ("f64",) * (len(xs) + 1), "cpu").kernel(xs, [out], cell.params)
-        assert judge.max_rel_error(out, judge.NUMPY_REFERENCES[op](xs, cell.params)) < 1e-10, op
+        assert (
+            judge_profile.max_rel_error(out, judge_profile.NUMPY_REFERENCES[op](xs, cell.params))
+            < 1e-10
+        ), op
 
 
 # -- the CLI --------------------------------------------------------------------------------
@@ -375,7 +380,7 @@ TINY = {
 
 
 def test_cli_writes_a_report(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(judge, "default_ladder", lambda: TINY)
+    monkeypatch.setattr(judge_profile, "default_ladder", lambda: TINY)
     out = tmp_path / "judge.json"
     assert main(["judge", "--ops", "matmul,softmax", "--out", str(out)]) == 0
     table = global_bindings()

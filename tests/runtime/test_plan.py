@@ -195,3 +195,21 @@ def test_plan_on_the_real_table_runs() -> None:
     assert all(d.device == "cpu" for d in plan.decisions.values())
     assert np.isfinite(plan.total_ns) and plan.total_ns > 0
     Executor(m).run({"x": np.ones((4, 8), np.float32)})
+
+
+def test_infinitely_priced_candidates_are_infeasible_not_chosen() -> None:
+    t = table({"exp": {"cpu": 500}})
+    t.register("exp", ("f32", "f32"), "cpu", kern, kernel_source="never",
+               cost=lambda s, d, p: CostEstimate(overhead_ns=float("inf")),
+               precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+    opts = PlanOptions(SystemTopology(devices=(CPU,)), table=t)
+    d = next(iter(compile_plan(chain(["exp"]).op, opts).decisions.values()))
+    assert [c.kernel_source for c in d.considered] == ["cpu"]
+    assert [(c.kernel_source, c.verdict) for c in d.alternatives.rejected] == [
+        ("never", "rejected:infeasible")
+    ]
+    only_inf = KernelBindingTable()
+    only_inf.register("exp", ("f32", "f32"), "cpu", kern, kernel_source="never",
+                      cost=lambda s, d, p: CostEstimate(overhead_ns=float("inf")))  # fmt: skip
+    with pytest.raises(PlanError, match="infeasible"):
+        compile_plan(chain(["exp"]).op, PlanOptions(SystemTopology(devices=(CPU,)), table=only_inf))
