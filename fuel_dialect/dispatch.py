@@ -15,6 +15,7 @@ The picker writes its work into the module ("the plan IS the graph"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -97,6 +98,8 @@ class CandidateAttr(ParametrizedAttribute):
             parser.parse_punctuation("=")
             if optional and parser.parse_optional_keyword("none") is not None:
                 return None
+            if parser.parse_optional_keyword("inf") is not None:
+                return math.inf  # an infeasible candidate's price
             return parser.parse_number()  # type: ignore[return-value]
 
         with parser.in_angle_brackets():
@@ -111,14 +114,18 @@ class CandidateAttr(ParametrizedAttribute):
         return cls.get(source, backend, device, revision, float(l1 or 0), judge,
                        float(xfer or 0), verdict).parameters  # fmt: skip
 
+    @staticmethod
+    def _num(v: float) -> str:
+        return "inf" if v == math.inf else _float_literal(v)
+
     def print_parameters(self, printer: Printer) -> None:
         judge = self.judge_value
         printer.print_string(
             f'<"{self.kernel_source.data}", backend "{self.backend.data}", device '
             f'"{self.device.data}", rev "{self.revision.data}", '
-            f"l1 = {_float_literal(self.layer1_ns.value.data)}, judge = "
-            f"{'none' if judge is None else _float_literal(judge)}, "
-            f'xfer = {_float_literal(self.transfer_ns.value.data)}, verdict "{self.verdict.data}">'
+            f"l1 = {self._num(self.layer1_ns.value.data)}, judge = "
+            f"{'none' if judge is None else self._num(judge)}, "
+            f'xfer = {self._num(self.transfer_ns.value.data)}, verdict "{self.verdict.data}">'
         )
 
     def verify(self) -> None:

@@ -42,6 +42,11 @@ _FUEL_PASSES = {
     "fuel-bake-variants": ("passes.bake_variants", "BakeVariantsPass"),
     "fuel-emit-decode-flash": ("passes.emit_decode_flash", "EmitDecodeFlashPass"),
     "fuel-fuse-casts": ("passes.fuse_casts", "FuseCastsPass"),
+    "fuel-fork-placements": ("passes.fork_placements", "ForkPlacementsPass"),
+    "fuel-converge-frontier": ("passes.converge_frontier", "ConvergeFrontierPass"),
+    "fuel-optimize": ("passes.optimize", "OptimizePass"),
+    "fuel-fix-dtypes": ("passes.fix_dtypes", "FixDtypesPass"),
+    "fuel-fix-layouts": ("passes.fix_layouts", "FixLayoutsPass"),
 }
 
 

@@ -1,0 +1,224 @@
+"""`fuel-optimize`: the driver — pathfinders add routes, optimizers prune them, in lock step.
+
+    fix dtypes -> plan -> (pathfinder, every optimizer)* -> stamp -> bake variants
+               -> residency copies -> fix layouts
+
+A **pathfinder** adds arms and never removes a path; an **optimizer** merges or prunes arms and
+never removes the last route. Running every optimizer right after each pathfinder ("prune as
+you go") bounds the path set. The optimized form is the module itself; `OptimizedGraph` is a
+view over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Protocol
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from fuel_dialect.branch import BranchOp, YieldOp
+from passes.picker_support import (
+    PickerOptions,
+    clear_decisions,
+    plan_module,
+    stamp_device,
+    stamp_kernel,
+    verdicts,
+    write_alternatives,
+)
+from runtime.plan import ExecutionPlan, PlanOptions
+
+
+@dataclass
+class OptimizationContext:
+    """What pathfinders and optimizers share: one plan per function (kept current by the
+    pathfinders that restructure it) and the options they were made with."""
+
+    plans: list[ExecutionPlan]
+    options: PickerOptions
+    plan_options: PlanOptions
+
+
+class Pathfinder(Protocol):
+    """Adds routes (branch arms); never removes one."""
+
+    name: str
+
+    def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None: ...
+
+
+class Optimizer(Protocol):
+    """Merges or prunes routes; never removes the last one."""
+
+    name: str
+
+    def prune(self, module: ModuleOp, ctx: OptimizationContext) -> None: ...
+
+
+@dataclass
+class PlacementForkPathfinder:
+    """`fuel-fork-placements` over the context's plans."""
+
+    runners_up: int = 1
+    name: str = "fork-placements"
+
+    def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
+        from passes.fork_placements import fork_placements
+
+        for plan in ctx.plans:
+            fork_placements(plan, self.runners_up)
+
+
+@dataclass
+class DecodeFlashPathfinder:
+    """`fuel-emit-decode-flash`: a gated flash-decoding variant arm per one-query attention."""
+
+    name: str = "emit-decode-flash"
+
+    def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
+        from passes.emit_decode_flash import EmitDecodeFlashPass
+
+        with_options(EmitDecodeFlashPass, ctx.options).apply(Context(), module)
+
+
+@dataclass
+class FrontierConvergenceOptimizer:
+    """`fuel-converge-frontier`: merge forward-identical arms, drop routes arm 0 already is."""
+
+    name: str = "converge-frontier"
+
+    def prune(self, module: ModuleOp, ctx: OptimizationContext) -> None:
+        from passes.converge_frontier import converge
+
+        converge(module)
+
+
+@dataclass
+class PassRegistry:
+    """The pathfinders and optimizers `optimize_graph` drives, in order."""
+
+    pathfinders: list[Pathfinder] = field(default_factory=list)
+    optimizers: list[Optimizer] = field(default_factory=list)
+
+
+def default_registry(runners_up: int = 1) -> PassRegistry:
+    return PassRegistry([PlacementForkPathfinder(runners_up), DecodeFlashPathfinder()],
+                        [FrontierConvergenceOptimizer()])  # fmt: skip
+
+
+def run_lockstep(module: ModuleOp, ctx: OptimizationContext, registry: PassRegistry) -> None:
+    """Each pathfinder, then immediately every optimizer; the first error aborts."""
+    for pathfinder in registry.pathfinders:
+        pathfinder.propose(module, ctx)
+        for optimizer in registry.optimizers:
+            optimizer.prune(module, ctx)
+
+
+@dataclass
+class OptimizedGraph:
+    """A view of the optimized module ("the plan is the graph")."""
+
+    module: ModuleOp
+    plans: list[ExecutionPlan]
+
+    def branch_count(self) -> int:
+        return sum(isinstance(op, BranchOp) for op in self.module.walk())
+
+    def dispatch_order(self, plan: ExecutionPlan | None = None) -> list[Operation]:
+        """The entry function's ops as run when every branch takes arm 0."""
+        block = (plan or self.plans[0]).order[-1].parent_block()
+        assert block is not None
+        return list(arm0_lowering(block.ops))
+
+
+def arm0_lowering(ops) -> list[Operation]:  # noqa: ANN001
+    out: list[Operation] = []
+    for op in ops:
+        if isinstance(op, BranchOp):
+            out += arm0_lowering(op.arms[0].block.ops)
+        elif not isinstance(op, YieldOp):
+            out.append(op)
+    return out
+
+
+def with_options(cls: type[ModulePass], options: PickerOptions) -> ModulePass:
+    """`cls` built from the options it shares with `options` (a picker pass or a fixup)."""
+    mine = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{f.name: getattr(options, f.name) for f in fields(options) if f.name in mine})
+
+
+def optional_pass(name: str) -> Callable[[ModuleOp, PickerOptions], None]:
+    """Run pass `name` if it is registered and its module exists (fixups land separately)."""
+
+    def run(module: ModuleOp, options: PickerOptions) -> None:
+        from passes import get_all_passes
+
+        load = get_all_passes().get(name)
+        if load is None:
+            return
+        try:
+            cls = load()
+        except (ImportError, AttributeError):
+            return
+        with_options(cls, options).apply(Context(), module)
+
+    return run
+
+
+def stamp(plans: list[ExecutionPlan]) -> None:
+    """fuel-select's commit: every live decision point gets its winner and its verdicts."""
+    for plan in plans:
+        for node, d in plan.decisions.items():
+            stamp_device(node, d.device)
+            stamp_kernel(node, d.winner)
+            write_alternatives(node, verdicts(d))
+
+
+def live(plan: ExecutionPlan) -> ExecutionPlan:
+    """`plan` without the decision points a pathfinder replaced (e.g. by a variant branch)."""
+    return replace(plan, decisions={op: d for op, d in plan.decisions.items()
+                                    if op.parent_block() is not None})  # fmt: skip
+
+
+def optimize_graph(
+    module: ModuleOp, options: PickerOptions | None = None,
+    registry: PassRegistry | None = None,
+) -> OptimizedGraph:  # fmt: skip
+    """Optimize `module` in place (see the module doc for the stages) and return its view."""
+    from passes.bake_variants import BakeVariantsPass
+    from passes.select import insert_copies
+
+    options = options if options is not None else PickerOptions()
+    optional_pass("fuel-fix-dtypes")(module, options)
+    plan_opts = options.plan_options()
+    plans = plan_module(module, options)
+    clear_decisions(module)
+    ctx = OptimizationContext(plans, options, plan_opts)
+    run_lockstep(module, ctx, registry if registry is not None else default_registry())
+    plans = [live(p) for p in plans]
+    stamp(plans)
+    with_options(BakeVariantsPass, options).apply(Context(), module)
+    assert plan_opts.topology is not None
+    for plan in plans:
+        insert_copies(plan, plan_opts.topology, options.default_device)
+    optional_pass("fuel-fix-layouts")(module, options)
+    return OptimizedGraph(module, plans)
+
+
+@dataclass(frozen=True)
+class OptimizePass(ModulePass, PickerOptions):
+    """The whole optimize pipeline (`optimize_graph`) with the default pathfinders
+    (fork-placements, emit-decode-flash) and optimizer (converge-frontier).
+
+    Pre: verified fuel IR. Post: every decision point stamped, variant branches baked,
+    placement branches left for the runtime picker, every edge single-device. Idempotent.
+    """
+
+    name = "fuel-optimize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        optimize_graph(op, self)
