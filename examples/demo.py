@@ -1,10 +1,11 @@
-"""`make demo`: build a Llama-style decoder block, optimize it with the picker, run it, check it.
+"""`make demo`: build a Llama-style decoder block, optimize it, run both forms, check them.
 
-1. build    GraphBuilder -> verified fuel IR (weights beside it)
-2. optimize the picker (`fuel-select`): candidates per op from the binding table, filtered,
-            priced, ranked; the winner is stamped on each op ("the plan IS the graph")
-3. run      the executor runs exactly the stamped kernels from a flat schedule; the result is
-            compared with an independent float64 numpy reference
+1. build     GraphBuilder -> verified fuel IR (weights beside it)
+2. optimize  `fuel-optimize`: fix dtypes -> the picker (candidates per op from the binding
+             table, filtered, priced, placed) -> rewrite pathfinders -> stamp the winners ->
+             bake variants -> copies; every decision is written into the IR
+3. run       the executor runs the block before and after optimization (exactly the stamped
+             kernels after), each checked against an independent float64 numpy reference
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xdsl.context import Context  # noqa: E402
-
 from examples.decoder_block import BlockConfig, build_decoder_block, reference  # noqa: E402
-from passes.select import SelectPass  # noqa: E402
+from fuel_dialect.dispatch import ALTERNATIVES_ATTR  # noqa: E402
+from passes.optimize import optimize_graph  # noqa: E402
+from passes.picker_support import PickerOptions  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
 from runtime.explain import explain_text  # noqa: E402
-from runtime.plan import compile_plan  # noqa: E402
+from runtime.module import FuelModule  # noqa: E402
 
 ATOL, RTOL = 1e-4, 1e-4  # f32 kernels against a float64 reference over a 64-wide block
 
@@ -38,45 +39,50 @@ def median_us(ex: Executor, feed: dict, runs: int = 50) -> float:
     return statistics.median(times) * 1e6
 
 
-def main() -> int:
-    cfg = BlockConfig()
-    module = build_decoder_block(cfg, seed=0)
-    print("== 1. build: a Llama-style decoder block in fuel IR ==")
-    print(module)
+def without_alternatives(module: FuelModule) -> str:
+    """The IR with the candidate lists dropped (they are for `fuel explain`): the decisions."""
+    m = FuelModule.parse(str(module.op))
+    for op in m.op.walk():
+        op.attributes.pop(ALTERNATIVES_ATTR, None)
+    return str(m.op)
 
-    print("\n== 2. optimize: the picker chooses a kernel per op (fuel-select) ==")
-    options = SelectPass(judge="none")
-    plan = compile_plan(module.op, options.plan_options())
-    text = explain_text(plan, "decoder_block", options.plan_options(), judge_label="none")
-    lines = text.splitlines()
-    cut = next(i for i, ln in enumerate(lines) if ln.startswith("#4 "))  # header + 4 decisions
-    print("\n".join(lines[:cut]))
-    print(f"   ... {len(plan.decisions) - 4} more decisions: `fuel explain` shows them all")
-    options.apply(Context(), module.op)
-    matmul = next(op for op in module.op.walk() if op.name == "fuel.matmul")
-    print(f"\nafter fuel-select every op carries its choice, e.g. fuel.matmul:\n"
-          f"  fuel.kernel = {matmul.attributes['fuel.kernel']}")  # fmt: skip
 
-    print("\n== 3. run on the CPU ==")
+def check(name: str, module: FuelModule, cfg: BlockConfig, x: np.ndarray) -> bool:
     ex = Executor(module)
-    mem = ex.memory
-    print(
-        f"compiled: {len(ex)} kernels; memory plan {mem.buffers} buffers, "
-        f"{mem.planned_bytes / 1024:.1f} KiB (naive {mem.naive_bytes / 1024:.1f} KiB)"
-    )
-    x = np.random.default_rng(1).standard_normal((1, cfg.seq, cfg.hidden)).astype(np.float32)
     y = ex.run({"x": x})["y"]
     err = float(np.abs(y - reference(cfg, module.weights, x)).max())
     ok = err <= ATOL + RTOL * float(np.abs(y).max())
-    print(
-        f"y {list(y.shape)} {y.dtype}: max |fuel - numpy f64| = {err:.2e} "
-        f"(atol {ATOL}, rtol {RTOL}): {'OK' if ok else 'MISMATCH'}"
-    )
-    print(f"median {median_us(ex, {'x': x}):.0f} us per run")
+    print(f"  {name:10s} {len(ex)} kernels, max |fuel - numpy f64| = {err:.2e} "
+          f"({'OK' if ok else 'MISMATCH'}), median {median_us(ex, {'x': x}):.0f} us/run")  # fmt: skip
+    return ok
+
+
+def main() -> int:
+    cfg = BlockConfig()
+    before = build_decoder_block(cfg, seed=0)
+    print("== 1. build: a Llama-style decoder block in fuel IR ==")
+    print(before)
+
+    print("\n== 2. optimize: fuel-optimize (the picker explains its choices) ==")
+    after = FuelModule.parse(str(before.op))
+    after.weights = before.weights
+    options = PickerOptions(judge="none")
+    view = optimize_graph(after.op, options)
+    text = explain_text(view.plans[0], "decoder_block", options.plan_options(), judge_label="none")
+    lines = text.splitlines()
+    cut = next(i for i, ln in enumerate(lines) if ln.startswith("#3 "))  # header + 3 decisions
+    print("\n".join(lines[:cut]))
+    print(f"   ... {len(view.plans[0].decisions) - 3} more decisions: `fuel explain` shows all")
+    print(f"\nafter fuel-optimize ({view.branch_count()} branches left for the runtime):")
+    print(without_alternatives(after))
+
+    print("\n== 3. run on the CPU, before and after ==")
+    x = np.random.default_rng(1).standard_normal((1, cfg.seq, cfg.hidden)).astype(np.float32)
+    ok = check("before", before, cfg, x) & check("after", after, cfg, x)
     print(
         "\nTry the tools on the saved copy of this block:\n"
         "  .venv/bin/fuel explain examples/decoder_block.mlir --html block.html\n"
-        "  .venv/bin/fuel-opt examples/decoder_block.mlir -p fuel-select\n"
+        "  .venv/bin/fuel-opt examples/decoder_block.mlir -p fuel-optimize\n"
         "  .venv/bin/fuel run examples/decoder_block.mlir --random-inputs --repeat 20"
     )
     return 0 if ok else 1
