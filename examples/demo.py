@@ -52,8 +52,10 @@ def check(name: str, module: FuelModule, cfg: BlockConfig, x: np.ndarray) -> boo
     y = ex.run({"x": x})["y"]
     err = float(np.abs(y - reference(cfg, module.weights, x)).max())
     ok = err <= ATOL + RTOL * float(np.abs(y).max())
-    print(f"  {name:10s} {len(ex)} kernels, max |fuel - numpy f64| = {err:.2e} "
-          f"({'OK' if ok else 'MISMATCH'}), median {median_us(ex, {'x': x}):.0f} us/run")  # fmt: skip
+    us = median_us(ex, {"x": x})
+    verdict = "OK" if ok else "MISMATCH"
+    print(f"  {name:10s} {len(ex)} kernels, max |fuel - numpy f64| = {err:.2e} ({verdict}), "
+          f"median {us:.0f} us/run")  # fmt: skip
     return ok
 
 
