@@ -47,6 +47,7 @@ _FUEL_PASSES = {
     "fuel-optimize": ("passes.optimize", "OptimizePass"),
     "fuel-fix-dtypes": ("passes.fix_dtypes", "FixDtypesPass"),
     "fuel-fix-layouts": ("passes.fix_layouts", "FixLayoutsPass"),
+    "fuel-fuse-patterns": ("passes.fuse_patterns", "FusePatternsPass"),
 }
 
 
