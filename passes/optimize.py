@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import BranchOp, YieldOp
 from passes.picker_support import (
     PickerOptions,
@@ -86,6 +87,20 @@ class DecodeFlashPathfinder:
 
 
 @dataclass
+class FusePatternsPathfinder:
+    """`fuel-fuse-patterns`: a variant arm with the registered fused op (softmax, rms_norm,
+    layer_norm) per self-contained primitive match. The matched ops move unchanged into arm 0
+    and keep their identity, so the plans' decisions (keyed by op) still find them to stamp."""
+
+    name: str = "fuse-patterns"
+
+    def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
+        from passes.fuse_patterns import fuse_patterns
+
+        fuse_patterns(module)
+
+
+@dataclass
 class FrontierConvergenceOptimizer:
     """`fuel-converge-frontier`: merge forward-identical arms, drop routes arm 0 already is."""
 
@@ -106,8 +121,10 @@ class PassRegistry:
 
 
 def default_registry(runners_up: int = 1) -> PassRegistry:
-    return PassRegistry([PlacementForkPathfinder(runners_up), DecodeFlashPathfinder()],
-                        [FrontierConvergenceOptimizer()])  # fmt: skip
+    return PassRegistry(
+        [PlacementForkPathfinder(runners_up), DecodeFlashPathfinder(), FusePatternsPathfinder()],
+        [FrontierConvergenceOptimizer()],
+    )
 
 
 def run_lockstep(module: ModuleOp, ctx: OptimizationContext, registry: PassRegistry) -> None:
@@ -178,6 +195,18 @@ def stamp(plans: list[ExecutionPlan]) -> None:
             write_alternatives(node, verdicts(d))
 
 
+def stamp_new_ops(module: ModuleOp, options: PickerOptions) -> None:
+    """Stamp the top-level ops a pathfinder made after planning and bake then chose (e.g. the
+    fused op of a fuse-patterns arm): they had no decision in the first plans. Ops already
+    stamped keep their stamps, so a second `fuel-optimize` run finds nothing to change."""
+    fresh = [(op, d) for p in plan_module(module, options) for op, d in p.decisions.items()
+             if KERNEL_ATTR not in op.attributes]  # fmt: skip
+    for node, d in fresh:
+        stamp_device(node, d.device)
+        stamp_kernel(node, d.winner)
+        write_alternatives(node, verdicts(d))
+
+
 def live(plan: ExecutionPlan) -> ExecutionPlan:
     """`plan` without the decision points a pathfinder replaced (e.g. by a variant branch)."""
     return replace(plan, decisions={op: d for op, d in plan.decisions.items()
@@ -202,6 +231,7 @@ def optimize_graph(
     plans = [live(p) for p in plans]
     stamp(plans)
     with_options(BakeVariantsPass, options).apply(Context(), module)
+    stamp_new_ops(module, options)
     assert plan_opts.topology is not None
     for plan in plans:
         insert_copies(plan, plan_opts.topology, options.default_device)
@@ -212,7 +242,7 @@ def optimize_graph(
 @dataclass(frozen=True)
 class OptimizePass(ModulePass, PickerOptions):
     """The whole optimize pipeline (`optimize_graph`) with the default pathfinders
-    (fork-placements, emit-decode-flash) and optimizer (converge-frontier).
+    (fork-placements, emit-decode-flash, fuse-patterns) and optimizer (converge-frontier).
 
     Pre: verified fuel IR. Post: every decision point stamped, variant branches baked,
     placement branches left for the runtime picker, every edge single-device. Idempotent.

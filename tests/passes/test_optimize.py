@@ -135,7 +135,7 @@ def test_lockstep_runs_every_optimizer_after_each_pathfinder() -> None:
     run_lockstep(chain(), OptimizationContext([], CPU_ONLY, PlanOptions()), reg)
     assert log == ["p1", "o1", "o2", "p2", "o1", "o2"]
     names = [p.name for p in default_registry().pathfinders + default_registry().optimizers]
-    assert names == ["fork-placements", "emit-decode-flash", "converge-frontier"]
+    assert names == ["fork-placements", "emit-decode-flash", "fuse-patterns", "converge-frontier"]
 
 
 def test_equivalence_gate_branchless_order_is_the_plan_order() -> None:
@@ -184,3 +184,38 @@ def test_optimized_module_text_reads_back_and_runs() -> None:
     np.testing.assert_allclose(
         Executor(again).run({"x": x})["y"], Executor(m).run({"x": x})["y"], rtol=0, atol=0
     )
+
+
+def softmax_module(shape: tuple[int, ...]):  # noqa: ANN201
+    """A softmax over axis 1 spelled in primitives: reduce_max, sub, exp, reduce_sum, div."""
+    g = GraphBuilder()
+    x = g.input("x", shape)
+    e = g.exp(g.sub(x, g.reduce_max(x, 1, keepdim=True)))
+    return g.build({"y": g.div(e, g.reduce_sum(e, 1, keepdim=True))})
+
+
+def test_optimize_fuses_a_decomposed_softmax_and_stays_correct() -> None:
+    """fuse-patterns moves the primitives into arm 0 (same op objects, so the plans still stamp
+    them); bake then picks `fuel.softmax` at 64x1024 and keeps the primitives at 4x8."""
+    m = softmax_module((64, 1024))
+    x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32)
+    before = Executor(m).run({"x": x})["y"]
+    OptimizePass(judge="none").apply(Context(), m.op)
+    m.op.verify()
+    names = [op.name for op in m.entry.body.block.ops]
+    assert "fuel.softmax" in names and "fuel.exp" not in names
+    assert not branches(m.op)
+    np.testing.assert_allclose(Executor(m).run({"x": x})["y"], before, rtol=1e-5, atol=1e-6)
+    once = str(m.op)
+    OptimizePass(judge="none").apply(Context(), m.op)
+    assert str(m.op) == once
+
+    small = softmax_module((4, 8))
+    xs = np.random.default_rng(6).standard_normal((4, 8)).astype(np.float32)
+    ref = Executor(small).run({"x": xs})["y"]
+    OptimizePass(judge="none").apply(Context(), small.op)
+    small.op.verify()
+    names = [op.name for op in small.entry.body.block.ops]
+    assert "fuel.softmax" not in names
+    assert {"fuel.reduce_max", "fuel.exp", "fuel.reduce_sum", "fuel.div"} <= set(names)
+    np.testing.assert_allclose(Executor(small).run({"x": xs})["y"], ref, rtol=1e-5, atol=1e-6)
