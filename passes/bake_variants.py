@@ -10,20 +10,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr
 from fuel_dialect.branch import BranchOp, collapse_branch
-from fuel_dialect.dispatch import PIN_ATTR
-from passes.picker_support import PickerOptions
+from passes.picker_support import PickerOptions, placed_device
 from runtime.plan import PlanError, PlanOptions, is_decision_point, price_op
 
 
 def op_device(op: Operation, default: str) -> str:
     """Where an op runs: the picker's stamp, else the user's pin, else the default device."""
-    for name in (DEVICE_ATTR, PIN_ATTR):
-        attr = op.attributes.get(name)
-        if isinstance(attr, DeviceAttr):
-            return attr.data
-    return default
+    return placed_device(op) or default
 
 
 def arm_cost(branch: BranchOp, index: int, device: str, options: PlanOptions) -> float:

@@ -17,16 +17,16 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
-from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr
+from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR
 from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
 from passes.fuse_casts import is_exact_rewrite
-from passes.picker_support import PickerOptions
+from passes.picker_support import PickerOptions, candidate_backends
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.plan import PlanOptions
-from runtime.topology import SystemTopology, TopologyError
+from runtime.topology import SystemTopology
 
 WIDENS_TO = {
     "f16": ("f32", "f64"), "bf16": ("f32", "f64"), "f32": ("f64",),
@@ -35,18 +35,6 @@ WIDENS_TO = {
 """dtype -> the dtypes it promotes to losslessly, nearest first (the only promotions tried)."""
 _TARGETS = ("i32", "i64", "f32", "f64")
 """Promotion targets, narrowest first: the first one some candidate backend serves wins."""
-
-
-def candidate_backends(op: Operation, topology: SystemTopology) -> set[str]:
-    """Backends of the devices `op` may run on: its stamp or pin, else every device."""
-    for name in (DEVICE_ATTR, PIN_ATTR):
-        attr = op.attributes.get(name)
-        if isinstance(attr, DeviceAttr):
-            try:
-                return set(topology.device(attr.data).backends)
-            except TopologyError:
-                return set()
-    return {b for d in topology.devices for b in d.backends}
 
 
 def _retype(v: SSAValue, target: str) -> str:

@@ -24,10 +24,10 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR
 from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
-from passes.picker_support import PickerOptions
+from passes.picker_support import PickerOptions, candidate_backends
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.plan import PlanError, PlanOptions, price_op
-from runtime.topology import SystemTopology, TopologyError
+from runtime.topology import SystemTopology
 
 # dtype -> the dtypes that hold every one of its values (cast there and back is the identity)
 _HOLDS_ALL = {
@@ -100,17 +100,6 @@ class _Context:
     semantic: bool
     elide_all: bool
 
-    def candidate_backends(self, op: Operation) -> set[str]:
-        """Backends of the devices `op` may run on: its stamp or pin, else every device."""
-        for name in (DEVICE_ATTR, PIN_ATTR):
-            attr = op.attributes.get(name)
-            if isinstance(attr, DeviceAttr):
-                try:
-                    return set(self.topology.device(attr.data).backends)
-                except TopologyError:
-                    return set()
-        return {b for d in self.topology.devices for b in d.backends}
-
     def cost(self, ops: Iterable[Operation], devices: set[str]) -> float:
         """The cheapest candidate device's summed best time of `ops` (inf if unpriceable)."""
         try:
@@ -174,7 +163,7 @@ class ReadCastSource(RewritePattern):
         assert isinstance(new, KernelOp)
         for stale in (KERNEL_ATTR, ALTERNATIVES_ATTR):  # decisions made for the old dtypes
             new.attributes.pop(stale, None)
-        backends = self.ctx.candidate_backends(op)
+        backends = candidate_backends(op, self.ctx.topology)
         if not any(self.ctx.table.backend_supports(new.KERNEL_OP, new.kernel_dtypes(), be)
                    for be in backends):  # fmt: skip
             new.erase()

@@ -15,21 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowering.cpu.kernels import register_cpu_kernels
-from runtime.binding_table import KernelBindingTable
+from lowering.cpu.kernels import hand_registered_table
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES
 
 BF16 = ml_dtypes.bfloat16
 
 
-def _table() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
-
-
-TABLE = _table()
+TABLE = hand_registered_table()
 
 
 def cast(x: np.ndarray, src: str, dst: str) -> np.ndarray:

@@ -13,22 +13,15 @@ import math
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import register_cpu_kernels
-from runtime.binding_table import KernelBindingTable, NoKernelForOp, global_bindings
+from lowering.cpu.kernels import hand_registered_table
+from runtime.binding_table import NoKernelForOp, global_bindings
 from runtime.cost import CostEstimate
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, SIGNED_INT_DTYPES
 
 F, I, SI, ALL = FLOAT_DTYPES, INT_DTYPES, SIGNED_INT_DTYPES, ALL_DTYPES  # noqa: E741
 
 
-def _table() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
-
-
-TABLE = _table()
+TABLE = hand_registered_table()
 
 
 def expected_keys() -> set[tuple[str, tuple[str, ...]]]:

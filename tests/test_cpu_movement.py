@@ -5,19 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import register_cpu_kernels
-from runtime.binding_table import KernelBindingTable
+from lowering.cpu.kernels import hand_registered_table
 from runtime.dtypes import ALL_DTYPES, NUMPY_DTYPES
 
-
-def _table() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
-
-
-TABLE = _table()
+TABLE = hand_registered_table()
 
 
 def run(op: str, dtypes: tuple[str, ...], inputs, out, params=None) -> np.ndarray:

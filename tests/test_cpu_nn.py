@@ -9,21 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import register_cpu_kernels
-from runtime.binding_table import KernelBindingTable
+from lowering.cpu.kernels import hand_registered_table
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES
 
 F = FLOAT_DTYPES
 
 
-def _table() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
-
-
-TABLE = _table()
+TABLE = hand_registered_table()
 
 
 def run(op: str, dtypes: tuple[str, ...], inputs, out_shape, params=None) -> np.ndarray:

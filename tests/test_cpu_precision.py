@@ -21,8 +21,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import register_cpu_kernels
-from runtime.binding_table import BindingEntry, KernelBindingTable
+from lowering.cpu.kernels import hand_registered_table
+from runtime.binding_table import BindingEntry
 from runtime.contracts.references import (
     _BF16_GRID,
     ERF,
@@ -39,14 +39,7 @@ L = np.longdouble
 FLOATS = ("f64", "f32", "f16", "bf16")
 
 
-def _table() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
-
-
-TABLE = _table()
+TABLE = hand_registered_table()
 
 
 @pytest.fixture(autouse=True)

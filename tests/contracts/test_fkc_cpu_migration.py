@@ -15,7 +15,7 @@ from lowering.cpu.contracts import (
     register_cpu_kernels_from_contracts,
     register_cpu_sibling_contracts,
 )
-from lowering.cpu.kernels import register_cpu_kernels
+from lowering.cpu.kernels import hand_registered_table
 from runtime.binding_table import BindingEntry, BindingKey, KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source
 from runtime.contracts.probes import probes_for
@@ -24,10 +24,7 @@ from runtime.dtypes import NUMPY_DTYPES
 
 
 def _hand() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
+    return hand_registered_table()
 
 
 def _contracts() -> KernelBindingTable:

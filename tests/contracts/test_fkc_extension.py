@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu.kernels import register_cpu_kernels
+from lowering.cpu.kernels import hand_registered_table
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source, import_glob
 from runtime.contracts import errors as E
@@ -88,10 +88,7 @@ def _winner(table: KernelBindingTable, floor: PrecisionRequirement | None = None
 
 
 def _fuel_table() -> KernelBindingTable:
-    t = KernelBindingTable()
-    register_cpu_kernels(t)
-    t.finalize()
-    return t
+    return hand_registered_table()
 
 
 def test_user_contract_extends_fuel_end_to_end(

@@ -38,4 +38,13 @@ def register_cpu_kernels(table: KernelBindingTable) -> None:
     register_alternatives(table)  # last: each key's numpy kernel stays sibling 0 (the default)
 
 
-__all__ = ["register_cpu_kernels"]
+def hand_registered_table() -> KernelBindingTable:
+    """A finalized table of exactly this library's hand registration (the reference that the
+    kernel tests and the contracts' equivalence check run against)."""
+    table = KernelBindingTable()
+    register_cpu_kernels(table)
+    table.finalize()
+    return table
+
+
+__all__ = ["hand_registered_table", "register_cpu_kernels"]
