@@ -74,16 +74,26 @@ def backend_for(target: str) -> Backend:
     raise BackendError(f"no backend lowers for target {target!r} (backends: {sorted(_BACKENDS)})")
 
 
-def lower(module: Any, target: str, options: Mapping[str, str] | None = None) -> Any:
-    """Run every stage of `target`'s backend over `module`; returns the last stage's product."""
+def lower(
+    module: Any,
+    target: str,
+    options: Mapping[str, str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
+    """Run every stage of `target`'s backend over `module`; returns the last stage's product.
+
+    `metadata`, when given, is the dict the stages share: after the call it holds what they
+    recorded (e.g. the lowered IR), plus "target" and "backend".
+    """
     backend = backend_for(target)
     parsed = backend.parse_options(target, options or {})
     stages: dict[str, Stage] = {}
     backend.add_stages(stages, parsed)
-    metadata: dict[str, Any] = {"target": target, "backend": backend.name}
+    md = metadata if metadata is not None else {}
+    md.update(target=target, backend=backend.name)
     product = module
     for _name, stage in stages.items():
-        product = stage(product, metadata)
+        product = stage(product, md)
     return product
 
 

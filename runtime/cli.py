@@ -1,7 +1,10 @@
 """The `fuel` command line.
 
-    fuel run MODULE.mlir [--input NAME=FILE.npy ...] [--random-inputs --seed N]
+    fuel run MODULE.mlir|MODEL.onnx|BUNDLE [--input NAME=FILE.npy ...] [--random-inputs --seed N]
              [--output-dir DIR] [--repeat N] [--weights FILE.safetensors]
+    fuel compile MODULE.mlir|MODEL.onnx -o OUT[.fuelbundle] [--target cpu|sm_90 ...]
+             [--topology FILE] [--precision SPEC] [--no-optimize] [--format auto|dir|archive]
+             [--option [TARGET:]KEY=VALUE ...]
 
 Every failure is one readable line on stderr and a non-zero exit, never a traceback.
 """
@@ -15,6 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,12 +78,21 @@ def _npy_bytes(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _executor(args: argparse.Namespace):  # noqa: ANN202
+    """A bundle (directory or archive) runs its verified module; anything else is loaded."""
+    from runtime.bundle import is_bundle, load_bundle
     from runtime.executor import Executor
     from runtime.onnx_cli import load_any
 
-    module = load_any(args.module, args.weights)
-    ex = Executor(module)
+    if is_bundle(args.module):
+        if args.weights:
+            raise CliError("--weights does not apply to a bundle (it carries its weights)")
+        return load_bundle(args.module).executor()
+    return Executor(load_any(args.module, args.weights))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    ex = _executor(args)
     given = _parse_inputs(args.input)
     if args.random_inputs:
         rand = random_inputs(ex.input_specs, args.seed)
@@ -102,11 +115,74 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_options(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """Per-target backend options: --topology/--precision/--no-optimize go to "cpu";
+    `--option KEY=VALUE` to every target, `--option TARGET:KEY=VALUE` to one."""
+    opts: dict[str, dict[str, str]] = {t: {} for t in args.target}
+    if "cpu" in opts:
+        for key, value in (("topology", args.topology), ("precision", args.precision)):
+            if value:
+                opts["cpu"][key] = value
+        if args.no_optimize:
+            opts["cpu"]["optimize"] = "0"
+    for spec in args.option:
+        key, sep, value = spec.partition("=")
+        target, colon, key = key.rpartition(":") if ":" in key else ("", "", key)
+        if not sep or not key or (colon and target not in opts):
+            raise CliError(f"--option expects [TARGET:]KEY=VALUE for a --target, got '{spec}'")
+        for t in [target] if target else opts:
+            opts[t][key] = value
+    return opts
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    import json
+
+    from lowering.bundle import write_bundle
+    from runtime.bundle import MANIFEST, read_container
+    from runtime.onnx_cli import load_any
+
+    args.target = args.target or ["cpu"]
+    options = _compile_options(args)
+    module = load_any(args.module, args.weights)
+    out = write_bundle(module, args.output, args.target, options, args.format, "fuel compile")
+    files = read_container(out)
+    targets = json.loads(files[MANIFEST])["targets"]
+    kernels = ", ".join(f"{t} {len(v['kernels'])} kernels" for t, v in targets.items())
+    form = "archive" if out.is_file() else "directory"
+    size = sum(map(len, files.values())) if form == "directory" else out.stat().st_size
+    print(f"compiled {args.module} -> {out} ({form}, {size / 2**10:.1f} KiB): {kernels}")
+    return 0
+
+
+def _add_compile_parser(sub: Any) -> None:
+    c = sub.add_parser("compile", help="compile a module into a kernel bundle")
+    c.add_argument("module", help="fuel IR file (.mlir) or ONNX model (.onnx)")
+    c.add_argument("-o", "--output", required=True,
+                   help="bundle path: NAME.fuelbundle (archive) or a directory")  # fmt: skip
+    c.add_argument("--target", action="append", default=[],
+                   help="cpu (default) or sm_XY; repeat for several")  # fmt: skip
+    c.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
+    c.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
+    c.add_argument("--no-optimize", action="store_true",
+                   help="skip fuel-optimize (kernels are still stamped)")  # fmt: skip
+    c.add_argument(
+        "--format",
+        choices=("auto", "dir", "archive"),
+        default="auto",
+        help="auto: archive if OUT ends in .fuelbundle or .zip, else a directory",
+    )
+    c.add_argument("--option", action="append", default=[], metavar="[TARGET:]KEY=VALUE",
+                   help="a backend option (e.g. judge=none)")  # fmt: skip
+    c.add_argument("--weights", help="safetensors file (default: the one the module names)")
+    c.set_defaults(fn=cmd_compile)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a module (fuel IR or ONNX) on the CPU")
-    r.add_argument("module", help="fuel IR file (.mlir) or ONNX model (.onnx)")
+    r = sub.add_parser("run", help="run a module (fuel IR, ONNX or a bundle) on the CPU")
+    r.add_argument("module", help="fuel IR (.mlir), ONNX model (.onnx) or kernel bundle")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     r.add_argument("--random-inputs", action="store_true",
                    help="fill inputs not given with --input from a seeded generator")  # fmt: skip
@@ -115,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
     r.set_defaults(fn=cmd_run)
+    _add_compile_parser(sub)
     from runtime.contracts_cli import add_kernels_parser, add_verify_kernels_parser
     from runtime.explain import add_explain_parser
     from runtime.judge_cli import add_judge_parser
@@ -129,7 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from lowering.backend import BackendError
     from runtime.binding_table import BindingTableError
+    from runtime.bundle import BundleError
     from runtime.executor import ExecutionError
     from runtime.module import ModuleError
     from runtime.weights import WeightsError
@@ -137,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (CliError, ModuleError, WeightsError, ExecutionError, BindingTableError) as e:
+    except (CliError, ModuleError, WeightsError, ExecutionError, BindingTableError, BundleError,
+            BackendError) as e:  # fmt: skip
         print(f"fuel: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:

@@ -248,6 +248,15 @@ def _gpu_driver_present() -> bool:
     return any(os.path.exists(p) for p in _GPU_DRIVER_NODES)
 
 
+def cuda_device_archs() -> set[str]:
+    """`sm_XY` of every CUDA device this machine has (empty without a driver, torch or GPU)."""
+    torch = _load_torch()
+    if torch is None or not torch.cuda.is_available():
+        return set()
+    caps = (torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+    return {f"sm_{major}{minor}" for major, minor in caps}
+
+
 def _load_torch() -> Any | None:
     """torch if it is installed, importable and could see a GPU; None otherwise."""
     try:

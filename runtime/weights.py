@@ -65,16 +65,20 @@ def load_weights(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         raw = p.read_bytes()
     except OSError as e:
         raise WeightsError(f"cannot read weights file {p}: {e.strerror}") from None
+    return weights_from_bytes(raw, str(p))
+
+
+def weights_from_bytes(raw: bytes, where: str) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors blob; `WeightsError` (naming `where`) if it is corrupt."""
     try:
         entries = deserialize(raw)
     except (SafetensorError, ValueError) as e:
-        raise WeightsError(f"corrupt weights file {p}: {e}") from None
+        raise WeightsError(f"corrupt weights file {where}: {e}") from None
     out: dict[str, np.ndarray] = {}
     for name, info in entries:
         tag = info["dtype"]
         if tag not in _TAGS:
-            raise WeightsError(f"{p}: tensor '{name}' has unsupported dtype {tag}")
+            raise WeightsError(f"{where}: tensor '{name}' has unsupported dtype {tag}")
         dt = NUMPY_DTYPES[_TAGS[tag]]
-        arr = np.frombuffer(info["data"], dtype=dt).reshape(info["shape"])
-        out[name] = arr
+        out[name] = np.frombuffer(info["data"], dtype=dt).reshape(info["shape"])
     return out

@@ -1,0 +1,227 @@
+"""The CPU backend: target "cpu", kernels from the binding table's numpy rows.
+
+    optimize -> stamp -> artifacts
+
+`optimize` runs `fuel-optimize` (unless the module is already optimized or `optimize=0`);
+`stamp` makes sure every kernel op carries its `#fuel.kernel` stamp (key, source, revision),
+stamping the executor's default sibling where the picker left none; `artifacts` yields one
+`KernelArtifact` per distinct chosen CPU kernel. CPU artifacts carry no code files: the runtime
+resolves each kernel by id + revision from the binding table and refuses a different revision.
+Generated CPU code (a later issue) adds a stage that emits files; the interface stays.
+
+Options (`fuel compile --option KEY=VALUE`, all strings):
+| key | values | meaning |
+|---|---|---|
+| optimize | 1 (default), 0 | run `fuel-optimize` before stamping |
+| precision | e.g. `bit_stable,ulp=2` | the picker's precision floor |
+| topology | TOML/JSON path | plan for a declared topology (default: detect) |
+| judge | path, `none` | the Judge report the picker reads (default: `none`: reproducible) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xdsl.dialects import func
+from xdsl.ir import Operation
+
+from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
+from fuel_dialect.base import KernelOp
+from lowering.backend import BackendError, KernelArtifact, Stage
+from runtime.module import FuelModule
+
+CPU_TARGET = "cpu"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class CpuOptions:
+    """The CPU backend's parsed options (frozen, hashable)."""
+
+    optimize: bool = True
+    """Run `fuel-optimize` before stamping (an already optimized module is left as is)."""
+    precision: str = ""
+    """Precision floor for the picker (`bit_stable,ulp=2`; empty: unconstrained)."""
+    topology: str = ""
+    """Declared topology file; empty: detect this machine."""
+    judge: str = "none"
+    """Judge report path, or `none` (the default keeps builds reproducible)."""
+
+
+def kernel_id(stamp: KernelRefAttr) -> str:
+    """The stable id of a stamped kernel: `op[dtypes]@backend/source`, e.g.
+    `matmul[f32,f32,f32]@cpu/numpy` (binding key + provenance tag; never a build counter)."""
+    op, dtypes, backend = stamp.key()
+    return f"{op}[{','.join(dtypes)}]@{backend}/{stamp.kernel_source.data}"
+
+
+def kernel_ops(module: FuelModule) -> Iterator[Operation]:
+    """Every kernel op of the module, branch arms included, in program order."""
+    for op in module.op.walk():
+        if isinstance(op, KernelOp):
+            yield op
+
+
+def is_optimized(module: FuelModule) -> bool:
+    """True when every top-level kernel op already carries the picker's stamp."""
+    for f in module.op.ops:
+        if isinstance(f, func.FuncOp):
+            for op in f.body.block.ops:
+                if isinstance(op, KernelOp) and KERNEL_ATTR not in op.attributes:
+                    return False
+    return True
+
+
+def _bool(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE or v in _FALSE:
+        return v in _TRUE
+    raise BackendError(f"cpu backend option {key}={value!r}: expected 0 or 1")
+
+
+def _precision(value: str) -> str:
+    from runtime.ranker import PrecisionRequirement
+
+    try:
+        PrecisionRequirement.parse(value)
+    except ValueError as e:
+        raise BackendError(f"cpu backend option precision={value!r}: {e}") from None
+    return value
+
+
+def _topology(value: str) -> str:
+    if value and not Path(value).is_file():
+        raise BackendError(f"cpu backend option topology={value!r}: no such file")
+    return value
+
+
+_PARSERS = {
+    "optimize": lambda v: _bool("optimize", v),
+    "precision": _precision,
+    "topology": _topology,
+    "judge": lambda v: v,
+}  # option key -> validating converter
+
+
+@dataclass(frozen=True)
+class CpuBackend:
+    """The `Backend` for target "cpu" (see the module doc)."""
+
+    name: str = "cpu"
+
+    def supports_target(self, target: str) -> bool:
+        return target == CPU_TARGET
+
+    def parse_options(self, target: str, options: Mapping[str, str]) -> CpuOptions:
+        if not self.supports_target(target):
+            raise BackendError(f"the cpu backend does not lower for target {target!r}")
+        unknown = sorted(set(options) - set(_PARSERS))
+        if unknown:
+            raise BackendError(
+                f"unknown cpu backend option(s) {', '.join(unknown)} (known: {', '.join(_PARSERS)})"
+            )
+        return CpuOptions(**{k: _PARSERS[k](str(v)) for k, v in options.items()})
+
+    def add_stages(self, stages: dict[str, Stage], options: Any) -> None:
+        assert isinstance(options, CpuOptions)
+        stages["optimize"] = lambda m, md: optimize_stage(m, md, options)
+        stages["stamp"] = stamp_stage
+        stages["artifacts"] = artifacts_stage
+
+
+def make_backend() -> CpuBackend:
+    """The factory `lowering.backend` registers for "cpu"."""
+    return CpuBackend()
+
+
+def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) -> FuelModule:
+    """`fuel-optimize` in place, unless disabled or already done (`md["optimized"]` says)."""
+    from xdsl.utils.exceptions import PassFailedException
+
+    from passes.optimize import optimize_graph
+    from passes.picker_support import PickerOptions
+
+    if not options.optimize or is_optimized(module):
+        md["optimized"] = False
+        return module
+    picker = PickerOptions(topology=options.topology, precision=options.precision,
+                           judge=options.judge)  # fmt: skip
+    try:
+        optimize_graph(module.op, picker)
+    except PassFailedException as e:
+        raise BackendError(f"fuel-optimize failed: {e}") from None
+    md["optimized"] = True
+    return module
+
+
+def stamp_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
+    """Every kernel op gets a `#fuel.kernel` stamp: unstamped ones get the sibling the executor
+    would run by default (first dense-safe entry on "cpu"), so the bundle pins it."""
+    from runtime.binding_table import NoKernelForOp, global_bindings
+    from runtime.compiled import compile_node
+
+    table = global_bindings()
+    stamped = 0
+    for op in kernel_ops(module):
+        if isinstance(op.attributes.get(KERNEL_ATTR), KernelRefAttr):
+            continue
+        assert isinstance(op, KernelOp)
+        try:
+            node = compile_node(op.KERNEL_OP, op.kernel_dtypes(), CPU_TARGET, {}, table)
+        except NoKernelForOp as e:
+            raise BackendError(f"cannot stamp '{op.name}': {e}") from None
+        op.attributes[KERNEL_ATTR] = KernelRefAttr.get(
+            node.op, node.dtypes, CPU_TARGET, node.entry.kernel_source, node.entry.revision_hash
+        )
+        stamped += 1
+    md["stamped"] = stamped
+    return module
+
+
+def artifacts_stage(module: FuelModule, md: dict[str, Any]) -> list[KernelArtifact]:
+    """One artifact per distinct CPU kernel stamp (id + revision; meta: key, source,
+    precision, caps); stamps naming another backend belong to another target."""
+    from runtime.binding_table import global_bindings
+
+    table = global_bindings()
+    out: dict[str, KernelArtifact] = {}
+    for op in kernel_ops(module):
+        stamp = op.attributes[KERNEL_ATTR]
+        assert isinstance(stamp, KernelRefAttr)
+        name, dtypes, backend = stamp.key()
+        if backend != CPU_TARGET:
+            continue
+        kid = kernel_id(stamp)
+        if kid in out:
+            if out[kid].revision != stamp.revision_int():
+                seen = f"{out[kid].revision:016x}"
+                raise BackendError(f"kernel {kid} is stamped with two revisions "
+                                   f"({seen}, {stamp.revision.data})")  # fmt: skip
+            continue
+        entry = resolve(table, name, dtypes, stamp.kernel_source.data, stamp.revision_int(), kid)
+        meta = {
+            "op": name, "dtypes": list(dtypes), "backend": backend,
+            "source": entry.kernel_source, "precision": entry.precision.describe(),
+            "caps": {"strided_input": entry.caps.strided_input,
+                     "requires_broadcast": entry.caps.requires_broadcast},
+        }  # fmt: skip
+        out[kid] = KernelArtifact(kid, entry.revision_hash, "cpu", {}, meta)
+    md["kernels"] = len(out)
+    return list(out.values())
+
+
+def resolve(table: Any, op: str, dtypes: tuple[str, ...], source: str, revision: int, kid: str):  # noqa: ANN201
+    """The table's entry for a CPU kernel id at exactly `revision`; BackendError otherwise."""
+    for entry in table.lookup_alternatives(op, dtypes, CPU_TARGET):
+        if entry.kernel_source != source:
+            continue
+        if entry.revision_hash != revision:
+            raise BackendError(
+                f"kernel {kid}: stamped revision {revision:016x}, this fuel has "
+                f"{entry.revision_hash:016x}; re-run the picker (fuel-optimize)"
+            )
+        return entry
+    raise BackendError(f"kernel {kid} is not in the binding table")

@@ -1,0 +1,380 @@
+"""Loading a kernel bundle (`fuel compile`'s output): verify everything, then run it.
+
+A bundle is a directory or a single-file archive (a zip, members stored uncompressed) with
+the same members (layout: `lowering/bundle.py`). `load_bundle` refuses, with one readable
+`BundleError`, anything it cannot vouch for, in this order:
+
+1. the container: not a bundle, a truncated or corrupt zip, unsafe member names (`../x`,
+   absolute paths, backslashes), links or special files in a directory;
+2. the manifest: not UTF-8 JSON, a different format or format version, a self-checksum
+   that does not match its content;
+3. the files: any declared file missing, any file present but undeclared (a stray kernel is
+   never loaded), any size or sha256 differing from the manifest;
+4. the targets: an unknown target, or no target this machine can run (e.g. sm_90 code on a
+   machine without such a GPU); every target is checked, and the kept "cpu" alternative is
+   the one run (the executor drives host memory only, today), else the load fails early;
+5. the kernels: every CPU kernel is resolved by id + revision from the binding table and a
+   different revision is refused, naming the kernel and both revisions;
+6. the IR and weights: parsed, verified, every weight present with its declared type, and
+   every CPU kernel stamp in the IR declared by the manifest.
+
+`LoadedBundle.executor()` runs the module against a binding table holding only the declared
+kernels, so nothing undeclared can be dispatched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import sys
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from runtime.binding_table import BindingEntry, KernelBindingTable
+
+FORMAT = "fuel.bundle"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+MODULE_FILE = "module.mlir"
+WEIGHTS_FILE = "weights.safetensors"
+PICKER_FILE = "picker.json"
+TARGETS_DIR = "targets"
+CHECKSUM_KEY = "manifest_sha256"
+ARCHIVE_SUFFIXES = (".fuelbundle", ".zip")
+_GPU_TARGET = re.compile(r"sm_\d{2,3}a?")
+
+
+class BundleError(Exception):
+    """A bundle that cannot be written or loaded; the message says which file and why."""
+
+
+# -- shared with the writer ------------------------------------------------------------------
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The bytes the manifest checksum covers: sorted keys, no whitespace."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def manifest_checksum(manifest: Mapping[str, Any]) -> str:
+    return sha256(canonical_json({k: v for k, v in manifest.items() if k != CHECKSUM_KEY}))
+
+
+def safe_member(name: str) -> bool:
+    """A bundle-relative POSIX path that stays inside the bundle."""
+    p = PurePosixPath(name)
+    return (bool(name) and "\\" not in name and not p.is_absolute() and ".." not in p.parts
+            and "." not in p.parts and str(p) == name and not name.startswith("/"))  # fmt: skip
+
+
+def target_fingerprint(target: str) -> dict[str, str]:
+    """What a target needs from a machine: the CPU's byte order (numpy kernels are portable
+    Python), or the exact GPU architecture an AOT binary was built for."""
+    if target == "cpu":
+        import platform
+
+        return {"kind": "cpu", "byteorder": sys.byteorder, "machine": platform.machine(),
+                "numpy": np.__version__}  # fmt: skip
+    if _GPU_TARGET.fullmatch(target):
+        return {"kind": "cuda", "arch": target}
+    raise BundleError(f"unknown target {target!r} (known: cpu, sm_XY such as sm_90)")
+
+
+def machine_gpu_targets() -> set[str]:
+    """`sm_XY` of every CUDA device this machine has (empty without a driver or torch)."""
+    from runtime.topology import cuda_device_archs
+
+    return cuda_device_archs()
+
+
+def incompatibility(target: str, fingerprint: Mapping[str, Any]) -> str | None:
+    """Why this machine cannot run `target`'s code, or None when it can."""
+    if target == "cpu":
+        order = fingerprint.get("byteorder")
+        return None if order == sys.byteorder else f"built for a {order}-endian CPU"
+    if _GPU_TARGET.fullmatch(target):
+        have = sorted(machine_gpu_targets())
+        if target.removesuffix("a") in have:  # sm_90a: sm_90 with its arch-specific features
+            return None
+        return f"needs a {target} GPU; this machine has {', '.join(have) or 'no CUDA GPU'}"
+    raise BundleError(f"bundle target {target!r} is unknown to this fuel (known: cpu, sm_XY)")
+
+
+# -- the container ---------------------------------------------------------------------------
+
+
+def is_archive_path(path: Path) -> bool:
+    return path.suffix.lower() in ARCHIVE_SUFFIXES
+
+
+def is_bundle(path: str | os.PathLike[str]) -> bool:
+    """A directory, a `.fuelbundle`/`.zip` path, or any zip file: `fuel run` treats it as a
+    bundle (and refuses it with one message if it is not a good one)."""
+    p = Path(path)
+    if p.is_dir():
+        return True
+    if is_archive_path(p):
+        return True
+    try:
+        with p.open("rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def _read_dir(root: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            full = Path(dirpath, name)
+            mode = full.lstat().st_mode
+            rel = full.relative_to(root).as_posix()
+            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise BundleError(f"bundle {root}: '{rel}' is a link or special file")
+            if stat.S_ISREG(mode):
+                files[rel] = full.read_bytes()
+    return files
+
+
+def _read_archive(path: Path) -> dict[str, bytes]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            files: dict[str, bytes] = {}
+            for info in zf.infolist():
+                name = info.filename
+                if not safe_member(name.rstrip("/")):
+                    raise BundleError(f"bundle archive {path}: unsafe member name {name!r}")
+                if name in files:
+                    raise BundleError(f"bundle archive {path}: member {name!r} appears twice")
+                if not info.is_dir():
+                    files[name] = zf.read(info)
+            return files
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
+        raise BundleError(f"bundle archive {path} is corrupt or truncated: {e}") from None
+    except (ValueError, NotImplementedError) as e:  # bad headers, unsupported compression
+        raise BundleError(f"bundle archive {path} is corrupt: {e}") from None
+
+
+def read_container(path: Path) -> dict[str, bytes]:
+    """Every file of a bundle directory or archive, by bundle-relative path."""
+    try:
+        if path.is_dir():
+            if not (path / MANIFEST).is_file():
+                raise BundleError(f"{path} is not a fuel bundle: it has no {MANIFEST}")
+            return _read_dir(path)
+        if not path.exists():
+            raise BundleError(f"no such bundle: {path}")
+        return _read_archive(path)
+    except OSError as e:
+        raise BundleError(f"cannot read bundle {path}: {e.strerror}") from None
+
+
+# -- the manifest and the files ---------------------------------------------------------------
+
+
+def _manifest(path: Path, files: Mapping[str, bytes]) -> dict[str, Any]:
+    if MANIFEST not in files:
+        raise BundleError(f"{path} is not a fuel bundle: it has no {MANIFEST}")
+    try:
+        m = json.loads(files[MANIFEST].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{path}: {MANIFEST} is not valid JSON ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise BundleError(f"{path}: {MANIFEST} is not a fuel bundle manifest")
+    version = m.get("format_version")
+    if version != FORMAT_VERSION:
+        raise BundleError(f"{path}: bundle format version {version!r} is not supported "
+                          f"(this fuel reads version {FORMAT_VERSION}); recompile it")  # fmt: skip
+    if m.get(CHECKSUM_KEY) != manifest_checksum(m):
+        raise BundleError(f"{path}: {MANIFEST} is corrupt (its checksum does not match)")
+    for key, kind in (("files", dict), ("targets", dict), ("signature", dict)):
+        if not isinstance(m.get(key), kind):
+            raise BundleError(f"{path}: {MANIFEST} lacks '{key}'")
+    return m
+
+
+def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]) -> None:
+    declared: Mapping[str, Any] = manifest["files"]
+    for name in sorted(files):
+        if name != MANIFEST and name not in declared:
+            raise BundleError(f"{path}: '{name}' is not declared in the manifest (refused)")
+    for name, want in sorted(declared.items()):
+        if not safe_member(name):
+            raise BundleError(f"{path}: the manifest declares an unsafe path {name!r}")
+        if name not in files:
+            raise BundleError(f"{path}: '{name}' is missing")
+        data = files[name]
+        if len(data) != want.get("size"):
+            raise BundleError(f"{path}: '{name}' is {len(data)} bytes, the manifest says "
+                              f"{want.get('size')} (truncated or replaced)")  # fmt: skip
+        if sha256(data) != want.get("sha256"):
+            raise BundleError(f"{path}: '{name}' is corrupt (sha256 differs from the manifest)")
+    for target, t in manifest["targets"].items():
+        if t.get("module") is not None and t["module"] not in declared:
+            raise BundleError(f"{path}: target {target} names '{t['module']}', which the "
+                              "manifest does not declare")  # fmt: skip
+        for k in t.get("kernels", ()):
+            for name, digest in k.get("files", {}).items():
+                if name not in declared:
+                    raise BundleError(f"{path}: kernel {k.get('id')} ({target}) names "
+                                      f"'{name}', which the manifest does not declare")  # fmt: skip
+                if declared[name].get("sha256") != digest:
+                    raise BundleError(f"{path}: kernel {k.get('id')} ({target}) expects "
+                                      f"another '{name}' (sha256 differs)")  # fmt: skip
+
+
+def _pick_target(path: Path, manifest: Mapping[str, Any]) -> str:
+    """The target to run: "cpu" (the executor drives host memory only, today) when this machine
+    runs it; every other target is checked too, so an unknown one is refused early."""
+    targets: Mapping[str, Any] = manifest["targets"]
+    if not targets:
+        raise BundleError(f"{path}: the bundle has no targets")
+    reasons = {t: incompatibility(t, v.get("fingerprint", {})) for t, v in targets.items()}
+    if "cpu" in targets and reasons["cpu"] is None:
+        return "cpu"
+    why = "; ".join(f"{t} {r or 'has no executor in this fuel yet'}" for t, r in reasons.items())
+    raise BundleError(f"{path}: no target in this bundle runs on this machine ({why}); "
+                      "recompile with --target cpu")  # fmt: skip
+
+
+# -- kernels, module, weights -----------------------------------------------------------------
+
+
+def _resolve_kernels(path: Path, kernels: list[dict[str, Any]]) -> KernelBindingTable:
+    """A table of exactly the declared CPU kernels, each at its declared revision."""
+    from runtime.binding_table import global_bindings
+
+    table, full = KernelBindingTable(), global_bindings()
+    for k in kernels:
+        meta, kid = k.get("meta", {}), k.get("id")
+        try:
+            op, dtypes, source = meta["op"], tuple(meta["dtypes"]), meta["source"]
+            want = int(k["revision"], 16)
+        except (KeyError, TypeError, ValueError):
+            raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
+        entry = next((e for e in full.lookup_alternatives(op, dtypes, "cpu")
+                      if e.kernel_source == source), None)  # fmt: skip
+        if entry is None:
+            raise BundleError(f"{path}: kernel {kid} is not in this fuel's binding table")
+        if entry.revision_hash != want:
+            raise BundleError(
+                f"{path}: kernel {kid} revision mismatch: the bundle was built with revision "
+                f"{want:016x}, this fuel has {entry.revision_hash:016x}; recompile the bundle"
+            )
+        _register(table, op, dtypes, entry)
+    table.finalize()
+    return table.freeze()
+
+
+def _register(table: KernelBindingTable, op: str, dtypes: tuple[str, ...], e: BindingEntry) -> None:
+    table.register(op, dtypes, "cpu", e.kernel, caps=e.caps, precision=e.precision, cost=e.cost,
+                   kernel_source=e.kernel_source, revision=e.revision_hash,
+                   direct=e.direct)  # fmt: skip
+
+
+def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
+    """Tensors of a safetensors blob; a corrupt blob is a BundleError."""
+    from runtime.weights import WeightsError
+    from runtime.weights import weights_from_bytes as decode
+
+    try:
+        return decode(data, where)
+    except WeightsError as e:
+        raise BundleError(str(e)) from None
+
+
+def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]):  # noqa: ANN202
+    from runtime.module import FuelModule, ModuleError
+    from runtime.weights import WeightsError
+
+    where = f"{path}/{MODULE_FILE}"
+    try:
+        module = FuelModule.parse(files[MODULE_FILE].decode("utf-8"), where)
+        wname = manifest.get("weights")
+        if wname:
+            module.weights = weights_from_bytes(files[wname], f"{path}/{wname}")
+        module.check_weights()
+    except (ModuleError, WeightsError, UnicodeDecodeError, KeyError) as e:
+        raise BundleError(f"{path}: bad module: {e}") from None
+    return module
+
+
+def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
+    from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
+    from lowering.cpu.backend import kernel_id, kernel_ops
+
+    for op in kernel_ops(module):
+        stamp = op.attributes.get(KERNEL_ATTR)
+        if not isinstance(stamp, KernelRefAttr):
+            raise BundleError(f"{path}: '{op.name}' has no kernel stamp (not a compiled module)")
+        if stamp.backend.data == "cpu" and kernel_id(stamp) not in declared:
+            raise BundleError(f"{path}: '{op.name}' uses kernel {kernel_id(stamp)}, which the "
+                              "manifest does not declare")  # fmt: skip
+
+
+@dataclass
+class LoadedBundle:
+    """A verified bundle: its module (IR + weights), manifest, picker record and the table of
+    the kernels it declares for the target it runs."""
+
+    path: Path
+    manifest: dict[str, Any]
+    module: Any  # FuelModule
+    target: str
+    table: KernelBindingTable
+    picker: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kernel_ids(self) -> list[str]:
+        return [k["id"] for k in self.manifest["targets"][self.target].get("kernels", ())]
+
+    def executor(self):  # noqa: ANN201
+        """The CPU `Executor` over the module, dispatching only the declared kernels."""
+        from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
+        from lowering.cpu.backend import kernel_ops
+        from runtime.executor import Executor
+
+        for op in kernel_ops(self.module):
+            stamp = op.attributes[KERNEL_ATTR]
+            assert isinstance(stamp, KernelRefAttr)
+            if stamp.backend.data != "cpu":
+                raise BundleError(f"{self.path}: '{op.name}' runs on backend "
+                                  f"'{stamp.backend.data}', which the CPU executor cannot "
+                                  "drive; compile for this machine's topology")  # fmt: skip
+        return Executor(self.module, table=self.table)
+
+
+def load_bundle(path: str | os.PathLike[str]) -> LoadedBundle:
+    """Read and verify a bundle directory or archive (see the module doc); `BundleError`."""
+    p = Path(path)
+    files = read_container(p)
+    manifest = _manifest(p, files)
+    try:
+        _check_files(p, manifest, files)
+        chosen = _pick_target(p, manifest)
+    except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
+        raise BundleError(f"{p}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None
+    for name in (MODULE_FILE, PICKER_FILE):
+        if name not in manifest["files"]:
+            raise BundleError(f"{p}: the manifest does not declare '{name}'")
+    kernels = manifest["targets"][chosen].get("kernels", [])
+    table = _resolve_kernels(p, kernels)
+    module = _module(p, manifest, files)
+    _check_stamps(p, module, {k["id"] for k in kernels})
+    try:
+        picker = json.loads(files[PICKER_FILE])
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{p}: {PICKER_FILE} is not valid JSON ({e})") from None
+    return LoadedBundle(p, manifest, module, chosen, table, picker)
