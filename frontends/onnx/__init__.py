@@ -6,9 +6,25 @@
 
 `load_any(path)` imports a `.onnx` file or loads fuel IR; `supported_op_types()` lists the op
 types mapped. Every failure is an `OnnxImportError` with one message naming the node at fault.
+
+The names load lazily, so `frontends.onnx.emit` (the format-neutral constant-folding emitter,
+shared with the torch.export importer) imports without the `onnx` package.
 """
 
-from frontends.onnx.driver import import_onnx, load_any, load_model, supported_op_types
-from frontends.onnx.errors import OnnxImportError
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["OnnxImportError", "import_onnx", "load_any", "load_model", "supported_op_types"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OnnxImportError":
+        from frontends.onnx.errors import OnnxImportError
+
+        return OnnxImportError
+    if name in __all__:
+        from frontends.onnx import driver
+
+        return getattr(driver, name)
+    raise AttributeError(f"module 'frontends.onnx' has no attribute '{name}'")

@@ -4,7 +4,9 @@ express the node, else the reference formula in fuel primitives.
 `fuel.attention` takes the node when there is no mask, softcap, window or qk output and the
 causal frontier is its own bottom-right one (offset = total keys - queries): no cache with
 Sq = Sk, a `past_key` cache with as many new keys as queries, or a `nonpad_kv_seqlen` of batch
-1, which becomes its `kv_len` (the decode step of a static KV cache).
+1, which becomes its `kv_len` (the decode step of a static KV cache). A boolean mask that is a
+live-length mask (`arange(Sk) <= pos`, see `frontends.kv_mask`; what torch's exporter makes of a
+fixed-size cache's decode step) also becomes `kv_len` when the node is not causal.
 
 Otherwise the node follows the ONNX reference step by step: Q and K each scaled by
 sqrt(scale), K/V repeated per query group, QK^T, softcap, plus one additive bias (mask, causal
@@ -18,6 +20,7 @@ import math
 
 import numpy as np
 
+from frontends.kv_mask import KvMask, emit_kv_len, match_kv_mask
 from frontends.onnx.dtypes import ONNX_TO_FUEL
 from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
 from frontends.onnx.ops_elementwise import cast, cmp
@@ -58,7 +61,8 @@ def attention(n: Node) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | N
     hq, hkv = shape_of_t(q)[1], shape_of_t(k)[1]
     if hkv == 0 or hq % hkv:
         raise Unsupported(f"query heads ({hq}) must be a multiple of kv heads ({hkv})")
-    y = _fast(n, q, k, v, past) if _fast_ok(n, q, k, past) else None
+    live = _live_mask(n, k)
+    y = _fast(n, q, k, v, past, live) if _fast_ok(n, q, k, past, live) else None
     qk_out = None
     if y is None:
         y, qk_out = _general(n, q, k, v, past)
@@ -77,24 +81,36 @@ def _windows(n: Node) -> tuple[int, int]:
     return int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
 
 
-def _fast_ok(n: Node, q: Tensor, k: Tensor, past: int) -> bool:
+def _live_mask(n: Node, k: Tensor) -> KvMask | None:
+    """The mask input as a live length, when it is one and nothing else constrains the keys."""
+    mask = n.input(3)
+    if mask is None or n.input(6) is not None or n.attr("is_causal", 0):
+        return None
+    return match_kv_mask(mask, shape_of_t(k)[2], n.em.b.weights)
+
+
+def _fast_ok(n: Node, q: Tensor, k: Tensor, past: int, live: KvMask | None) -> bool:
     t = dtype_of(q)
     precision = n.attr("softmax_precision")
     sq, sk = shape_of_t(q)[2], shape_of_t(k)[2]
     nonpad = n.input(6)
     causal_ok = not n.attr("is_causal", 0) or (sk - past == sq if nonpad is None else True)
-    return (n.input(3) is None and float(n.attr("softcap", 0.0)) <= 0 and not n.wants(3)
+    mask_ok = n.input(3) is None or live is not None
+    return (mask_ok and float(n.attr("softcap", 0.0)) <= 0 and not n.wants(3)
             and _windows(n) == (-1, -1) and causal_ok
             and (nonpad is None or (past == 0 and shape_of_t(q)[0] == 1))
             and (precision is None or ONNX_TO_FUEL.get(precision) in (t, "f32")))  # fmt: skip
 
 
-def _fast(n: Node, q: Tensor, k: Tensor, v: Tensor, past: int) -> Tensor:
+def _fast(n: Node, q: Tensor, k: Tensor, v: Tensor, past: int, live: KvMask | None) -> Tensor:
     causal, scale = bool(n.attr("is_causal", 0)), _scale(n, q)
     nonpad = n.input(6)
-    if nonpad is None:
+    if nonpad is None and live is None:
         return n.em.op("attention", q, k, v, causal=causal, scale=scale)
-    kv_len = reshape_to(n.em, cast(n.em, nonpad, "i64"), ())
+    if live is not None:
+        kv_len = emit_kv_len(n.em, live)
+    else:
+        kv_len = reshape_to(n.em, cast(n.em, nonpad, "i64"), ())
     return n.em.apply(lambda g, a, b, c, m: g.attention(a, b, c, causal=causal, scale=scale,
                                                         kv_len=m), q, k, v, kv_len)  # fmt: skip
 

@@ -1,0 +1,1 @@
+"""A Llama-style decoder in PyTorch (random weights, fixed seed), exported to fuel."""

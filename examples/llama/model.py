@@ -1,0 +1,220 @@
+"""A Llama-style decoder in PyTorch, with the two graphs a server runs: prefill and decode step.
+
+RMSNorm, rotary embeddings (rotate-half), grouped-query attention over a KV cache, SiLU-gated
+MLP, and an lm head (tied to the embedding or not). Weights are random with a fixed seed.
+
+The KV cache has a fixed size (`max_seq` slots) so both graphs have static shapes:
+
+- **prefill**: `tokens (1, T) i64 -> logits (1, T, V), k_cache, v_cache` with the caches
+  `(layers, 1, kv_heads, max_seq, head_dim)`, slots `T..` zero.
+- **decode step**: `token (1, 1) i64, pos (1,) i64, k_cache, v_cache -> logits (1, 1, V),
+  k_cache, v_cache`. The new key/value is written at slot `pos` with a `where` over a
+  one-hot row (no scatter), and attention reads the first `pos + 1` slots through the mask
+  `arange(max_seq) <= pos`; importers turn that mask into `fuel.attention`'s `kv_len`, which
+  is the shape `fuel-emit-decode-flash` needs (one query, a live length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Decoder dimensions; `ffn` is the SiLU-gated MLP's inner width."""
+
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    max_seq: int
+    eps: float = 1e-5
+    rope_theta: float = 10000.0
+    tie_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TINY = LlamaConfig(vocab=128, hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, max_seq=32)
+SMALL = LlamaConfig(vocab=2048, hidden=512, layers=4, heads=8, kv_heads=2, ffn=1408, max_seq=256)
+GPT2_SMALL = LlamaConfig(vocab=32000, hidden=768, layers=12, heads=12, kv_heads=4, ffn=2048,
+                         max_seq=512, tie_embeddings=True)  # fmt: skip
+CONFIGS = {"tiny": TINY, "small": SMALL, "gpt2-small": GPT2_SMALL}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.cfg = cfg
+        hd = cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden, cfg.heads * hd, bias=False)
+        self.k_proj = nn.Linear(cfg.hidden, cfg.kv_heads * hd, bias=False)
+        self.v_proj = nn.Linear(cfg.hidden, cfg.kv_heads * hd, bias=False)
+        self.o_proj = nn.Linear(cfg.heads * hd, cfg.hidden, bias=False)
+
+    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        b, t, _ = x.shape
+        hd, c = self.cfg.head_dim, self.cfg
+        q = self.q_proj(x).view(b, t, c.heads, hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, c.kv_heads, hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, c.kv_heads, hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        return q, k, v
+
+    def _out(self, o: torch.Tensor) -> torch.Tensor:
+        b, _, t, _ = o.shape
+        return self.o_proj(o.transpose(1, 2).reshape(b, t, self.cfg.hidden))
+
+    def prefill(self, x, cos, sin):
+        """Causal attention over the prompt; returns (out, k, v) with k, v `(1, Hkv, T, D)`."""
+        q, k, v = self._qkv(x, cos, sin)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self._out(o), k, v
+
+    def decode(self, x, cos, sin, pos, k_cache, v_cache):
+        """One query; the new k/v written at slot `pos`; keys `0..pos` attended."""
+        q, k, v = self._qkv(x, cos, sin)
+        slots = torch.arange(self.cfg.max_seq, dtype=torch.int64)
+        write = (slots == pos).view(1, 1, -1, 1)
+        k_cache = torch.where(write, k, k_cache)
+        v_cache = torch.where(write, v, v_cache)
+        live = (slots <= pos).view(1, 1, 1, -1)
+        o = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=live, enable_gqa=True)
+        return self._out(o), k_cache, v_cache
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.hidden, cfg.eps)
+        self.attn = Attention(cfg)
+        self.mlp_norm = RMSNorm(cfg.hidden, cfg.eps)
+        self.gate_proj = nn.Linear(cfg.hidden, cfg.ffn, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden, cfg.ffn, bias=False)
+        self.down_proj = nn.Linear(cfg.ffn, cfg.hidden, bias=False)
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.mlp_norm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    """The decoder; `prefill` and `decode` are its two graphs (see the module doc)."""
+
+    def __init__(self, cfg: LlamaConfig, seed: int = 0):
+        super().__init__()
+        self.cfg = cfg
+        gen = torch.Generator().manual_seed(seed)
+        self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = RMSNorm(cfg.hidden, cfg.eps)
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("norm.weight"):
+                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+                else:
+                    fan_in = p.shape[-1]
+                    p.copy_(torch.randn(p.shape, generator=gen) / fan_in**0.5)
+        inv = 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2).double() / cfg.head_dim)
+        ang = torch.outer(torch.arange(cfg.max_seq).double(), inv)
+        ang = torch.cat([ang, ang], dim=-1)  # rotate-half layout: (max_seq, head_dim)
+        self.register_buffer("rope_cos", ang.cos().float(), persistent=False)
+        self.register_buffer("rope_sin", ang.sin().float(), persistent=False)
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(x)
+        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, w)
+
+    def prefill(self, tokens: torch.Tensor):
+        """tokens (1, T) -> logits (1, T, V), k_cache, v_cache (layers, 1, Hkv, max_seq, D)."""
+        cfg, t = self.cfg, tokens.shape[1]
+        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
+        x = self.embed(tokens)
+        pad = torch.zeros(1, cfg.kv_heads, cfg.max_seq - t, cfg.head_dim)
+        ks, vs = [], []
+        for blk in self.blocks:
+            o, k, v = blk.attn.prefill(blk.attn_norm(x), cos, sin)
+            x = blk.mlp(x + o)
+            ks.append(torch.cat([k, pad], dim=2))
+            vs.append(torch.cat([v, pad], dim=2))
+        return self._logits(x), torch.stack(ks), torch.stack(vs)
+
+    def decode(self, token: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor,
+               v_cache: torch.Tensor):  # fmt: skip
+        """token (1, 1), pos (1,) -> logits (1, 1, V) and the caches with slot `pos` written."""
+        cos = torch.index_select(self.rope_cos, 0, pos)
+        sin = torch.index_select(self.rope_sin, 0, pos)
+        x = self.embed(token)
+        ks, vs = [], []
+        for i, blk in enumerate(self.blocks):
+            o, k, v = blk.attn.decode(blk.attn_norm(x), cos, sin, pos, k_cache[i], v_cache[i])
+            x = blk.mlp(x + o)
+            ks.append(k)
+            vs.append(v)
+        return self._logits(x), torch.stack(ks), torch.stack(vs)
+
+
+class Prefill(nn.Module):
+    """`Llama.prefill` as a module's forward (what the exporters trace)."""
+
+    def __init__(self, model: Llama):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor):
+        return self.model.prefill(tokens)
+
+
+class Decode(nn.Module):
+    """`Llama.decode` as a module's forward."""
+
+    def __init__(self, model: Llama):
+        super().__init__()
+        self.model = model
+
+    def forward(self, token, pos, k_cache, v_cache):
+        return self.model.decode(token, pos, k_cache, v_cache)
+
+
+def cache_shape(cfg: LlamaConfig) -> tuple[int, ...]:
+    return (cfg.layers, 1, cfg.kv_heads, cfg.max_seq, cfg.head_dim)
+
+
+@torch.no_grad()
+def generate_torch(model: Llama, prompt: torch.Tensor, steps: int) -> list[int]:
+    """Greedy decoding with the two graphs in eager PyTorch: the reference token stream."""
+    logits, kc, vc = model.prefill(prompt)
+    out = [int(logits[0, -1].argmax())]
+    pos = prompt.shape[1]
+    for _ in range(steps - 1):
+        tok = torch.tensor([[out[-1]]])
+        logits, kc, vc = model.decode(tok, torch.tensor([pos]), kc, vc)
+        out.append(int(logits[0, -1].argmax()))
+        pos += 1
+    return out

@@ -1,0 +1,197 @@
+"""aten data movement and constant makers: view/reshape, permute, expand, (un)squeeze, cat,
+stack, slice, select, split, index_select, embedding, index; arange, full, zeros, ones, tril.
+
+Shapes and indices are static Python values in an exported program (symbolic ones are refused
+before import), so every op here is a `fuel` movement op or folds to a constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from frontends.onnx.emit import Tensor, Unsupported, dtype_of, shape_of_t
+from frontends.torch_export.aten_ops import Cx, Value, aten, axis, cast, reshape
+from runtime.dtypes import to_numpy
+
+
+@aten("view.default", "reshape.default", "_unsafe_view.default")
+def view(cx: Cx, x: Tensor, shape: Sequence[int]) -> Tensor:
+    return reshape(cx, x, cx.shape)
+
+
+@aten("flatten.using_ints", "unflatten.int", "squeeze.dim", "squeeze.dims", "squeeze.default",
+      "unsqueeze.default")  # fmt: skip
+def same_data(cx: Cx, x: Tensor, *args: Value) -> Tensor:
+    """Ops that only reinterpret the shape: the recorded result shape says it all."""
+    return reshape(cx, x, cx.shape)
+
+
+@aten("permute.default")
+def permute(cx: Cx, x: Tensor, dims: Sequence[int]) -> Tensor:
+    rank = len(shape_of_t(x))
+    perm = [axis(d, rank) for d in dims]
+    return x if perm == list(range(rank)) else cx.op("transpose", x, perm=perm)
+
+
+@aten("transpose.int")
+def transpose(cx: Cx, x: Tensor, d0: int, d1: int) -> Tensor:
+    rank = len(shape_of_t(x))
+    perm = list(range(rank))
+    a, b = axis(d0, rank), axis(d1, rank)
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(cx, x, perm)
+
+
+@aten("t.default", "numpy_T.default")
+def t(cx: Cx, x: Tensor) -> Tensor:
+    return permute(cx, x, list(range(len(shape_of_t(x))))[::-1])
+
+
+@aten("expand.default")
+def expand(cx: Cx, x: Tensor, *args: Value, **kw: Value) -> Tensor:
+    return x if shape_of_t(x) == cx.shape else cx.op("broadcast", x, shape=cx.shape)
+
+
+@aten("repeat.default")
+def repeat(cx: Cx, x: Tensor, repeats: Sequence[int]) -> Tensor:
+    """Each dim d becomes (r, d) by broadcast, then merged."""
+    s = (1,) * (len(repeats) - len(shape_of_t(x))) + shape_of_t(x)
+    pairs = [v for d in s for v in (1, d)]
+    wide = [v for r, d in zip(repeats, s, strict=True) for v in (r, d)]
+    y = cx.op("broadcast", reshape(cx, x, pairs), shape=wide)
+    return reshape(cx, y, cx.shape)
+
+
+@aten("cat.default")
+def cat(cx: Cx, xs: Sequence[Tensor], dim: int = 0) -> Tensor:
+    xs = [cast(cx.em, x, cx.dtype) for x in xs if np.prod(shape_of_t(x)) or len(xs) == 1]
+    if len(xs) == 1:
+        return xs[0]
+    d = axis(dim, len(cx.shape))
+    return cx.em.apply(lambda g, *vs: g.concat(list(vs), d), *xs)
+
+
+@aten("stack.default")
+def stack(cx: Cx, xs: Sequence[Tensor], dim: int = 0) -> Tensor:
+    d = axis(dim, len(cx.shape))
+    parts = []
+    for x in xs:
+        s = list(shape_of_t(x))
+        parts.append(reshape(cx, cast(cx.em, x, cx.dtype), (*s[:d], 1, *s[d:])))
+    return parts[0] if len(parts) == 1 else cx.em.apply(lambda g, *vs: g.concat(list(vs), d),
+                                                        *parts)  # fmt: skip
+
+
+@aten("slice.Tensor")
+def slice_(cx: Cx, x: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+           step: int = 1) -> Tensor:  # fmt: skip
+    s = shape_of_t(x)
+    d = axis(dim, len(s))
+    lo, hi, st = slice(start, end, step).indices(s[d])
+    if (lo, hi, st) == (0, s[d], 1):
+        return x
+    starts, limits, steps = [0] * len(s), list(s), [1] * len(s)
+    starts[d], limits[d], steps[d] = lo, max(hi, lo), st
+    return cx.op("slice", x, starts=starts, limits=limits, steps=steps)
+
+
+@aten("select.int")
+def select(cx: Cx, x: Tensor, dim: int, index: int) -> Tensor:
+    s = shape_of_t(x)
+    d = axis(dim, len(s))
+    i = index % s[d] if -s[d] <= index < s[d] else None
+    if i is None:
+        raise Unsupported(f"index {index} is out of range for dim {dim} of size {s[d]}")
+    return reshape(cx, slice_(cx, x, d, i, i + 1), cx.shape)
+
+
+def _pieces(cx: Cx, x: Tensor, d: int, sizes: list[int]) -> tuple[Tensor, ...]:
+    """Consecutive slices of `sizes` along `d`, each shaped as torch recorded."""
+    outs, start = [], 0
+    for n, v in zip(sizes, cx.val, strict=True):
+        part = slice_(cx, x, d, start, start + n)
+        outs.append(reshape(cx, part, tuple(int(k) for k in v.shape)))
+        start += n
+    return tuple(outs)
+
+
+@aten("split.Tensor", "split_with_sizes.default", "chunk.default")
+def split(cx: Cx, x: Tensor, size: Value = 1, dim: int = 0) -> tuple[Tensor, ...]:
+    d = axis(dim, len(shape_of_t(x)))
+    return _pieces(cx, x, d, [int(v.shape[d]) for v in cx.val])
+
+
+@aten("unbind.int")
+def unbind(cx: Cx, x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = axis(dim, len(shape_of_t(x)))
+    return _pieces(cx, x, d, [1] * shape_of_t(x)[d])
+
+
+@aten("index_select.default")
+def index_select(cx: Cx, x: Tensor, dim: int, index: Tensor) -> Tensor:
+    return cx.op("gather", x, index, axis=axis(dim, len(shape_of_t(x))))
+
+
+@aten("embedding.default")
+def embedding(cx: Cx, weight: Tensor, indices: Tensor, *args: Value) -> Tensor:
+    return cx.op("gather", weight, indices, axis=0)
+
+
+@aten("index.Tensor")
+def index(cx: Cx, x: Tensor, indices: Sequence[Tensor | None]) -> Tensor:
+    """`x[..., idx, ...]` with one index tensor: a gather along its dim."""
+    given = [(i, t) for i, t in enumerate(indices) if t is not None]
+    if len(given) != 1 or dtype_of(given[0][1]) == "i1":
+        raise Unsupported("indexing with more than one index tensor, or with a bool mask")
+    d, idx = given[0]
+    return cx.op("gather", x, idx, axis=d)
+
+
+# -- constants ----------------------------------------------------------------------------
+
+
+def _const(cx: Cx, fill: object) -> np.ndarray:
+    return np.full(cx.shape, fill, dtype=to_numpy(cx.dtype))
+
+
+@aten("arange.default", "arange.start", "arange.start_step")
+def arange(cx: Cx, *args: Value, **kw: Value) -> np.ndarray:
+    """Static bounds: the constant torch recorded the shape of."""
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    out = np.arange(start, end, step, dtype=np.float64 if cx.dtype in ("f32", "f64") else None)
+    return out.astype(to_numpy(cx.dtype)).reshape(cx.shape)
+
+
+@aten("full.default", "new_full.default", "full_like.default")
+def full(cx: Cx, *args: Value, **kw: Value) -> np.ndarray:
+    """full(size, fill), full_like(x, fill), new_full(x, size, fill)."""
+    fill = args[2] if str(cx.node.target) == "aten.new_full.default" else args[1]
+    if not isinstance(fill, int | float | bool):
+        raise Unsupported("a fill value computed at run time")
+    return _const(cx, fill)
+
+
+@aten("zeros.default", "zeros_like.default", "new_zeros.default")
+def zeros(cx: Cx, *args: Value, **kw: Value) -> np.ndarray:
+    return _const(cx, 0)
+
+
+@aten("ones.default", "ones_like.default", "new_ones.default")
+def ones(cx: Cx, *args: Value, **kw: Value) -> np.ndarray:
+    return _const(cx, 1)
+
+
+@aten("scalar_tensor.default")
+def scalar_tensor(cx: Cx, value: Value, **kw: Value) -> np.ndarray:
+    return _const(cx, value)
+
+
+@aten("tril.default", "triu.default")
+def tri(cx: Cx, x: Tensor, diagonal: int = 0) -> Tensor:
+    *_, r, c = shape_of_t(x)
+    rel = np.arange(c)[None, :] - np.arange(r)[:, None]  # j - i
+    keep = rel <= diagonal if str(cx.node.target).startswith("aten.tril") else rel >= diagonal
+    zero = np.zeros((), to_numpy(cx.dtype))
+    return cx.op("where", keep, x, zero)

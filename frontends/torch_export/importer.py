@@ -1,0 +1,308 @@
+"""The import driver: check an `ExportedProgram` as a whole, then walk its FX graph once.
+
+Before any IR is built: every call's aten overload must be in the op table (otherwise one error
+lists them all, sorted, with node counts) and every shape static (a symbolic dim is refused,
+naming the input). Parameters, buffers and lifted constants become numpy constants named by
+their state-dict key (weights in the IR once a traced op reads them); user inputs become the
+function's arguments, named like `forward()`'s parameters; user outputs its results. The
+program is imported as exported, without `run_decompositions()`: the exported ATen set keeps
+`scaled_dot_product_attention`, `linear` and `silu` whole, which map to single fuel ops, while
+the core-ATen decomposition would split attention into a dozen primitives (`decompose=True`
+imports that form instead). Each op carries its FX node's name and source line as location.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, NameLoc, StringAttr, UnknownLoc
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from frontends.builder import BuilderError, GraphBuilder
+from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, sanitize, shape_of_t
+from frontends.torch_export import aten_movement, aten_nn  # noqa: F401 (fill the op table)
+from frontends.torch_export.aten_ops import ATEN, Cx, fuel_dtype
+from frontends.torch_export.errors import TorchImportError
+from runtime.module import FuelModule
+
+_GETITEM = "<built-in function getitem>"
+
+
+def supported_aten_ops() -> list[str]:
+    """Every aten overload the importer maps, sorted (`aten.add.Tensor`, ...)."""
+    return sorted(ATEN)
+
+
+def import_exported_program(
+    ep: ExportedProgram, *, input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None, name: str = "main", decompose: bool = False,
+) -> FuelModule:  # fmt: skip
+    """Import `ep` into a verified `FuelModule` (see the module doc). `input_names` and
+    `output_names` rename the user inputs and outputs (default: forward()'s parameter names
+    and the FX names of the returned values)."""
+    if decompose:
+        ep = ep.run_decompositions()
+    _check_supported(ep.graph)
+    _check_static(ep)
+    return _ProgramImport(ep, input_names, output_names, name).run()
+
+
+def _target(node: fx.Node) -> str:
+    return str(node.target)
+
+
+def _check_supported(graph: fx.Graph) -> None:
+    missing = Counter(
+        _target(n) for n in graph.nodes
+        if n.op == "call_function" and _target(n) not in ATEN and _target(n) != _GETITEM
+    )  # fmt: skip
+    others = Counter(n.op for n in graph.nodes if n.op in ("call_module", "call_method"))
+    missing.update({f"<{k}>": c for k, c in others.items()})
+    if missing:
+        listed = ", ".join(
+            f"{t} ({c} node{'s' if c > 1 else ''})" for t, c in sorted(missing.items())
+        )
+        kinds = f"{len(missing)} op{'s' if len(missing) > 1 else ''}"
+        inplace = any(t.split(".")[1].endswith("_") for t in missing if t.startswith("aten."))
+        hint = " (in-place ops mutate state: fuel imports pure functions)" if inplace else ""
+        raise TorchImportError(f"the program uses {kinds} fuel does not support: {listed}{hint}")
+
+
+def _check_static(ep: ExportedProgram) -> None:
+    for n in ep.graph.nodes:
+        val = n.meta.get("val")
+        for v in val if isinstance(val, list | tuple) else [val]:
+            if isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool):
+                raise TorchImportError(f"node '{n.name}' is a symbolic value ({v}); fuel needs "
+                                       "static shapes (export without dynamic_shapes)")  # fmt: skip
+            shape = getattr(v, "shape", ())
+            dyn = [k for k, d in enumerate(shape) if not isinstance(d, int)]
+            if dyn:
+                what = "input" if n.op == "placeholder" else "node"
+                raise TorchImportError(
+                    f"{what} '{n.name}' has symbolic dimension {dyn[0]} ({shape[dyn[0]]}) in "
+                    f"shape {list(shape)}; fuel needs static shapes (export without "
+                    "dynamic_shapes)"
+                )
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    fuel_dtype(t.dtype)  # refuse dtypes fuel has no name for
+    return t.numpy().copy()
+
+
+def _location(node: fx.Node) -> NameLoc:
+    """`loc("name"(file:line:0))`: the FX node and the last frame of its stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
+    child: Any = UnknownLoc()
+    if frames:
+        try:
+            file_part, line_part = frames[-1].split(", line ")[:2]
+            line = int(line_part.split(",")[0])
+            child = FileLineColLoc(StringAttr(file_part[6:-1]), IntAttr(line), IntAttr(0))
+        except ValueError:
+            pass
+    return NameLoc(StringAttr(node.name), child)
+
+
+def _source(node: fx.Node) -> str:
+    loc = _location(node).location
+    return f" at {loc.filename.data}:{loc.line.data}" if isinstance(loc, FileLineColLoc) else ""
+
+
+class _ProgramImport:
+    """One program's import: the FX value environment, the builder and the emitter."""
+
+    def __init__(self, ep: ExportedProgram, input_names: Sequence[str] | None,
+                 output_names: Sequence[str] | None, name: str):  # fmt: skip
+        self.ep, self.b = ep, GraphBuilder(name)
+        self.em = _Emitter(self.b)
+        self.env: dict[fx.Node, Any] = {}
+        self.input_names, self.output_names = input_names, output_names
+        self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def run(self) -> FuelModule:
+        self._placeholders()
+        for node in self.ep.graph.nodes:
+            if node.op == "call_function":
+                self._node(node)
+        return self._outputs()
+
+    def _placeholders(self) -> None:
+        sig = self.ep.graph_signature
+        specs = {s.arg.name: s for s in sig.input_specs}
+        users = [s for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+        names = list(self.input_names) if self.input_names else [s.arg.name for s in users]
+        if len(names) != len(users):
+            raise TorchImportError(f"{len(names)} input names given for {len(users)} inputs")
+        user_name = dict(zip([s.arg.name for s in users], names, strict=True))
+        for node in self.ep.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            spec = specs[node.name]
+            if spec.kind == InputKind.USER_INPUT:
+                val = node.meta["val"]
+                if not isinstance(val, torch.Tensor):
+                    raise TorchImportError(f"input '{node.name}' is not a tensor ({val!r})")
+                shape = tuple(int(d) for d in val.shape)
+                self.env[node] = self.b.input(user_name[node.name], shape, self._dtype(val, node))
+            else:
+                self.env[node] = self._constant(spec)
+
+    def _dtype(self, val: torch.Tensor, node: fx.Node) -> str:
+        try:
+            return fuel_dtype(val.dtype)
+        except Unsupported as e:
+            raise TorchImportError(f"input '{node.name}': {e}") from None
+
+    def _constant(self, spec: Any) -> np.ndarray:
+        target = spec.target
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            t = self.ep.state_dict.get(target)
+            t = self.ep.constants.get(target) if t is None else t
+            if not isinstance(t, torch.Tensor):
+                raise TorchImportError(f"{spec.kind.name.lower()} '{target}' has no tensor value")
+            try:
+                arr = _to_numpy(t)
+            except Unsupported as e:
+                raise TorchImportError(f"{spec.kind.name.lower()} '{target}': {e}") from None
+            self.em.name(arr, target)
+            self.em.state.add(id(arr))
+            return arr
+        raise TorchImportError(
+            f"input '{spec.arg.name}' of kind {spec.kind.name} is not supported (only tensors, "
+            "parameters, buffers and constants)"
+        )
+
+    def _node(self, node: fx.Node) -> None:
+        desc = f"node '{node.name}' ({_target(node)}){_source(node)}"
+        self.em.node_name = node.name
+        self.em.loc = _location(node)
+        try:
+            if _target(node) == _GETITEM:
+                src, i = node.args
+                out = self.env[src][i]
+                if out is None:  # refused only if something reads it
+                    out = _Missing(f"output {i} of '{src.name}' is not supported")
+            else:
+                args, kwargs = fx.node.map_arg((node.args, node.kwargs), self.env.__getitem__)
+                _refuse_missing((args, kwargs))
+                cx = Cx(self.em, node, self.b.weights, self.transposed)
+                out = ATEN[_target(node)](cx, *args, **kwargs)
+            self._check(node, out)
+        except (Unsupported, BuilderError) as e:
+            raise TorchImportError(f"{desc}: {e}") from None
+        except TorchImportError as e:
+            raise TorchImportError(f"{desc}: {e}") from None
+        except Exception as e:  # an importer bug: still one line, no trace
+            err = TorchImportError(f"{desc}: cannot import this node ({type(e).__name__}: {e})")
+            err.internal = True
+            raise err from e
+        if isinstance(out, OpResult) and out.owner.location == self.em.loc:
+            out.name_hint = sanitize(node.name)
+        self.env[node] = out
+
+    def _check(self, node: fx.Node, out: Any) -> None:
+        """The result must have the shape and dtype torch recorded (never silently wrong)."""
+        val = node.meta.get("val")
+        pairs = zip(out, val, strict=False) if isinstance(out, tuple) else [(out, val)]
+        for got, want in pairs:
+            if got is None or isinstance(got, _Missing) or not isinstance(want, torch.Tensor):
+                continue
+            shape, dtype = tuple(int(d) for d in want.shape), fuel_dtype(want.dtype)
+            if shape_of_t(got) != shape or dtype_of(got) != dtype:
+                err = TorchImportError(f"imports as {dtype_of(got)}{list(shape_of_t(got))}, "
+                                       f"torch recorded {dtype}{list(shape)}")  # fmt: skip
+                err.internal = True
+                raise err
+
+    def _outputs(self) -> FuelModule:
+        self.em.loc = UnknownLoc()
+        sig = self.ep.graph_signature
+        bad = [s for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT]
+        if bad:
+            what = ", ".join(f"{s.kind.name.lower()} of '{s.target}'" for s in bad)
+            raise TorchImportError(f"the program mutates state ({what}); fuel imports pure "
+                                   "functions (return the new value instead)")  # fmt: skip
+        out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
+        values = list(out_node.args[0])
+        names = list(self.output_names) if self.output_names else [
+            s.arg.name for s in sig.output_specs]  # fmt: skip
+        if len(names) != len(values):
+            raise TorchImportError(f"{len(names)} output names given for {len(values)} outputs")
+        results: dict[str, SSAValue] = {}
+        for n, v in zip(names, values, strict=True):
+            t = self.env.get(v) if isinstance(v, fx.Node) else None
+            if t is None or not (isinstance(t, np.ndarray) or isinstance(t, SSAValue)):
+                raise TorchImportError(f"output '{n}' is not a tensor")
+            results[n] = self.em.value(t)
+        _erase_dead(self.b, set(results.values()))
+        try:
+            return self.b.build(results)
+        except BuilderError as e:
+            raise TorchImportError(f"the imported graph does not verify: {e}") from None
+
+
+class _Missing:
+    """An output a handler does not make (e.g. native_layer_norm's mean): fine until read."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _refuse_missing(tree: Any) -> None:
+    if isinstance(tree, _Missing):
+        raise Unsupported(tree.why)
+    if isinstance(tree, list | tuple):
+        for t in tree:
+            _refuse_missing(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            _refuse_missing(t)
+
+
+class _Emitter(Emitter):
+    """The shared emitter, except that parameters, buffers and constants the program holds
+    (and their import-time transposes) are always named weights, however small."""
+
+    def __init__(self, builder: GraphBuilder):
+        super().__init__(builder)
+        self.state: set[int] = set()
+
+    def value(self, t: Tensor) -> SSAValue:
+        if isinstance(t, np.ndarray) and id(t) in self.state and id(t) not in self._values:
+            v = self.b.weight(self._weight_name(t), t.shape, dtype_of(t), t)
+            assert isinstance(v.owner, Operation)
+            v.owner.location = self.loc
+            self._values[id(t)] = (t, v)
+        return super().value(t)
+
+
+def _erase_dead(b: GraphBuilder, outputs: set[SSAValue]) -> None:
+    """Drop ops nobody reads (a live-length mask replaced by `kv_len`, unused weights)."""
+    for op in reversed(list(b.block.ops)):
+        if all(not r.uses and r not in outputs for r in op.results) and _pure(op):
+            b.block.erase_op(op)
+    live = {op.sym_name.data for op in b.block.ops if hasattr(op, "sym_name")}
+    for k in [k for k in b.weights if k not in live]:
+        del b.weights[k]
+        b._weight_values.pop(k, None)  # noqa: SLF001
+
+
+def _pure(op: Operation) -> bool:
+    from xdsl.traits import Pure
+
+    return op.has_trait(Pure) or op.name in ("fuel.weight", "fuel.constant")
