@@ -1,9 +1,28 @@
 """The executor: compile a verified module once into a flat schedule, then run it many times.
 
 Compilation resolves every kernel op through the binding table (`compile_op`, fail fast),
-preallocates every intermediate from a static memory plan that reuses a buffer after its
-last use, and turns reshapes into views. A run binds the graph inputs into the prebuilt
-argument lists and walks the schedule: per op, one Python call into the kernel.
+preallocates every intermediate from a static memory plan per device that reuses a buffer
+after its last use, and turns reshapes into views. A run binds the graph inputs into the
+prebuilt argument lists and walks the schedule: per op, one Python call.
+
+Where an op runs is its `#fuel.device` placement (else its `fuel.pin`, else the host); the
+backend is the one its `#fuel.kernel` stamp names, else the device's (`cpu` for the host, the
+executor's `backend` argument there; `cuda` for `cuda:N`). Host ops are called inline with
+numpy arrays, exactly as in a host-only module. Work on another device is submitted to that
+device's stream (`runtime/devices.py`) and completes asynchronously:
+
+* `fuel.copy` moves bytes for real. It waits only on its producer's completion (the *wait
+  set*: a device op records a completion event only when a copy reads its result), never on a
+  global sync. A host buffer that an asynchronous copy reads is kept out of reuse until the
+  end of the run; device buffers are only touched by their own stream, so stream order makes
+  their reuse safe.
+* Weights and constants are resident wherever they are used: uploaded once per device.
+* A placement branch (`fuel.branch placement`) without a `fuel.picked` route is resolved by
+  the `RoutePicker` (runtime/route.py) at the start of a run, cached by a memory fingerprint.
+  The device buffers of a placement arm are allocated when the arm runs and returned at the end
+  of the run, so free memory is what the picker weighs. Variant branches keep their baked or
+  picked arm; gates are evaluated per run (a failed gate falls back to arm 0).
+* The end of a run drains every device stream; outputs come back as numpy arrays.
 """
 
 from __future__ import annotations
@@ -18,15 +37,28 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
+from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
-from fuel_dialect.dispatch import CopyOp
+from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from runtime.binding_table import BindingTableError, KernelBindingTable, global_bindings
-from runtime.compiled import compile_op
+from runtime.compiled import READY, CompletionHandle, compile_op
+from runtime.devices import (
+    DeviceRuntime,
+    DeviceUnavailable,
+    DeviceWorkError,
+    OutOfDeviceMemory,
+    make_runtime,
+)
 from runtime.dtypes import to_numpy
+from runtime.judge import JudgeOracle
 from runtime.module import FuelModule, io_names
+from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
+from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
+
+HOST = "cpu"
 
 
 class ExecutionError(Exception):
@@ -42,7 +74,7 @@ Patch = tuple[list[Any], int, bool]  # (argument list, index, kernel needs conti
 
 @dataclass
 class MemoryPlan:
-    """Static buffer plan: buffers allocated vs. one buffer per intermediate."""
+    """Static buffer plan of one device: buffers allocated vs. one buffer per intermediate."""
 
     buffers: int = 0
     planned_bytes: int = 0
@@ -51,43 +83,176 @@ class MemoryPlan:
 
 @dataclass
 class _Storage:
-    raw: np.ndarray | None  # pooled raw bytes; None for weights/constants (never reused)
-    refs: int = 0
+    raw: Any | None  # a pooled raw buffer
+    refs: int = 1
+    device: str = HOST
+    pinned: bool = False  # read by another stream's asynchronous copy: held to the end of a run
+
+
+class _Slot:
+    """The completion of a device value's producer; recorded only if a copy waits on it."""
+
+    __slots__ = ("handle", "waited")
+
+    def __init__(self) -> None:
+        self.waited = False
+        self.handle: CompletionHandle = READY
+
+
+def placed_device(op: Operation) -> str | None:
+    """Where an op is placed: the picker's `fuel.device` stamp, else the user's `fuel.pin`."""
+    for name in (DEVICE_ATTR, PIN_ATTR):
+        attr = op.attributes.get(name)
+        if isinstance(attr, DeviceAttr):
+            return attr.data
+    return None
+
+
+class _Devices:
+    """The runtimes of the devices a module touches, made on first use."""
+
+    def __init__(self, topology: SystemTopology | None, runtimes: Mapping[str, DeviceRuntime]):
+        self.topology = topology
+        self.runtimes: dict[str, DeviceRuntime] = dict(runtimes)
+
+    def get(self, name: str) -> DeviceRuntime:
+        rt = self.runtimes.get(name)
+        if rt is None:
+            capacity = None
+            if self.topology is not None:
+                try:
+                    capacity = self.topology.device(name).memory_bytes
+                except TopologyError as e:
+                    raise ExecutionError(f"the module uses device '{name}': {e}") from None
+            try:
+                rt = self.runtimes[name] = make_runtime(name, capacity)
+            except DeviceUnavailable as e:
+                raise ExecutionError(f"cannot run on {name}: {e}") from None
+        return rt
+
+    def backends(self, name: str) -> tuple[str, ...]:
+        if self.topology is not None:
+            return self.topology.backends_on(name)
+        return DEFAULT_BACKENDS.get(name.split(":")[0], ())
 
 
 @dataclass
 class _Compiler:
-    """Walks the entry function once, building the schedule and the memory plan."""
+    """Walks the entry function once, building the schedule and the memory plans."""
 
     table: KernelBindingTable
     backend: str
     weights: Mapping[str, np.ndarray]
+    devices: _Devices
+    judge: JudgeOracle | None = None
     items: list[tuple[Any, list[Any]]] = field(default_factory=list)
     """(callable, positional args): `kernel(ins, outs, params)` or `direct(*ins, *outs)`."""
     names: list[str] = field(default_factory=list)
-    static: dict[SSAValue, np.ndarray] = field(default_factory=dict)
+    static: dict[SSAValue, Any] = field(default_factory=dict)
+    """Values whose array is fixed at compile time: planned buffers, weights, constants."""
+    anywhere: set[SSAValue] = field(default_factory=set)
+    """Weights, constants and their views: resident on every device that reads them."""
     patches: dict[SSAValue, list[Patch]] = field(default_factory=dict)
     storage: dict[SSAValue, _Storage] = field(default_factory=dict)
-    free: list[np.ndarray] = field(default_factory=list)
+    where: dict[SSAValue, str] = field(default_factory=dict)  # absent: the host
+    slots: dict[SSAValue, _Slot] = field(default_factory=dict)
+    uploads: dict[tuple[SSAValue, str], Any] = field(default_factory=dict)
+    pools: dict[str, list[Any]] = field(default_factory=dict)
     plan: MemoryPlan = field(default_factory=MemoryPlan)
+    plans: dict[str, MemoryPlan] = field(default_factory=dict)
+    live: dict[str, int] = field(default_factory=dict)
+    """Bytes of planned buffers holding a live value, per device (top level)."""
+    resident: dict[str, int] = field(default_factory=dict)
+    """Bytes of weights and constants per device (host arrays and device uploads)."""
+    trace: list[dict[str, int]] = field(default_factory=list)
+    marks: list[tuple[int, list[dict[str, int]], list[int]]] = field(default_factory=list)
+    """Top-level branches: (schedule index, bytes per device of each arm, taken-arm cell)."""
+    routes: list[tuple[BranchOp, list[ArmProfile], list[int]]] = field(default_factory=list)
+    used: set[str] = field(default_factory=set)  # non-host devices with work
+    wait_set: list[str] = field(default_factory=list)  # producers a copy waits on, by op name
+    held: list[tuple[DeviceRuntime, Any]] = field(default_factory=list)
+    arm_owned: set[SSAValue] = field(default_factory=set)
+    arm_bytes: dict[str, int] | None = None  # set while compiling an arm
+    arm_transfers: list[tuple[str, str, int]] | None = None
+    lazy: list[tuple[DeviceRuntime, np.dtype, tuple[int, ...], list[Patch]]] | None = None
+    top_index: int = 0
 
-    def alloc(self, v: SSAValue) -> np.ndarray:
+    def __post_init__(self) -> None:
+        self.plans[HOST] = self.plan
+
+    def hold(self, device: str, nbytes: int) -> None:
+        counts = self.live if self.arm_bytes is None else self.arm_bytes
+        counts[device] = counts.get(device, 0) + nbytes
+
+    def alloc(self, v: SSAValue, device: str = HOST) -> Any:
+        """A planned buffer for `v` on `device`, or None for a lazily allocated arm value
+        (then `patches[v]` receives it when the arm runs)."""
         dt, shape = to_numpy(dtype_name(v.type)), shape_of(v.type)
         nbytes = max(1, math.prod(shape) * dt.itemsize)
-        self.plan.naive_bytes += nbytes
-        fits = [i for i, b in enumerate(self.free) if b.nbytes >= nbytes]
+        rt = self.devices.get(device)
+        if device != HOST:
+            self.where[v] = device
+            if self.lazy is not None:
+                self.patches[v] = consumers = []
+                self.lazy.append((rt, dt, shape, consumers))
+                self.hold(device, nbytes)
+                return None
+        plan = self.plans.setdefault(device, MemoryPlan())
+        plan.naive_bytes += nbytes
+        free = self.pools.setdefault(device, [])
+        fits = [i for i, b in enumerate(free) if rt.nbytes(b) >= nbytes]
         if fits:  # best fit: the smallest free buffer that holds the value
-            raw = self.free.pop(min(fits, key=lambda i: self.free[i].nbytes))
+            raw = free.pop(min(fits, key=lambda i: rt.nbytes(free[i])))
         else:
-            raw = np.empty(nbytes, np.uint8)
-            self.plan.buffers += 1
-            self.plan.planned_bytes += nbytes
-        self.storage[v] = _Storage(raw, 1)
-        return raw[: math.prod(shape) * dt.itemsize].view(dt).reshape(shape)
+            try:
+                raw = rt.raw(nbytes)
+            except OutOfDeviceMemory as e:
+                raise ExecutionError(f"the memory plan does not fit: {e}") from None
+            plan.buffers += 1
+            plan.planned_bytes += nbytes
+        self.storage[v] = _Storage(raw, 1, device)
+        self.hold(device, rt.nbytes(raw))
+        return rt.view(raw, dt, shape)
 
-    def operand_list(self, operands: Sequence[SSAValue], contiguous: bool) -> list[Any]:
+    def outputs(self, results: Sequence[SSAValue], device: str) -> list[Any]:
+        outs: list[Any] = []
+        for j, r in enumerate(results):
+            a = self.alloc(r, device)
+            outs.append(a)
+            if a is None:
+                self.patches[r].append((outs, j, False))
+            else:
+                self.static[r] = a
+        return outs
+
+    def upload(self, v: SSAValue, device: str) -> Any:
+        """A weight or constant, resident on `device` (uploaded once)."""
+        key = (v, device)
+        if key not in self.uploads:
+            arr = np.ascontiguousarray(self.static[v])
+            try:
+                self.uploads[key] = self.devices.get(device).adopt(arr)
+            except OutOfDeviceMemory as e:
+                raise ExecutionError(f"weights do not fit: {e}") from None
+            self.resident[device] = self.resident.get(device, 0) + arr.nbytes
+        return self.uploads[key]
+
+    def operand_list(
+        self, operands: Sequence[SSAValue], contiguous: bool, device: str | None = HOST,
+        user: str = "",
+    ) -> list[Any]:  # fmt: skip
+        """The argument list of an item on `device` (None: wherever each value lives)."""
         args: list[Any] = []
         for i, v in enumerate(operands):
+            if device not in (None, HOST) and v in self.anywhere:
+                args.append(self.upload(v, device))
+                continue
+            at = self.where.get(v, HOST)
+            if device is not None and at != device and v not in self.anywhere:
+                raise ExecutionError(
+                    f"'{user}' runs on {device} but reads a value resident on {at}; a "
+                    "fuel.copy must move it (plan with fuel-select)"
+                )
             if v in self.static:
                 a = self.static[v]
                 args.append(a if not contiguous else np.ascontiguousarray(a))
@@ -100,28 +265,31 @@ class _Compiler:
 
     def release(self, v: SSAValue) -> None:
         st = self.storage.get(v)
-        if st is None:
+        if st is None or v in self.arm_owned:  # arm buffers are never reused
             return
         st.refs -= 1
-        if st.refs == 0 and st.raw is not None:
-            self.free.append(st.raw)
+        if st.refs == 0 and st.raw is not None and not st.pinned:
+            self.pools[st.device].append(st.raw)
+            self.live[st.device] -= self.devices.get(st.device).nbytes(st.raw)
 
     def op(self, op: Operation) -> None:
-        if isinstance(op, WeightOp):
-            self.static[op.result] = _weight(self.weights, op)
-        elif isinstance(op, ConstantOp):
-            self.static[op.result] = constant_array(op.value)
+        if isinstance(op, WeightOp | ConstantOp):
+            arr = (
+                _weight(self.weights, op) if isinstance(op, WeightOp) else constant_array(op.value)
+            )
+            self.static[op.result] = arr
+            self.anywhere.add(op.result)
+            self.resident[HOST] = self.resident.get(HOST, 0) + arr.nbytes
         elif isinstance(op, ReshapeOp):
             self.reshape(op.input, op.result)
         elif isinstance(op, CopyOp):
-            if op.target.data != "cpu":  # fail fast: this executor drives host memory only
-                raise ExecutionError(
-                    f"the module copies a value to device '{op.target.data}', which this "
-                    "executor cannot reach; plan for this machine's topology"
-                )
-            self.reshape(op.input, op.result)  # host to host: the same bytes
+            self.copy(op)
         elif isinstance(op, KernelOp):
-            self.kernel(op)
+            device = placed_device(op)
+            if device is None or device == HOST:
+                self.kernel(op)
+            else:
+                self.device_kernel(op, device)
         elif isinstance(op, BranchOp):
             self.branch(op)
         else:
@@ -129,32 +297,87 @@ class _Compiler:
 
     def branch(self, op: BranchOp) -> None:
         """Each arm becomes a sub-schedule; one item evaluates the gate, runs the picked arm
-        (`fuel.picked`, else arm 0; a failed gate falls back to arm 0) and hands its yielded
-        arrays to the branch's consumers. Arm buffers are never reused (arms are small)."""
-        outer_items, outer_names = self.items, self.names
-        arms: list[tuple[list[Any], list[Any]]] = []
-        for i in range(len(op.arms)):
-            self.items, self.names = [], []
-            for inner in op.arms[i].block.ops:
-                if not isinstance(inner, YieldOp):
-                    self.op(inner)
-            holder = self.operand_list(list(op.yielded(i).values), contiguous=False)
-            arms.append((self.items, holder))
-        self.items, self.names = outer_items, outer_names
+        (a failed gate falls back to arm 0) and hands its yielded values to the branch's
+        consumers. The pick is `fuel.picked` (else arm 0) for a variant branch or a placement
+        branch given an explicit route; otherwise the route picker's. Arm buffers are never
+        reused (arms are small); a placement arm's device buffers are allocated per run."""
+        placement = op.kind.data == "placement"
+        outer = (self.items, self.names, self.lazy, self.arm_bytes, self.arm_transfers)
+        compiled = [self.arm(op, i, placement, outer[2]) for i in range(len(op.arms))]
+        self.items, self.names, self.lazy, self.arm_bytes, self.arm_transfers = outer
+        arms = [(items, holder) for items, holder, _, _ in compiled]
+        needs = [n for _, _, n, _ in compiled]
+        if self.arm_bytes is not None:  # nested: every arm counts toward the enclosing arm
+            for n in needs:
+                for d, b in n.items():
+                    self.hold(d, b)
         gates = [parse_gate(op.gate(i)) if op.gate(i) else [] for i in range(len(op.arms))]
-        gate_args = self.operand_list(list(op.gate_operands), contiguous=False)
+        gate_args = self.operand_list(list(op.gate_operands), contiguous=False, device=None)
         picked_attr = op.attributes.get(PICKED_ATTR)
-        picked = picked_attr.value.data if isinstance(picked_attr, IntegerAttr) else 0
+        pick = [picked_attr.value.data if isinstance(picked_attr, IntegerAttr) else 0]
+        if placement and len(arms) > 1 and picked_attr is None:
+            profiles = [self.profile(op, i, c[2], c[3]) for i, c in enumerate(compiled)]
+            self.routes.append((op, profiles, pick))
+        taken = [0]
+        if self.arm_bytes is None:
+            self.marks.append((self.top_index, needs, taken))
+        consumers, out_slots = self.branch_results(op)
+        self.items.append(
+            (_branch_kernel, [arms, gates, gate_args, pick, consumers, out_slots, taken])
+        )
+        self.names.append(op.name)
+
+    def arm(self, op: BranchOp, i: int, placement: bool, outer_lazy: list | None) -> tuple:
+        """Compile arm `i`: (items, yielded values, bytes per device, transfers)."""
+        self.items, self.names, self.arm_bytes, self.arm_transfers = [], [], {}, []
+        self.lazy = [] if placement and outer_lazy is None else outer_lazy
+        for inner in op.arms[i].block.ops:
+            if not isinstance(inner, YieldOp):
+                self.op(inner)
+            for r in inner.results:
+                self.arm_owned.add(r)
+        holder = self.operand_list(list(op.yielded(i).values), False, None)
+        if self.lazy and self.lazy is not outer_lazy:
+            self.items.insert(0, (_arm_alloc, [self.lazy, self.held]))
+        return self.items, holder, self.arm_bytes, self.arm_transfers
+
+    def branch_results(self, op: BranchOp) -> tuple[list[list[Patch]], list]:
+        """Consumer lists of the results, and a completion slot per device-resident result."""
         consumers: list[list[Patch]] = []
-        for r in op.outs:
+        out_slots: list[tuple[_Slot, DeviceRuntime]] = []
+        for j, r in enumerate(op.outs):
             self.patches[r] = lst = []
             consumers.append(lst)
-        self.items.append((_branch_kernel, [arms, gates, gate_args, picked, consumers]))
-        self.names.append(op.name)
+            homes = {self.where.get(op.yielded(i).values[j], HOST) for i in range(len(op.arms))}
+            if len(homes) > 1:
+                raise ExecutionError(f"the arms of '{op.name}' yield result {j} on different "
+                                     f"devices ({', '.join(sorted(homes))})")  # fmt: skip
+            home = homes.pop()
+            if home != HOST:
+                self.where[r] = home
+                self.slots[r] = slot = _Slot()
+                out_slots.append((slot, self.devices.get(home)))
+        return consumers, out_slots
+
+    def profile(
+        self, op: BranchOp, i: int, needs: dict[str, int], transfers: list[tuple[str, str, int]]
+    ) -> ArmProfile:
+        ops = [o for o in op.arms[i].walk() if isinstance(o, KernelOp)]
+        devices = {placed_device(o) or HOST for o in ops} | {d for _, d, _ in transfers}
+        topo = self.devices.topology
+        return ArmProfile(dict(needs), frozenset(devices),
+                          arm_latency_ns(ops, transfers, self.judge, topo))  # fmt: skip
 
     def reshape(self, src: SSAValue, result: SSAValue) -> None:
         """`result` is a view of `src` (static: now; per-run value: a view step)."""
         shape = shape_of(result.type)
+        at = self.where.get(src)
+        if at is not None:
+            self.where[result] = at
+        if src in self.slots:
+            self.slots[result] = self.slots[src]
+        if src in self.anywhere:
+            self.anywhere.add(result)
         if src in self.static:
             self.static[result] = self.static[src].reshape(shape)
             if src in self.storage:  # share the storage: it lives while either value does
@@ -162,7 +385,7 @@ class _Compiler:
                 st.refs += 1
             return
         self.patches[result] = consumers = []
-        args = self.operand_list([src], contiguous=False)
+        args = self.operand_list([src], contiguous=False, device=None)
         self.items.append((_view_kernel, [args, consumers, shape]))
         self.names.append(result.owner.name)  # type: ignore[union-attr]
 
@@ -172,7 +395,7 @@ class _Compiler:
         except BindingTableError as e:
             raise ExecutionError(f"cannot compile '{op.name}': {e}") from None
         contiguous = not node.entry.caps.strided_input
-        ins = self.operand_list(op.operands, contiguous)
+        ins = self.operand_list(op.operands, contiguous, HOST, op.name)
         outs = [self.alloc(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
@@ -182,6 +405,75 @@ class _Compiler:
         else:
             self.items.append((node.entry.kernel, [ins, outs, node.params]))
         self.names.append(op.name)
+
+    def device_kernel(self, op: Operation, device: str) -> None:
+        """Submit the kernel to `device`'s stream; its completion is recorded only when a copy
+        waits on it (the slot is marked while compiling that copy)."""
+        rt = self.devices.get(device)
+        try:
+            node = compile_op(op, self.table, rt.backend)
+        except BindingTableError as e:
+            raise ExecutionError(f"cannot compile '{op.name}' for {device}: {e}") from None
+        if node.backend not in self.devices.backends(device):
+            raise ExecutionError(
+                f"'{op.name}' is placed on {device} but its kernel runs on backend "
+                f"'{node.backend}', which {device} does not serve"
+            )
+        ins = self.operand_list(op.operands, False, device, op.name)
+        outs = self.outputs(op.results, device)
+        slot = _Slot()
+        for r in op.results:
+            self.slots[r] = slot
+        self.used.add(device)
+        self.items.append(
+            (_device_kernel, [rt, node.entry.kernel, ins, outs, node.params, slot, op.name])
+        )
+        self.names.append(op.name)
+
+    def copy(self, op: CopyOp) -> None:
+        """A real transfer between devices; see the module doc for waits and buffer reuse."""
+        src_v, result, dst = op.input, op.result, op.target.data
+        dst_rt = self.devices.get(dst)
+        if src_v in self.anywhere:  # a weight or constant: resident wherever it is read
+            self.static[result] = self.static[src_v]
+            self.anywhere.add(result)
+            return
+        src = self.where.get(src_v, HOST)
+        if src == dst:  # the same bytes
+            self.reshape(src_v, result)
+            return
+        if self.arm_transfers is not None:
+            self.arm_transfers.append((src, dst, _nbytes(result)))
+        ins = self.operand_list([src_v], False, src, op.name)
+        outs = self.outputs([result], dst)
+        src_slot = self.slots.get(src_v)
+        if src_slot is not None:
+            src_slot.waited = True
+            self.wait_set.append(src_v.owner.name)  # type: ignore[union-attr]
+        dst_slot = _Slot()
+        if dst != HOST:
+            self.slots[result] = dst_slot
+            self.used.add(dst)
+        if src == HOST:
+            self.pin(src_v)
+            self.items.append((_copy_in, [dst_rt, ins, outs, dst_slot]))
+        elif dst == HOST:
+            self.used.add(src)
+            self.items.append((_copy_out, [self.devices.get(src), ins, outs, src_slot]))
+        else:
+            self.pin(src_v)
+            self.items.append((_copy_peer, [dst_rt, ins, outs, src_slot, dst_slot]))
+        self.names.append(op.name)
+
+    def pin(self, v: SSAValue) -> None:
+        """An asynchronous copy reads `v` from another stream: keep its buffer out of reuse."""
+        st = self.storage.get(v)
+        if st is not None:
+            st.pinned = True
+
+
+def _nbytes(v: SSAValue) -> int:
+    return math.prod(shape_of(v.type)) * to_numpy(dtype_name(v.type)).itemsize
 
 
 _CMP = {
@@ -199,17 +491,66 @@ def gate_holds(terms: list[tuple[str, int, int, str, int]], args: list[np.ndarra
     return True
 
 
-def _branch_kernel(arms: list, gates: list, gate_args: list, picked: int, consumers: list) -> None:
-    arm = picked if picked < len(arms) and gate_holds(gates[picked], gate_args) else 0
+# -- schedule items (called as `fn(*args)`) ---------------------------------------------------
+
+
+def _branch_kernel(
+    arms: list, gates: list, gate_args: list, pick: list[int], consumers: list,
+    out_slots: list[tuple[_Slot, DeviceRuntime]], taken: list[int],
+) -> None:  # fmt: skip
+    p = pick[0]
+    arm = p if p < len(arms) and gate_holds(gates[p], gate_args) else 0
+    taken[0] = arm
     items, holder = arms[arm]
     for fn, args in items:
         fn(*args)
     for v, lst in zip(holder, consumers, strict=True):
         for target, j, contiguous in lst:
             target[j] = np.ascontiguousarray(v) if contiguous else v
+    for slot, rt in out_slots:  # the arm's work is queued before this event
+        if slot.waited:
+            slot.handle = rt.record()
 
 
-def _view_kernel(ins: list[np.ndarray], consumers: list[Patch], shape: tuple[int, ...]) -> None:
+def _arm_alloc(lazy: list, held: list[tuple[DeviceRuntime, Any]]) -> None:
+    """Allocate a placement arm's device buffers (returned at the end of the run)."""
+    for rt, dt, shape, consumers in lazy:
+        raw, t = rt.alloc(dt, shape)
+        held.append((rt, raw))
+        for target, j, _ in consumers:
+            target[j] = t
+
+
+def _device_kernel(
+    rt: DeviceRuntime, kernel: Any, ins: list, outs: list, params: Any, slot: _Slot, label: str
+) -> None:
+    rt.submit(kernel, (ins, outs, params), label)
+    if slot.waited:
+        slot.handle = rt.record()
+
+
+def _copy_in(rt: DeviceRuntime, ins: list, outs: list, slot: _Slot) -> None:
+    """Host -> device: the host producer is synchronous, so nothing to wait for."""
+    rt.from_host(ins[0], outs[0])
+    if slot.waited:
+        slot.handle = rt.record()
+
+
+def _copy_out(rt: DeviceRuntime, ins: list, outs: list, src: _Slot) -> None:
+    """Device -> host: wait for the producer only, then read synchronously."""
+    src.handle.wait()
+    rt.to_host(ins[0], outs[0])
+
+
+def _copy_peer(rt: DeviceRuntime, ins: list, outs: list, src: _Slot, slot: _Slot) -> None:
+    """Device -> another device: wait for the producer, then copy on the target's stream."""
+    src.handle.wait()
+    rt.from_peer(ins[0], outs[0])
+    if slot.waited:
+        slot.handle = rt.record()
+
+
+def _view_kernel(ins: list[Any], consumers: list[Patch], shape: tuple[int, ...]) -> None:
     """A reshape of a per-run value: make the view and hand it to its consumers."""
     v = ins[0].reshape(shape)
     for lst, j, contiguous in consumers:
@@ -238,25 +579,67 @@ def constant_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     return arr.astype(dt).reshape(shape)
 
 
+def route_peak(
+    trace: list[dict[str, int]], marks: Sequence[tuple[int, list[dict[str, int]], Any]],
+    route: Sequence[int], resident: Mapping[str, int],
+) -> dict[str, int]:  # fmt: skip
+    """Peak bytes per device along one route: resident bytes + the live planned buffers at each
+    top-level op + the buffers of every arm taken so far (held to the end of the run)."""
+    peak: dict[str, int] = {}
+    extra: dict[str, int] = {}
+    k = 0
+    for t, live in enumerate(trace):
+        while k < len(marks) and marks[k][0] <= t:
+            for d, b in marks[k][1][route[k]].items():
+                extra[d] = extra.get(d, 0) + b
+            k += 1
+        for d in live.keys() | extra.keys():
+            peak[d] = max(peak.get(d, 0), live.get(d, 0) + extra.get(d, 0))
+    for d, b in resident.items():
+        peak[d] = peak.get(d, 0) + b
+    return peak
+
+
 class Executor:
-    """Runs a module's entry function on the CPU from a precompiled flat schedule."""
+    """Runs a module's entry function from a precompiled flat schedule: on the host, and on
+    the devices its ops are placed on (`topology` gives their capacities and backends;
+    `devices` shares runtimes between executors; `judge` feeds the route picker)."""
 
     def __init__(
         self,
         module: FuelModule,
         table: KernelBindingTable | None = None,
         backend: str = "cpu",
+        *,
+        topology: SystemTopology | None = None,
+        devices: Mapping[str, DeviceRuntime] | None = None,
+        judge: JudgeOracle | None = None,
     ):
         fn = module.entry
         self.input_names, self.output_names = io_names(fn)
         args = list(fn.body.block.args)
         self.input_specs = [(to_numpy(dtype_name(a.type)), shape_of(a.type)) for a in args]
-        c = _Compiler(global_bindings() if table is None else table, backend, module.weights)
+        self._devices = _Devices(topology, devices or {})
+        c = _Compiler(global_bindings() if table is None else table, backend, module.weights,
+                      self._devices, judge)  # fmt: skip
         for a in args:
             c.patches[a] = []
         self._compile_body(c, fn)
         self._items, self.op_names, self.memory = c.items, c.names, c.plan
+        self.memory_by_device = c.plans
+        self.wait_set = c.wait_set
+        """Ops whose completion a copy waits on (one entry per copy of a device value)."""
         self._input_patches = [c.patches[a] for a in args]
+        self._held, self._used = c.held, [self._devices.get(d) for d in sorted(c.used)]
+        self._trace, self._marks, self._resident = c.trace, c.marks, c.resident
+        self._peaks: dict[tuple[int, ...], dict[str, int]] = {}
+        self._peak = self._route_peak(tuple(0 for _ in c.marks))
+        self.route_picker: RoutePicker | None = None
+        if c.routes:
+            self.route_picker = RoutePicker(self._devices.runtimes)
+            for _, profiles, cell in c.routes:
+                self.route_picker.add(profiles, cell)
+        self._pipelined = bool(c.used or c.marks)
 
     def _compile_body(self, c: _Compiler, fn: func.FuncOp) -> None:
         ops = list(fn.body.block.ops)
@@ -272,15 +655,20 @@ class Executor:
             if i < len(ops) - 1:
                 dying.setdefault(i, []).append(v)
         for i, op in enumerate(ops[:-1]):
+            c.top_index = i
             c.op(op)
+            c.trace.append(dict(c.live))
             for r in op.results:  # results nobody reads are dead at once
                 if r not in last_use:
                     c.release(r)
             for v in dying.get(i, ()):
                 c.release(v)
-        self._outputs = [None] * len(ret.operands)
+        self._outputs: list[Any] = [None] * len(ret.operands)
         self._out_static = [False] * len(ret.operands)
+        self._out_where = [c.where.get(v, HOST) for v in ret.operands]
         for i, v in enumerate(ret.operands):
+            if v in c.anywhere:
+                self._out_where[i] = HOST
             if v in c.static:
                 self._outputs[i] = c.static[v]
                 self._out_static[i] = True
@@ -293,9 +681,19 @@ class Executor:
     def run(
         self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], copy_outputs: bool = True
     ) -> dict[str, np.ndarray]:
-        """Run once. Outputs are fresh copies unless `copy_outputs=False`, in which case they
-        are the executor's own buffers, valid until the next run."""
+        """Run once. Outputs are fresh copies unless `copy_outputs=False`, in which case host
+        outputs are the executor's own buffers, valid until the next run (outputs resident on
+        a device are always read back into fresh arrays)."""
         self._bind(inputs)
+        if self._pipelined:
+            return self._run_pipelined(copy_outputs)
+        self._walk()
+        outs = self._outputs
+        if copy_outputs:
+            return {n: np.array(a, copy=True) for n, a in zip(self.output_names, outs, strict=True)}
+        return dict(zip(self.output_names, outs, strict=True))
+
+    def _walk(self) -> None:
         i = 0
         try:
             for i, (fn, args) in enumerate(self._items):  # noqa: B007
@@ -304,10 +702,76 @@ class Executor:
             raise ExecutionError(
                 f"'{self.op_names[i]}' (schedule item {i}) failed: {type(e).__name__}: {e}"
             ) from e
-        outs = self._outputs
-        if copy_outputs:
-            return {n: np.array(a, copy=True) for n, a in zip(self.output_names, outs, strict=True)}
+
+    def _run_pipelined(self, copy_outputs: bool) -> dict[str, np.ndarray]:
+        """Resolve the route (cached), walk, drain every device, read device outputs back."""
+        if self.route_picker is not None:
+            self.route_picker.refresh()
+        try:
+            self._walk()
+            self._drain()
+            outs: list[Any] = []
+            for a, at in zip(self._outputs, self._out_where, strict=True):
+                if at == HOST:
+                    outs.append(np.array(a, copy=True) if copy_outputs else a)
+                else:
+                    outs.append(self._read_back(a, at))
+        except BaseException:
+            self._drain(quiet=True)  # leave no work queued behind a failed run
+            raise
+        finally:
+            for rt, raw in self._held:
+                rt.free(raw)
+            self._held.clear()
+        self._measure()
         return dict(zip(self.output_names, outs, strict=True))
+
+    def _read_back(self, t: Any, device: str) -> np.ndarray:
+        arr = np.empty(tuple(t.shape), to_numpy(_numpy_name(t)))
+        self._devices.get(device).to_host(t, arr)
+        return arr
+
+    def _drain(self, quiet: bool = False) -> None:
+        for rt in self._used:
+            try:
+                rt.synchronize()
+            except DeviceWorkError as e:
+                if not quiet:
+                    raise ExecutionError(str(e)) from e
+
+    def _measure(self) -> None:
+        if not self._marks:
+            return
+        peak = self._route_peak(self.last_route())
+        for d, b in peak.items():
+            self._peak[d] = max(self._peak.get(d, 0), b)
+
+    def _route_peak(self, route: tuple[int, ...]) -> dict[str, int]:
+        if route not in self._peaks:
+            self._peaks[route] = route_peak(self._trace, self._marks, route, self._resident)
+        return dict(self._peaks[route])
+
+    @property
+    def runtimes(self) -> Mapping[str, DeviceRuntime]:
+        """The device runtimes this executor drives (the host's included), by device name."""
+        return self._devices.runtimes
+
+    def last_route(self) -> tuple[int, ...]:
+        """The arm each top-level branch ran in the last run, in schedule order."""
+        return tuple(cell[0] for _, _, cell in self._marks)
+
+    def memory_peak_by_device(self) -> dict[str, int]:
+        """Peak bytes per device over the runs so far (before any run: the all-arm-0 route).
+
+        Counted: weights and constants resident on the device (host arrays once; each device
+        upload once), plus the planned buffers holding a live value at each top-level op (a
+        pooled buffer counts its full size from the op defining its value until the value's
+        last use; a host buffer pinned by an asynchronous copy counts to the end of the run),
+        plus the buffers of each branch arm that ran, from the branch to the end of the run.
+        Not counted: the caller's input arrays and the output copies handed back. A schedule
+        without branches has one route, so its peak is known from compilation.
+        """
+        return dict(self._peak)
 
     def _bind(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> None:
         if isinstance(inputs, Mapping):
@@ -333,6 +797,17 @@ class Executor:
                 raise InputError(f"input '{name}' must be {dt}{list(shape)}, got {got}")
             for lst, j, contiguous in patches:
                 lst[j] = np.ascontiguousarray(arr) if contiguous else arr
+
+
+_TORCH_TO_FUEL = {
+    "float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
+    "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "i1",
+}  # fmt: skip
+
+
+def _numpy_name(t: Any) -> str:
+    """The fuel dtype name of a torch tensor."""
+    return _TORCH_TO_FUEL[str(t.dtype).removeprefix("torch.")]
 
 
 def _name_error(missing: list[str], extra: list[str], expected: list[str]) -> str:
