@@ -240,7 +240,8 @@ def gpu_class_for(device_name: str) -> str:
     return next((c for pat, c in _GPU_NAME_CLASSES if pat.search(device_name)), "gpu")
 
 
-def _gpu_driver_present() -> bool:
+def gpu_driver_present() -> bool:
+    """True unless this is a Linux host without an NVIDIA driver (then no GPU can be seen)."""
     # `import torch` costs ~1.5 s; on a Linux host without a GPU driver it cannot find a GPU,
     # so do not pay for it. Elsewhere, let torch decide.
     if not sys.platform.startswith("linux"):
@@ -264,7 +265,7 @@ def _load_torch() -> Any | None:
             return None
     except (ImportError, ValueError):  # a broken install, or a module without a spec
         return None
-    if "torch" not in sys.modules and not _gpu_driver_present():
+    if "torch" not in sys.modules and not gpu_driver_present():
         return None
     try:
         return importlib.import_module("torch")

@@ -295,7 +295,7 @@ def _fake_torch(monkeypatch, names=("NVIDIA H200", "NVIDIA A100-SXM4-80GB"), pee
                         lambda n, *a: object() if n == "torch" else real_spec(n, *a))  # fmt: skip
     monkeypatch.setattr(importlib, "import_module",
                         lambda n, *a: fake if n == "torch" else real_import(n, *a))  # fmt: skip
-    monkeypatch.setattr(topo_mod, "_gpu_driver_present", lambda: True)
+    monkeypatch.setattr(topo_mod, "gpu_driver_present", lambda: True)
     return fake
 
 
@@ -308,7 +308,7 @@ def test_detect_without_torch(monkeypatch) -> None:
 
 def test_detect_skips_the_torch_import_without_a_gpu_driver(monkeypatch) -> None:
     monkeypatch.delitem(topo_mod.sys.modules, "torch", raising=False)
-    monkeypatch.setattr(topo_mod, "_gpu_driver_present", lambda: False)
+    monkeypatch.setattr(topo_mod, "gpu_driver_present", lambda: False)
     monkeypatch.setattr(importlib, "import_module", lambda n, *a: pytest.fail("imported " + n))
     assert [d.name for d in SystemTopology.detect().devices] == ["cpu"]
 
