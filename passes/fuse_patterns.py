@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -12,7 +13,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.branch import BranchOp, YieldOp
 from passes.emit_decode_flash import inside_branch
+from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.fused import FusedEntry, FusedKernelRegistry, FusedMatch, default_fused_registry
+from runtime.plan import is_decision_point
 
 FUSED_ATTR = "fuel.fused"
 """Discardable attribute on an offered fused op: the registry entry it came from."""
@@ -33,14 +36,28 @@ def self_contained(match: FusedMatch) -> bool:
     return True
 
 
-def find_matches(
-    module: ModuleOp, registry: FusedKernelRegistry
-) -> list[tuple[FusedEntry, FusedMatch]]:
-    """Self-contained matches, claimed latest root first (so a layer norm is claimed whole
-    before the rms-norm shape inside it), no op in two matches. Read-only."""
+def kernel_bound(ops: Sequence[Operation], table: KernelBindingTable) -> bool:
+    """Every kernel op of a fused arm has a kernel for its dtypes on some backend of `table`
+    (an arm nothing can run is never offered)."""
+    backends = table.backends()
+    return all(any(table.backend_supports(op.KERNEL_OP, op.kernel_dtypes(), b) for b in backends)
+               for op in ops if is_decision_point(op))  # fmt: skip
+
+
+Offer = tuple[FusedEntry, FusedMatch, list[Operation]]
+"""A match to offer: its entry, the match, the fused arm's ops (built, not inserted)."""
+
+
+def find_matches(module: ModuleOp, registry: FusedKernelRegistry,
+                 table: KernelBindingTable | None = None) -> list[Offer]:  # fmt: skip
+    """Self-contained matches with a bound kernel, claimed latest root first (so a layer norm
+    is claimed whole before the rms-norm shape inside it, an attention before its softmax), no
+    op in two matches. The IR is not changed, but each offer's fused ops are built detached
+    (they already use the matched inputs): insert them (`offer_fused_arm`) or erase them."""
+    table = table if table is not None else global_bindings()
     entries = registry.entries()
     claimed: set[Operation] = set()
-    found: list[tuple[FusedEntry, FusedMatch]] = []
+    found: list[Offer] = []
     for root in reversed(list(module.walk())):
         if root in claimed:
             continue
@@ -48,21 +65,26 @@ def find_matches(
             match = entry.pattern(root)
             if match is None or not self_contained(match) or claimed.intersection(match.ops):
                 continue
+            arm = list(entry.build(match))
+            if not kernel_bound(arm, table):
+                for op in reversed(arm):
+                    op.erase()  # drop the detached ops' uses of the matched inputs
+                continue
             claimed.update(match.ops)
-            found.append((entry, match))
+            found.append((entry, match, arm))
             break
     return found
 
 
-def offer_fused_arm(entry: FusedEntry, match: FusedMatch) -> BranchOp:
+def offer_fused_arm(entry: FusedEntry, match: FusedMatch, arm: list[Operation]) -> BranchOp:
     """Replace the matched ops by a variant branch: arm 0 the ops (moved, unchanged), arm 1
-    the fused op. The branch sits where the root was."""
-    fused = entry.build(match)
+    the fused `arm` ops (the last one tagged and yielded). The branch sits where the root was."""
+    fused = arm[-1]
     fused.attributes[FUSED_ATTR] = StringAttr(entry.name)
     root = match.root
     result = root.results[0]
     arm0 = Block()
-    arms = [Region(arm0), Region(Block([fused, YieldOp(fused.results[0])]))]
+    arms = [Region(arm0), Region(Block([*arm, YieldOp(fused.results[0])]))]
     branch = BranchOp("variant", arms, [result.type])
     Rewriter.insert_op(branch, InsertPoint.before(root))
     result.replace_all_uses_with(branch.outs[0])
@@ -79,18 +101,20 @@ def fuse_patterns(module: ModuleOp, registry: FusedKernelRegistry | None = None)
     """Offer every registered fused op at its matches; returns the number of branches made."""
     registry = registry if registry is not None else default_fused_registry()
     matches = find_matches(module, registry)
-    for entry, match in matches:
-        offer_fused_arm(entry, match)
+    for entry, match, arm in matches:
+        offer_fused_arm(entry, match, arm)
     return len(matches)
 
 
 @dataclass(frozen=True)
 class FusePatternsPass(ModulePass):
     """For each match of a registered fused pattern (`runtime.fused`: softmax, rms_norm,
-    layer_norm from primitives) whose interior values are read only inside the match (the
-    root's result may have any readers), make an ungated `fuel.branch variant`: arm 0 the
-    matched primitives, moved unchanged; arm 1 the fused op, tagged `fuel.fused`. Which arm
-    runs is `fuel-bake-variants`' decision by cost.
+    layer_norm, SiLU-gated MLP, matmul + bias + activation, rope, attention from primitives)
+    whose interior values are read only inside the match (the root's result may have any
+    readers) and whose fused op has a kernel in the binding table, make an ungated
+    `fuel.branch variant`: arm 0 the matched primitives, moved unchanged; arm 1 the fused op
+    (with any table it needs: a half-width rope table), tagged `fuel.fused`. Which arm runs is
+    `fuel-bake-variants`' decision by cost.
 
     Pre: verified fuel IR. Post: the same values, some computed inside variant branches. Ops
     already inside a branch are never matched, so the pass is idempotent. Surgical: no DCE.

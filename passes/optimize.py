@@ -89,7 +89,8 @@ class DecodeFlashPathfinder:
 @dataclass
 class FusePatternsPathfinder:
     """`fuel-fuse-patterns`: a variant arm with the registered fused op (softmax, rms_norm,
-    layer_norm) per self-contained primitive match. The matched ops move unchanged into arm 0
+    layer_norm, rope, attention, matmul + bias + activation, SiLU-gated MLP) per
+    self-contained primitive match. The matched ops move unchanged into arm 0
     and keep their identity, so the plans' decisions (keyed by op) still find them to stamp."""
 
     name: str = "fuse-patterns"
@@ -102,14 +103,15 @@ class FusePatternsPathfinder:
 
 @dataclass
 class FrontierConvergenceOptimizer:
-    """`fuel-converge-frontier`: merge forward-identical arms, drop routes arm 0 already is."""
+    """`fuel-converge-frontier`: merge forward-identical arms, drop routes arm 0 already is,
+    and prune arms another kept arm dominates (priced with the driver's topology and Judge)."""
 
     name: str = "converge-frontier"
 
     def prune(self, module: ModuleOp, ctx: OptimizationContext) -> None:
         from passes.converge_frontier import converge
 
-        converge(module)
+        converge(module, ctx.plan_options)
 
 
 @dataclass

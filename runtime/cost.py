@@ -261,6 +261,31 @@ def _free(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate
     return CostEstimate()
 
 
+ACT_OPS: Mapping[str, tuple[tuple[str, Params], ...]] = {
+    "none": (), "relu": (("relu", {}),), "silu": (("silu", {}),),
+    "gelu": (("gelu", {"approximate": "none"}),), "gelu_tanh": (("gelu", {"approximate": "tanh"}),),
+}  # fmt: skip
+"""`matmul_bias_act`'s activation as the primitive op (and its params) it stands for."""
+
+
+def _matmul_bias_act(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """Composed from the decomposition: matmul, bias add, activation (`fused_cost`)."""
+    (x, w, b, out), t = shapes, dtypes[-1]
+    parts = [("matmul", [x, w, out], [t] * 3, {}), ("add", [out, b, out], [t] * 3, {})]
+    parts += [(op, [out, out], [t] * 2, p) for op, p in ACT_OPS[str(params.get("act", "none"))]]
+    return fused_cost(parts, io_bytes(shapes, dtypes))
+
+
+def _gated_mlp(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """Composed from the decomposition: two matmuls, silu, mul, the down matmul."""
+    (x, wg, wu, wd, out), t = shapes, dtypes[-1]
+    h = (*x[:-1], wg[-1])
+    parts = [("matmul", [x, wg, h], [t] * 3, {}), ("matmul", [x, wu, h], [t] * 3, {}),
+             ("silu", [h, h], [t] * 2, {}), ("mul", [h, h, h], [t] * 3, {}),
+             ("matmul", [h, wd, out], [t] * 3, {})]  # fmt: skip
+    return fused_cost(parts, io_bytes(shapes, dtypes))
+
+
 COST_TABLE: Mapping[str, CostFn] = {
     **{op: _elementwise(f) for op, f in ELEMENTWISE_FLOPS.items()},
     "gelu": _gelu,
@@ -276,6 +301,8 @@ COST_TABLE: Mapping[str, CostFn] = {
     "reshape": _free,  # a row-major reshape is a view
     "constant": _free,
     "weight": _free,
+    "matmul_bias_act": _matmul_bias_act,  # fused ops: priced from their decomposition
+    "gated_mlp": _gated_mlp,
 }
 """Every fuel kernel op name -> its Layer-1 cost function."""
 

@@ -1,38 +1,43 @@
 """Fused-kernel registry: fused ops with a pattern over primitives (concepts doc sections 8, 12).
 
-A `FusedEntry` names a fused op fuel has as one op (`fuel.softmax`, `fuel.rms_norm`, ...), a
-**pattern** that recognises its decomposition in primitive IR rooted at one op, and a **build**
-that emits the fused op for a match. `fuel-fuse-patterns` offers each match as a variant arm.
+A `FusedEntry` names a fused op fuel has as one op (`fuel.softmax`, `fuel.gated_mlp`, ...), a
+**pattern** that recognises its decomposition in primitive IR rooted at one op
+(`runtime.fused_patterns`, `runtime.fused_attention`), and a **build** that emits the fused
+op for a match. `fuel-fuse-patterns` offers each match as a variant arm, where a kernel for the
+fused op is bound.
 
 `register_fused` is for entries known at import time; `adopt` is for kernels registered at run
-time: idempotent (the same entry twice is one registration) and serialized by one lock, with an
-optional binding-table write published atomically in the same critical section.
+time: it registers the entry and publishes its `FusedKernel`s in the process-wide binding table
+(where the picker and the executor find them) in one critical section, each kernel only if that
+exact function is not bound at its key yet. Adopting the same thing twice is one registration.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f64, i64
-from xdsl.ir import Operation, OpResult, SSAValue
-
 from fuel_dialect.dtypes import dtype_name, shape_of
-from fuel_dialect.ops_elementwise import AddOp, DivOp, ExpOp, MulOp, RsqrtOp, SubOp
-from fuel_dialect.ops_movement import ConstantOp
-from fuel_dialect.ops_nn import (
-    LayerNormOp,
-    ReduceMaxOp,
-    ReduceMeanOp,
-    ReduceOp,
-    ReduceSumOp,
-    RmsNormOp,
-    SoftmaxOp,
+from fuel_dialect.ops_nn import LayerNormOp, RmsNormOp
+from runtime import precision as kernel_precision
+from runtime.cost import CostEstimate, CostFn, fused_cost, io_bytes
+from runtime.fused_attention import build_attention, build_rope, match_attention, match_rope
+from runtime.fused_patterns import (
+    Build,
+    FusedMatch,
+    Pattern,
+    build_gated_mlp,
+    build_matmul_bias_act,
+    build_norm,
+    build_softmax,
+    match_gated_mlp,
+    match_layer_norm,
+    match_matmul_bias_act,
+    match_rms_norm,
+    match_softmax,
 )
-from runtime.cost import CostEstimate, fused_cost, io_bytes
 
 UNTRACKED = 0
 """`KernelRevisionHash` of a kernel whose build is not tracked."""
@@ -40,7 +45,10 @@ UNTRACKED = 0
 
 @dataclass(frozen=True)
 class PrecisionGuarantee:
-    """What a fused kernel promises against its decomposition."""
+    """What a fused kernel promises against its decomposition (arm 0) in f32, normwise over
+    the output: max|fused - decomposition| <= max_absolute + max_relative * max|decomposition|
+    (an elementwise bound is ill-posed where a matmul or softmax output cancels to ~0).
+    `bit_stable_on_same_hardware`: repeat runs give the same bits."""
 
     bit_stable_on_same_hardware: bool
     max_relative: float | None = None
@@ -49,24 +57,22 @@ class PrecisionGuarantee:
 
 
 @dataclass(frozen=True)
-class FusedMatch:
-    """A pattern hit: `ops` (program order, ending at `root`) compute `root`'s result from
-    `inputs`; `params` are the fused op's properties read off the match (axis, eps)."""
+class FusedKernel:
+    """A kernel of a fused op to publish at (`FusedEntry.kernel_op`, dtypes, backend)."""
 
-    root: Operation
-    ops: tuple[Operation, ...]
-    inputs: tuple[SSAValue, ...]
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-Pattern = Callable[[Operation], FusedMatch | None]
-Build = Callable[[FusedMatch], Operation]
+    dtypes: tuple[str, ...]
+    kernel: Callable[..., None]
+    backend: str = "cpu"
+    precision: kernel_precision.PrecisionGuarantee = kernel_precision.UNAUDITED
+    cost: CostFn | None = None
+    kernel_source: str = "runtime"
 
 
 @dataclass(frozen=True)
 class FusedEntry:
     """One fused op: its pattern over primitives, its builder, precision and revision.
-    `cost` is the declared cost; None means "price me from my decomposition"."""
+    `cost` is the declared cost; None means "price me from my decomposition". `kernel_op` is
+    the binding-table op its kernels are bound under (the built op's KERNEL_OP)."""
 
     name: str
     pattern: Pattern
@@ -74,6 +80,7 @@ class FusedEntry:
     precision: PrecisionGuarantee
     revision: int = UNTRACKED
     cost: Callable[[FusedMatch], CostEstimate] | None = None
+    kernel_op: str = ""
 
 
 def entry_cost(entry: FusedEntry, match: FusedMatch) -> CostEstimate:
@@ -91,6 +98,28 @@ def entry_cost(entry: FusedEntry, match: FusedMatch) -> CostEstimate:
     bound = [*match.inputs, match.root.results[0]]
     return fused_cost(parts, io_bytes([shape_of(v.type) for v in bound],
                                       [dtype_name(v.type) for v in bound]))  # fmt: skip
+
+
+def _bound(table: Any, op: str, k: FusedKernel) -> bool:
+    """This exact kernel function is bound at its key of `table`."""
+    return any(e.kernel is k.kernel for e in table.lookup_alternatives(op, k.dtypes, k.backend))
+
+
+def _publish(op: str, kernels: Sequence[FusedKernel], revision: int,
+             bind: Callable[[Any], None] | None) -> Callable[[Any], None]:  # fmt: skip
+    """A binding-table writer registering each kernel not bound yet (checked again under the
+    table's writer lock, so concurrent adoptions register it once), then running `bind`."""
+
+    def write(table: Any) -> None:
+        for k in kernels:
+            if not _bound(table, op, k):
+                table.register(op, k.dtypes, k.backend, k.kernel, precision=k.precision,
+                               cost=k.cost, kernel_source=k.kernel_source,
+                               revision=revision or None)  # fmt: skip
+        if bind is not None:
+            bind(table)
+
+    return write
 
 
 class FusedKernelRegistry:
@@ -114,18 +143,22 @@ class FusedKernelRegistry:
             self._entries[entry.name] = entry
             return True
 
-    def adopt(self, entry: FusedEntry,
+    def adopt(self, entry: FusedEntry, kernels: Sequence[FusedKernel] = (),
               bind: Callable[[Any], None] | None = None) -> bool:  # fmt: skip
         """Adopt a runtime kernel: register `entry` (superseding an older revision of the same
-        name) and publish `bind` (a binding-table writer) atomically, unless this exact entry
-        is already here. Returns whether anything was registered."""
-        from runtime.binding_table import extend_global_bindings
+        name) and publish its `kernels` under `entry.kernel_op` plus `bind` (any other
+        binding-table writer) in one global-table write. Nothing happens when this exact entry
+        is registered and every kernel is already bound. Returns whether anything changed."""
+        from runtime.binding_table import extend_global_bindings, global_bindings
 
+        if kernels and not entry.kernel_op:
+            raise ValueError(f"fused op '{entry.name}': kernels need the entry's kernel_op")
         with self._lock:
-            if self._entries.get(entry.name) == entry:
+            unbound = [k for k in kernels if not _bound(global_bindings(), entry.kernel_op, k)]
+            if self._entries.get(entry.name) == entry and not unbound:
                 return False
-            if bind is not None:
-                extend_global_bindings(bind)
+            if unbound or bind is not None:
+                extend_global_bindings(_publish(entry.kernel_op, unbound, entry.revision, bind))
             self._entries[entry.name] = entry
             return True
 
@@ -141,157 +174,33 @@ class FusedKernelRegistry:
         return len(self.entries())
 
 
-# -- matching helpers ------------------------------------------------------------------------
-
-
-def producer(v: SSAValue, cls: type[Operation]) -> Any:
-    """The op of class `cls` defining `v`, or None."""
-    return v.owner if isinstance(v, OpResult) and isinstance(v.owner, cls) else None
-
-
-def either(op: Any, test: Callable[[SSAValue, SSAValue], Any]) -> Any:
-    """`test(lhs, rhs)` or, if that fails, `test(rhs, lhs)` (commutative binary ops)."""
-    if op is None:
-        return None
-    return test(op.lhs, op.rhs) or test(op.rhs, op.lhs)
-
-
-def row_reduce(v: SSAValue, cls: type[ReduceOp]) -> Any:
-    """A keepdim reduction of class `cls` over exactly one axis defining `v`, or None."""
-    op = producer(v, cls)
-    return op if op is not None and op.keepdim is not None and len(op.norm_axes()) == 1 else None
-
-
-def scalar_constant(v: SSAValue) -> float | None:
-    """The value of a one-element float `fuel.constant`, or None."""
-    op = producer(v, ConstantOp)
-    if op is None or len(vals := op.value.get_values()) != 1:
-        return None
-    return float(str(np.float32(vals[0])))  # the shortest decimal of the f32 kernels use
-
-
-def last_axis(red: ReduceOp) -> bool:
-    return red.norm_axes() == (len(shape_of(red.input.type)) - 1,)
-
-
-def weight_of(w: SSAValue, x: SSAValue) -> bool:
-    """`w` is a per-channel vector over `x`'s last dim (what the fused norms take)."""
-    s = shape_of(x.type)
-    return bool(s) and shape_of(w.type) == (s[-1],)
-
-
-# -- patterns --------------------------------------------------------------------------------
-
-
-def match_softmax(root: Operation) -> FusedMatch | None:
-    """div(e, reduce_sum(e)) with e = exp(sub(x, reduce_max(x))), all over one keepdim axis."""
-    if not isinstance(root, DivOp) or (s := row_reduce(root.rhs, ReduceSumOp)) is None:
-        return None
-    e = producer(root.lhs, ExpOp)
-    if e is None or s.input != root.lhs or (d := producer(e.input, SubOp)) is None:
-        return None
-    m = row_reduce(d.rhs, ReduceMaxOp)
-    if m is None or m.input != d.lhs or m.norm_axes() != s.norm_axes():
-        return None
-    if root.result.type != d.lhs.type:
-        return None
-    return FusedMatch(root, (m, d, e, s, root), (d.lhs,), {"axis": m.norm_axes()[0]})
-
-
-def _rms_scale(v: SSAValue) -> tuple[Any, ...] | None:
-    """rsqrt(mean(x*x, -1, keepdim) + eps) -> (ops, x, eps)."""
-    r = producer(v, RsqrtOp)
-    a = producer(r.input, AddOp) if r is not None else None
-
-    def split(mean_v: SSAValue, eps_v: SSAValue) -> tuple[Any, ...] | None:
-        mean, eps = row_reduce(mean_v, ReduceMeanOp), scalar_constant(eps_v)
-        sq = producer(mean.input, MulOp) if mean is not None else None
-        if sq is None or sq.lhs != sq.rhs or not last_axis(mean) or eps is None or eps <= 0:
-            return None
-        return (sq, mean, a, r), sq.lhs, eps
-
-    return either(a, split)
-
-
-def match_rms_norm(root: Operation) -> FusedMatch | None:
-    """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders."""
-    if not isinstance(root, MulOp):
-        return None
-
-    def outer(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
-        n = producer(n_v, MulOp)
-
-        def inner(x: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
-            found = _rms_scale(scale_v)
-            if found is None or found[1] != x or not weight_of(w, x):
-                return None
-            if root.results[0].type != x.type:
-                return None
-            return FusedMatch(root, (*found[0], n, root), (x, w), {"eps": found[2]})
-
-        return either(n, inner)
-
-    return either(root, outer)
-
-
-def match_layer_norm(root: Operation) -> FusedMatch | None:
-    """add(mul(mul(c, rsqrt(mean(c*c) + eps)), w), b) with c = x - mean(x), over the last dim."""
-    if not isinstance(root, AddOp):
-        return None
-
-    def outer(scaled: SSAValue, b: SSAValue) -> FusedMatch | None:
-        mw = producer(scaled, MulOp)
-
-        def weighted(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
-            n = producer(n_v, MulOp)
-
-            def inner(c: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
-                found = _rms_scale(scale_v)
-                sub = producer(c, SubOp)
-                if found is None or found[1] != c or sub is None:
-                    return None
-                mu = row_reduce(sub.rhs, ReduceMeanOp)
-                x = sub.lhs
-                if mu is None or mu.input != x or not last_axis(mu):
-                    return None
-                if not (weight_of(w, x) and weight_of(b, x)) or root.results[0].type != x.type:
-                    return None
-                ops = (mu, sub, *found[0], n, mw, root)
-                return FusedMatch(root, ops, (x, w, b), {"eps": found[2]})
-
-            return either(n, inner)
-
-        return either(mw, weighted)
-
-    return either(root, outer)
-
-
-# -- builders --------------------------------------------------------------------------------
-
-
-def build_softmax(m: FusedMatch) -> Operation:
-    return SoftmaxOp.create(operands=list(m.inputs), result_types=[m.root.results[0].type],
-                            properties={"axis": IntegerAttr(m.params["axis"], i64)})  # fmt: skip
-
-
-def _build_norm(cls: type[Operation]) -> Build:
-    def build(m: FusedMatch) -> Operation:
-        return cls.create(operands=list(m.inputs), result_types=[m.root.results[0].type],
-                          properties={"eps": FloatAttr(m.params["eps"], f64)})  # fmt: skip
-
-    return build
-
-
-# Tolerances are the CPU kernels' measured agreement with the primitive chain in f32 (one
-# reassociated row reduction); a fused kernel is never bit-identical to its decomposition.
-_F32_ROW = PrecisionGuarantee(
-    True, max_relative=1e-5, max_absolute=1e-6, notes="row reduction reassociated"
-)
+# Bounds are normwise, measured on the CPU kernels against the primitive chain in f32 with
+# unit-normal inputs (tests/passes/test_fuse_patterns.py checks every pattern against them; the
+# largest seen is ~1/10 of each bound): the norms and softmax reassociate one row reduction;
+# rope rounds once in f64 where the chain rounds three times; attention masks with -inf and
+# divides after PV; matmul + bias + act and the gated MLP run the chain's own numpy calls in
+# f32 (bit-identical to it when silu is `fuel.silu`; `x * sigmoid(x)` rounds twice in the chain).
+_F32_ROW = PrecisionGuarantee(True, 1e-6, 1e-7, "row reduction reassociated")
+_F32_ROPE = PrecisionGuarantee(True, 1e-6, 1e-7, "one rounding instead of three")
+_F32_ATTN = PrecisionGuarantee(True, 1e-6, 1e-7, "-inf mask; softmax normalised after PV")
+_F32_CHAIN = PrecisionGuarantee(True, 1e-6, 0.0, "the chain's numpy calls, intermediates in f32")
 
 BUILTIN_ENTRIES: tuple[FusedEntry, ...] = (
-    FusedEntry("softmax", match_softmax, build_softmax, _F32_ROW),
-    FusedEntry("rms_norm", match_rms_norm, _build_norm(RmsNormOp), _F32_ROW),
-    FusedEntry("layer_norm", match_layer_norm, _build_norm(LayerNormOp), _F32_ROW),
+    FusedEntry("softmax", match_softmax, build_softmax, _F32_ROW, kernel_op="softmax"),
+    FusedEntry("rms_norm", match_rms_norm, build_norm(RmsNormOp), _F32_ROW, kernel_op="rms_norm"),
+    FusedEntry(
+        "layer_norm", match_layer_norm, build_norm(LayerNormOp), _F32_ROW, kernel_op="layer_norm"
+    ),  # fmt: skip
+    FusedEntry("gated_mlp", match_gated_mlp, build_gated_mlp, _F32_CHAIN, kernel_op="gated_mlp"),
+    FusedEntry(
+        "matmul_bias_act",
+        match_matmul_bias_act,
+        build_matmul_bias_act,
+        _F32_CHAIN,
+        kernel_op="matmul_bias_act",
+    ),  # fmt: skip
+    FusedEntry("rope", match_rope, build_rope, _F32_ROPE, kernel_op="rope"),
+    FusedEntry("attention", match_attention, build_attention, _F32_ATTN, kernel_op="attention"),
 )
 """The fused ops fuel has as single ops, each recognised from its primitives."""
 
@@ -306,3 +215,9 @@ def default_fused_registry() -> FusedKernelRegistry:
         if _DEFAULT is None:
             _DEFAULT = FusedKernelRegistry(BUILTIN_ENTRIES)
         return _DEFAULT
+
+
+__all__ = [
+    "BUILTIN_ENTRIES", "FusedEntry", "FusedKernel", "FusedKernelRegistry", "FusedMatch",
+    "PrecisionGuarantee", "default_fused_registry", "entry_cost",
+]  # fmt: skip

@@ -604,6 +604,29 @@ def cases_movement(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     return [Case([x, idx], {"axis": 1}, (4, 2, 3, 6), np.take(x, idx, axis=1))]
 
 
+def cases_fused(op: str, dtypes: tuple[str, ...]) -> list[Case]:
+    """matmul_bias_act (every act) and gated_mlp against their decomposition in float64. The
+    scale bounds each step's error magnitude: |x| @ |w| (+ |b|) for a matmul, propagated
+    through the activation (Lipschitz <= 1.13) and the product of the gated MLP."""
+    t = dtypes[0]
+    rng = np.random.default_rng(16)
+    x = _floats(t, (2, 3, 8), rng)
+    x64, ax = _f64(x), np.abs(_f64(x))
+    if op == "gated_mlp":
+        wg, wu, wd = (_floats(t, s, rng) for s in ((8, 6), (8, 6), (6, 5)))
+        g, u = x64 @ _f64(wg), x64 @ _f64(wu)
+        ref = (UNARY_REFS["silu"](g) * u) @ _f64(wd)
+        scale = 4 * ((ax @ np.abs(_f64(wg))) * (ax @ np.abs(_f64(wu)))) @ np.abs(_f64(wd))
+        return [Case([x, wg, wu, wd], {}, ref.shape, ref, scale)]
+    w, b = _floats(t, (8, 5), rng), _floats(t, (5,), rng)
+    y = x64 @ _f64(w) + _f64(b)
+    scale = 2 * (ax @ np.abs(_f64(w)) + np.abs(_f64(b)))
+    acts = {"none": lambda v: v, "relu": UNARY_REFS["relu"], "silu": UNARY_REFS["silu"],
+            "gelu": lambda v: gelu_narrow_ref(v, False),
+            "gelu_tanh": lambda v: gelu_narrow_ref(v, True).astype(np.float64)}  # fmt: skip
+    return [Case([x, w, b], {"act": a}, y.shape, f(y), scale) for a, f in acts.items()]
+
+
 UNARY_OPS = set(UNARY_REFS) | {"gelu", "erf"}
 
 
@@ -629,6 +652,8 @@ CASES = {
     "layer_norm": cases_layer_norm,
     "rope": cases_rope,
     "attention": cases_attention,
+    "matmul_bias_act": cases_fused,
+    "gated_mlp": cases_fused,
 }
 
 

@@ -31,7 +31,7 @@ COVERED = {
     "fuel-enumerate-alternatives", "fuel-rank-alternatives", "fuel-place", "fuel-select",
     "fuel-fuse-casts", "fuel-fuse-patterns", "fuel-emit-decode-flash", "fuel-bake-variants",
     "fuel-fork-placements", "fuel-converge-frontier", "fuel-fix-dtypes", "fuel-fix-layouts",
-    "fuel-optimize",
+    "fuel-optimize", "fuel-insert-residency",
 }  # fmt: skip
 
 

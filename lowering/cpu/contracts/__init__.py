@@ -19,6 +19,10 @@ only what they cannot express:
 
 * `concat` (9 keys): variadic, any number of inputs under a canonical `(T, T)` key; a
   contract's operand list is fixed (and its cost would need the bytes of every extra input).
+* `matmul_bias_act`, `gated_mlp` (4 keys each, `lowering.cpu.kernels.fused`): their costs are
+  composed from the numpy parts' cost functions and `matmul_bias_act`'s depends on its `act`
+  param, which a contract's cost expression cannot read; their precision is tested against
+  float64 in `tests/test_cpu_precision.py`.
 * any hand-registered family added to `lowering.cpu.kernels` later, until it gets contracts.
 """
 
@@ -67,9 +71,10 @@ def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
     Registers the `numpy` contracts, then the sibling providers in the hand registration's order
     (so sibling order at every key is the hand table's: numpy first), then, from the hand
     registration (`register_cpu_kernels`, built in a scratch table), every entry no contract
-    replaces: today only `concat`, which is variadic (see the module docstring). A leftover
-    lands after the contract siblings of its key; no key has one today (concat keys have no
-    contract kernel), and `tests/contracts/test_fkc_cpu_migration.py` checks the order.
+    replaces: today `concat` (variadic) and the fused `matmul_bias_act` / `gated_mlp` (see the
+    module docstring). A leftover lands after the contract siblings of its key; no key has one
+    today (those keys have no contract kernel), and
+    `tests/contracts/test_fkc_cpu_migration.py` checks the order.
     """
     from lowering.cpu.kernels import register_cpu_kernels
 

@@ -4,8 +4,9 @@ Every kernel is destination-passing (`kernel(inputs, outputs, params)` writes `o
 place), accepts strided and broadcast (stride-0) views, and is registered under the `"cpu"`
 backend with `kernel_source="numpy"`, a verified `PrecisionGuarantee` and a cost function.
 Families: `elementwise` (unary, binary, compare, where), `cast`, `reduction` (reduce_sum/mean/
-max/min, softmax), `linalg` (matmul), `nn` (rms_norm, layer_norm, rope, attention) and `movement`
-(reshape, transpose, slice, concat, gather). `special` holds the vectorised math numpy lacks.
+max/min, softmax), `linalg` (matmul), `nn` (rms_norm, layer_norm, rope, attention), `movement`
+(reshape, transpose, slice, concat, gather) and `fused` (matmul_bias_act, gated_mlp; hand-
+registered, no contract yet). `special` holds the vectorised math numpy lacks.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from lowering.cpu.kernels.alternatives import register_alternatives
 from lowering.cpu.kernels.cast import register_cast
 from lowering.cpu.kernels.elementwise import register_elementwise
 from lowering.cpu.kernels.flash import register_flash
+from lowering.cpu.kernels.fused import register_fused
 from lowering.cpu.kernels.linalg import register_linalg
 from lowering.cpu.kernels.movement import register_movement
 from lowering.cpu.kernels.nn import register_nn
@@ -28,6 +30,7 @@ FAMILIES = (
     register_nn,
     register_movement,
     register_flash,  # after nn: the generic attention stays each key's default
+    register_fused,  # after elementwise and linalg: its costs are composed from theirs
 )
 
 

@@ -104,3 +104,162 @@ func.func @rms_norm_axis_not_applied(%x: tensor<8x8xf32>, %w: tensor<8xf32>) -> 
   %y = fuel.mul %n, %w : tensor<8x8xf32>, tensor<8xf32> -> tensor<8x8xf32>
   func.return %y : tensor<8x8xf32>
 }
+
+// SiLU-gated MLP, silu written as a * sigmoid(a): arm 1 is one fuel.gated_mlp.
+// CHECK-LABEL: func.func @gated_mlp
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[G:.*]]: tensor<8x16xf32>, %[[U:.*]]: tensor<8x16xf32>, %[[D:.*]]: tensor<16x8xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = fuel.branch variant -> tensor<4x8xf32> arm {
+// CHECK-NEXT:      %[[A:.*]] = fuel.matmul %[[X]], %[[G]]
+// CHECK-NEXT:      %[[S:.*]] = fuel.sigmoid %[[A]]
+// CHECK-NEXT:      %[[H:.*]] = fuel.mul %[[A]], %[[S]]
+// CHECK-NEXT:      %[[B:.*]] = fuel.matmul %[[X]], %[[U]]
+// CHECK-NEXT:      %[[P:.*]] = fuel.mul %[[H]], %[[B]]
+// CHECK-NEXT:      %[[O:.*]] = fuel.matmul %[[P]], %[[D]]
+// CHECK-NEXT:      fuel.yield %[[O]]
+// CHECK-NEXT:    } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.gated_mlp %[[X]], %[[G]], %[[U]], %[[D]] {fuel.fused = "gated_mlp"}
+// CHECK-NEXT:      fuel.yield %[[F]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @gated_mlp(%x: tensor<4x8xf32>, %g: tensor<8x16xf32>, %u: tensor<8x16xf32>, %d: tensor<16x8xf32>) -> tensor<4x8xf32> {
+  %a = fuel.matmul %x, %g : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %s = fuel.sigmoid %a : tensor<4x16xf32>
+  %h = fuel.mul %a, %s : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %b = fuel.matmul %x, %u : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %p = fuel.mul %h, %b : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = fuel.matmul %p, %d : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+
+// Gate and up projections read different inputs: not one MLP.
+// CHECK-LABEL: func.func @gated_mlp_two_inputs_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @gated_mlp_two_inputs_not_applied(%x: tensor<4x8xf32>, %x2: tensor<4x8xf32>, %g: tensor<8x16xf32>, %u: tensor<8x16xf32>, %d: tensor<16x8xf32>) -> tensor<4x8xf32> {
+  %a = fuel.matmul %x, %g : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %h = fuel.silu %a : tensor<4x16xf32>
+  %b = fuel.matmul %x2, %u : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %p = fuel.mul %h, %b : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = fuel.matmul %p, %d : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+
+// Linear layer with a tanh GELU, bias added on the left.
+// CHECK-LABEL: func.func @matmul_bias_act
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8x16xf32>, %[[B:.*]]: tensor<16xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = fuel.branch variant -> tensor<2x4x16xf32> arm {
+// CHECK-NEXT:      %[[M:.*]] = fuel.matmul %[[X]], %[[W]]
+// CHECK-NEXT:      %[[A:.*]] = fuel.add %[[B]], %[[M]]
+// CHECK-NEXT:      %[[G:.*]] = fuel.gelu %[[A]] tanh
+// CHECK-NEXT:      fuel.yield %[[G]]
+// CHECK-NEXT:    } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.matmul_bias_act %[[X]], %[[W]], %[[B]] act = "gelu_tanh" {fuel.fused = "matmul_bias_act"}
+// CHECK-NEXT:      fuel.yield %[[F]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @matmul_bias_act(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<2x4x16xf32> {
+  %m = fuel.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %a = fuel.add %b, %m : tensor<16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>
+  %y = fuel.gelu %a tanh : tensor<2x4x16xf32>
+  func.return %y : tensor<2x4x16xf32>
+}
+
+// The "bias" is a full matrix, not a per-column vector: not a linear layer's bias.
+// CHECK-LABEL: func.func @matmul_bias_act_matrix_bias_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @matmul_bias_act_matrix_bias_not_applied(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %m = fuel.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %a = fuel.add %m, %b : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = fuel.relu %a : tensor<4x16xf32>
+  func.return %y : tensor<4x16xf32>
+}
+
+// Rotate-half rope with HF's cat(t, t) tables (shared, so left outside): arm 1 reads the halves.
+// CHECK-LABEL: func.func @rope
+// CHECK-SAME:    (%[[X:.*]]: tensor<1x2x4x8xf32>, %[[C:.*]]: tensor<4x4xf32>, %[[S:.*]]: tensor<4x4xf32>)
+// CHECK-NEXT:    %[[COS:.*]] = fuel.concat %[[C]], %[[C]] axis = -1
+// CHECK-NEXT:    %[[SIN:.*]] = fuel.concat %[[S]], %[[S]] axis = -1
+// CHECK-NEXT:    %[[Y:.*]] = fuel.branch variant -> tensor<1x2x4x8xf32> arm {
+// CHECK-NEXT:      %[[LO:.*]] = fuel.slice %[[X]] starts = [0, 0, 0, 0] limits = [1, 2, 4, 4]
+// CHECK-NEXT:      %[[HI:.*]] = fuel.slice %[[X]] starts = [0, 0, 0, 4] limits = [1, 2, 4, 8]
+// CHECK-NEXT:      %[[N:.*]] = fuel.neg %[[HI]]
+// CHECK-NEXT:      %[[R:.*]] = fuel.concat %[[N]], %[[LO]] axis = 3
+// CHECK-NEXT:      %[[A:.*]] = fuel.mul %[[X]], %[[COS]]
+// CHECK-NEXT:      %[[B:.*]] = fuel.mul %[[R]], %[[SIN]]
+// CHECK-NEXT:      %[[O:.*]] = fuel.add %[[A]], %[[B]]
+// CHECK-NEXT:      fuel.yield %[[O]]
+// CHECK-NEXT:    } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.rope %[[X]], %[[C]], %[[S]] {fuel.fused = "rope"}
+// CHECK-NEXT:      fuel.yield %[[F]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @rope(%x: tensor<1x2x4x8xf32>, %c: tensor<4x4xf32>, %s: tensor<4x4xf32>) -> tensor<1x2x4x8xf32> {
+  %cos = fuel.concat %c, %c axis = -1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x8xf32>
+  %sin = fuel.concat %s, %s axis = -1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x8xf32>
+  %x1 = fuel.slice %x starts = [0, 0, 0, 0] limits = [1, 2, 4, 4] steps = [1, 1, 1, 1] : tensor<1x2x4x8xf32> -> tensor<1x2x4x4xf32>
+  %x2 = fuel.slice %x starts = [0, 0, 0, 4] limits = [1, 2, 4, 8] steps = [1, 1, 1, 1] : tensor<1x2x4x8xf32> -> tensor<1x2x4x4xf32>
+  %n = fuel.neg %x2 : tensor<1x2x4x4xf32>
+  %r = fuel.concat %n, %x1 axis = 3 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x8xf32>
+  %a = fuel.mul %x, %cos : tensor<1x2x4x8xf32>, tensor<4x8xf32> -> tensor<1x2x4x8xf32>
+  %b = fuel.mul %r, %sin : tensor<1x2x4x8xf32>, tensor<4x8xf32> -> tensor<1x2x4x8xf32>
+  %y = fuel.add %a, %b : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  func.return %y : tensor<1x2x4x8xf32>
+}
+
+// Tables of unknown content (arguments): their halves may differ, fuel.rope could not say so.
+// CHECK-LABEL: func.func @rope_unknown_tables_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @rope_unknown_tables_not_applied(%x: tensor<1x2x4x8xf32>, %cos: tensor<4x8xf32>, %sin: tensor<4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %x1 = fuel.slice %x starts = [0, 0, 0, 0] limits = [1, 2, 4, 4] steps = [1, 1, 1, 1] : tensor<1x2x4x8xf32> -> tensor<1x2x4x4xf32>
+  %x2 = fuel.slice %x starts = [0, 0, 0, 4] limits = [1, 2, 4, 8] steps = [1, 1, 1, 1] : tensor<1x2x4x8xf32> -> tensor<1x2x4x4xf32>
+  %n = fuel.neg %x2 : tensor<1x2x4x4xf32>
+  %r = fuel.concat %n, %x1 axis = 3 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x8xf32>
+  %a = fuel.mul %x, %cos : tensor<1x2x4x8xf32>, tensor<4x8xf32> -> tensor<1x2x4x8xf32>
+  %b = fuel.mul %r, %sin : tensor<1x2x4x8xf32>, tensor<4x8xf32> -> tensor<1x2x4x8xf32>
+  %y = fuel.add %a, %b : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  func.return %y : tensor<1x2x4x8xf32>
+}
+
+// Scaled, causally masked attention from matmul/softmax: arm 1 is fuel.attention causal.
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x3x4xf32>, %[[K:.*]]: tensor<1x2x3x4xf32>, %[[V:.*]]: tensor<1x2x3x4xf32>)
+// CHECK:         %[[O:.*]] = fuel.branch variant -> tensor<1x2x3x4xf32> arm {
+// CHECK-NEXT:      fuel.transpose %[[K]] perm = [0, 1, 3, 2]
+// CHECK-NEXT:      fuel.matmul %[[Q]]
+// CHECK-NEXT:      fuel.mul
+// CHECK-NEXT:      fuel.add
+// CHECK-NEXT:      fuel.softmax
+// CHECK-NEXT:      %[[R:.*]] = fuel.matmul %{{.*}}, %[[V]]
+// CHECK-NEXT:      fuel.yield %[[R]]
+// CHECK-NEXT:    } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.attention %[[Q]], %[[K]], %[[V]] causal scale = 5.000000e-01 {fuel.fused = "attention"}
+// CHECK-NEXT:      fuel.yield %[[F]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[O]]
+func.func @attention(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %scale = fuel.constant dense<5.000000e-01> : tensor<f32>
+  %mask = fuel.constant dense<[[0.0, -1.0e+09, -1.0e+09], [0.0, 0.0, -1.0e+09], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %kt = fuel.transpose %k perm = [0, 1, 3, 2] : tensor<1x2x3x4xf32> -> tensor<1x2x4x3xf32>
+  %s = fuel.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
+  %t = fuel.mul %s, %scale : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %m = fuel.add %t, %mask : tensor<1x2x3x3xf32>, tensor<3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = fuel.softmax %m axis = -1 : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %o = fuel.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+  func.return %o : tensor<1x2x3x4xf32>
+}
+
+// An upper-triangular (anti-causal) mask is not fuel.attention's: not fused.
+// CHECK-LABEL: func.func @attention_mask_not_causal_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @attention_mask_not_causal_not_applied(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %mask = fuel.constant dense<[[0.0, 0.0, 0.0], [-1.0e+09, 0.0, 0.0], [-1.0e+09, -1.0e+09, 0.0]]> : tensor<3x3xf32>
+  %kt = fuel.transpose %k perm = [0, 1, 3, 2] : tensor<1x2x3x4xf32> -> tensor<1x2x4x3xf32>
+  %s = fuel.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
+  %m = fuel.add %s, %mask : tensor<1x2x3x3xf32>, tensor<3x3xf32> -> tensor<1x2x3x3xf32>
+  %p = fuel.softmax %m axis = -1 : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %o = fuel.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+  func.return %o : tensor<1x2x3x4xf32>
+}
