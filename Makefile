@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP_BASE): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e '.[torch]'
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python
@@ -33,6 +33,8 @@ test: $(STAMP_TEST)
 
 bench: $(STAMP_BENCH)
 	$(BIN)/python bench/dispatch_overhead.py
+	$(BIN)/python bench/executor_overhead.py
+	$(BIN)/python bench/peers.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -47,8 +47,11 @@ def optimize(module: FuelModule) -> FuelModule:
 class FuelDecoder:
     """The two imported graphs as a greedy generator."""
 
-    def __init__(self, prefill: FuelModule, decode: FuelModule):
-        self.prefill, self.decode = Executor(prefill), Executor(decode)
+    def __init__(self, prefill: FuelModule | Executor, decode: FuelModule | Executor):
+        """From the two modules, or from ready executors (e.g. a kernel bundle's)."""
+        self.prefill, self.decode = (
+            g if isinstance(g, Executor) else Executor(g) for g in (prefill, decode)
+        )
 
     def generate(self, prompt: np.ndarray, steps: int) -> Generation:
         t0 = time.perf_counter()
