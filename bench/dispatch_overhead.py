@@ -40,8 +40,11 @@ def reference(x: np.ndarray, n_ops: int) -> np.ndarray:
     return y
 
 
-def fuel_runner(x: np.ndarray, n_ops: int, picked: bool = False) -> Callable[[], np.ndarray]:
-    """The chain through fuel's executor; `picked` runs the picker (fuel-select) first."""
+def fuel_runner(
+    x: np.ndarray, n_ops: int, picked: bool = False, codegen: bool = False
+) -> Callable[[], np.ndarray]:
+    """The chain through fuel's executor; `picked` runs the picker (fuel-select) first;
+    `codegen` lowers it with `convert-fuel-to-c` (one generated C kernel for the chain)."""
     g = GraphBuilder()
     v = g.input("x", x.shape)
     consts = {c: g.constant(c) for _, c in CYCLE if c is not None}
@@ -55,6 +58,15 @@ def fuel_runner(x: np.ndarray, n_ops: int, picked: bool = False) -> Callable[[],
         from passes.select import SelectPass
 
         SelectPass(judge="none").apply(Context(), module.op)
+    if codegen:
+        from xdsl.context import Context
+
+        from lowering.cpu.codegen import find_compiler
+        from passes.convert_fuel_to_c import ConvertFuelToCPass
+
+        if find_compiler() is None:
+            raise ImportError("no C compiler", name="cc")
+        ConvertFuelToCPass().apply(Context(), module.op)
     ex = Executor(module)
     feed = {"x": x}
     return lambda: ex.run(feed)["y"]
@@ -145,6 +157,7 @@ def main() -> int:
     for name, make in (
         ("fuel", fuel_runner),
         ("fuel picked", lambda x, n: fuel_runner(x, n, picked=True)),
+        ("fuel codegen", lambda x, n: fuel_runner(x, n, codegen=True)),
         ("onnxruntime", ort_runner),
         ("torch eager", torch_runner),
     ):
@@ -161,11 +174,13 @@ def main() -> int:
     results = measure(fns, args.runs)
     print(f"\n{args.ops} elementwise ops on f32[64], {args.runs} runs each, microseconds per op:")
     base = statistics.median(results["fuel"]) / args.ops
+    ort = statistics.median(results["onnxruntime"]) / args.ops if "onnxruntime" in results else 0
     for name, t in results.items():
         q = statistics.quantiles(t, n=10)
         med = statistics.median(t) / args.ops
         print(f"  {name:12s} median {med:6.3f}  p10 {q[0] / args.ops:6.3f}  p90 "
-              f"{q[-1] / args.ops:6.3f}   {name} / fuel = {med / base:5.2f}x")  # fmt: skip
+              f"{q[-1] / args.ops:6.3f}   {name} / fuel = {med / base:5.2f}x"
+              + (f"   / onnxruntime = {med / ort:5.2f}x" if ort else ""))  # fmt: skip
     return 0
 
 

@@ -9,7 +9,9 @@ from xdsl.ir import Dialect
 from fuel_dialect.attrs import BackendAttr, DeviceAttr, KernelRefAttr, PrecisionAttr
 from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.dispatch import CandidateAttr, CopyOp
+from fuel_dialect.ops_cpu import CPU_OPS
 from fuel_dialect.ops_elementwise import BINARY_OPS, COMPARE_OPS, UNARY_OPS, CastOp, WhereOp
+from fuel_dialect.ops_fused import FUSED_OPS
 from fuel_dialect.ops_movement import (
     BroadcastOp,
     ConcatOp,
@@ -29,11 +31,13 @@ from fuel_dialect.ops_nn import (
     RopeOp,
     SoftmaxOp,
 )
+from fuel_dialect.ops_triton import TRITON_OPS
 
 OPS = [
     *UNARY_OPS, *BINARY_OPS, *COMPARE_OPS, WhereOp, CastOp, MatmulOp, *REDUCE_OPS, SoftmaxOp,
     RmsNormOp, LayerNormOp, RopeOp, AttentionOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
-    ConcatOp, GatherOp, ConstantOp, WeightOp, CopyOp, BranchOp, YieldOp,
+    ConcatOp, GatherOp, ConstantOp, WeightOp, CopyOp, BranchOp, YieldOp, *FUSED_OPS,
+    *TRITON_OPS, *CPU_OPS,
 ]  # fmt: skip
 
 Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr, CandidateAttr])

@@ -48,6 +48,9 @@ _FUEL_PASSES = {
     "fuel-fix-dtypes": ("passes.fix_dtypes", "FixDtypesPass"),
     "fuel-fix-layouts": ("passes.fix_layouts", "FixLayoutsPass"),
     "fuel-fuse-patterns": ("passes.fuse_patterns", "FusePatternsPass"),
+    "convert-fuel-to-triton": ("passes.convert_fuel_to_triton", "ConvertFuelToTritonPass"),
+    "fuel-insert-residency": ("passes.insert_residency", "InsertResidencyPass"),
+    "convert-fuel-to-c": ("passes.convert_fuel_to_c", "ConvertFuelToCPass"),
 }
 
 

@@ -14,7 +14,9 @@ the same members (layout: `lowering/bundle.py`). `load_bundle` refuses, with one
    machine without such a GPU); every target is checked, and the kept "cpu" alternative is
    the one run (the executor drives host memory only, today), else the load fails early;
 5. the kernels: every CPU kernel is resolved by id + revision from the binding table and a
-   different revision is refused, naming the kernel and both revisions;
+   different revision is refused, naming the kernel and both revisions; a generated C kernel
+   (meta `kind: c`) built for another machine architecture is refused, else its verified .so
+   is used as is (never recompiled), and every `fuel.c_kernel` of the IR must have one;
 6. the IR and weights: parsed, verified, every weight present with its declared type, and
    every CPU kernel stamp in the IR declared by the manifest.
 
@@ -259,6 +261,8 @@ def _resolve_kernels(path: Path, kernels: list[dict[str, Any]]) -> KernelBinding
     table, full = KernelBindingTable(), global_bindings()
     for k in kernels:
         meta, kid = k.get("meta", {}), k.get("id")
+        if meta.get("kind") == "c":
+            continue  # a generated C kernel: see _install_c_kernels
         try:
             op, dtypes, source = meta["op"], tuple(meta["dtypes"]), meta["source"]
             want = int(k["revision"], 16)
@@ -324,6 +328,40 @@ def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
                               "manifest does not declare")  # fmt: skip
 
 
+def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes],
+                       module: Any) -> None:  # fmt: skip
+    """Register each generated C kernel's (hash-verified) library for its source, so the
+    executor loads it instead of compiling; refuse a library built for another machine."""
+    import platform
+
+    c_kernels = [k for k in kernels if k.get("meta", {}).get("kind") == "c"]
+    sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
+    if not c_kernels and not sources:
+        return
+    from lowering.cpu.codegen import c_cache_dir, register_prebuilt
+    from runtime.fsutil import atomic_write_bytes
+
+    have = set()
+    for k in c_kernels:
+        kid, built = k.get("id"), k["meta"].get("machine")
+        if built != platform.machine():
+            raise BundleError(f"{path}: C kernel {kid} was built for {built}; this machine is "
+                              f"{platform.machine()}: recompile the bundle here")  # fmt: skip
+        names = sorted(k.get("files", {}))
+        src = next((files[n] for n in names if n.endswith(".c")), None)
+        lib = next((files[n] for n in names if n.endswith(".so")), None)
+        if src is None or lib is None:
+            raise BundleError(f"{path}: C kernel {kid} lacks its .c source or .so library")
+        so = c_cache_dir() / f"bundle_{sha256(lib)[:24]}.so"
+        if not so.is_file() or sha256(so.read_bytes()) != sha256(lib):
+            atomic_write_bytes(so, lib)
+        register_prebuilt(src.decode(), so)
+        have.add(src.decode())
+    if sources - have:
+        raise BundleError(f"{path}: the module has a fuel.c_kernel without a library in the "
+                          "bundle (not a compiled module)")  # fmt: skip
+
+
 @dataclass
 class LoadedBundle:
     """A verified bundle: its module (IR + weights), manifest, picker record and the table of
@@ -372,6 +410,7 @@ def load_bundle(path: str | os.PathLike[str]) -> LoadedBundle:
     kernels = manifest["targets"][chosen].get("kernels", [])
     table = _resolve_kernels(p, kernels)
     module = _module(p, manifest, files)
+    _install_c_kernels(p, kernels, files, module)
     _check_stamps(p, module, {k["id"] for k in kernels})
     try:
         picker = json.loads(files[PICKER_FILE])

@@ -8,8 +8,10 @@ prebuilt argument lists and walks the schedule: per op, one Python call.
 Where an op runs is its `#fuel.device` placement (else its `fuel.pin`, else the host); the
 backend is the one its `#fuel.kernel` stamp names, else the device's (`cpu` for the host, the
 executor's `backend` argument there; `cuda` for `cuda:N`). Host ops are called inline with
-numpy arrays, exactly as in a host-only module. Work on another device is submitted to that
-device's stream (`runtime/devices.py`) and completes asynchronously:
+numpy arrays, exactly as in a host-only module; a `fuel.c_launch` (generated C for a fused
+group, `lowering/cpu/codegen.py`) is one ctypes call on a pointer array built here. Work on
+another device is submitted to that device's stream (`runtime/devices.py`) and completes
+asynchronously:
 
 * `fuel.copy` moves bytes for real. It waits only on its producer's completion (the *wait
   set*: a device op records a completion event only when a copy reads its result), never on a
@@ -27,6 +29,7 @@ device's stream (`runtime/devices.py`) and completes asynchronously:
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,12 +39,14 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
+from xdsl.traits import SymbolTable
 
 from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from runtime.binding_table import BindingTableError, KernelBindingTable, global_bindings
 from runtime.compiled import READY, CompletionHandle, compile_op
@@ -176,6 +181,8 @@ class _Compiler:
     arm_transfers: list[tuple[str, str, int]] | None = None
     lazy: list[tuple[DeviceRuntime, np.dtype, tuple[int, ...], list[Patch]]] | None = None
     top_index: int = 0
+    keep: list[Any] = field(default_factory=list)
+    """Arrays a generated C kernel reaches only through a raw pointer: kept alive here."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
@@ -292,6 +299,8 @@ class _Compiler:
                 self.device_kernel(op, device)
         elif isinstance(op, BranchOp):
             self.branch(op)
+        elif isinstance(op, CLaunchOp):
+            self.c_launch(op)
         else:
             raise ExecutionError(f"the executor cannot run '{op.name}'")
 
@@ -405,6 +414,41 @@ class _Compiler:
         else:
             self.items.append((node.entry.kernel, [ins, outs, node.params]))
         self.names.append(op.name)
+
+    def c_launch(self, op: CLaunchOp) -> None:
+        """A generated C kernel (`fuel.c_launch`): one ctypes call on a prebuilt pointer array.
+        Planned buffers, weights and constants never move, so their pointers are set now; a
+        per-run value (a graph input) is re-pointed only when a run binds another array."""
+        from lowering.cpu.codegen import CodegenError, CPlan, kernel_for
+
+        device = placed_device(op)
+        if device not in (None, HOST):
+            raise ExecutionError(f"'{op.name}' @{op.kernel.string_value()} is placed on {device}; "
+                                 "generated C kernels run on the host")  # fmt: skip
+        sym = SymbolTable.lookup_symbol(op, op.kernel)
+        if not isinstance(sym, CKernelOp):
+            raise ExecutionError(f"'{op.name}': no fuel.c_kernel @{op.kernel.string_value()} "
+                                 "in the module")  # fmt: skip
+        try:
+            fn = kernel_for(CPlan.from_op(sym)).fn
+        except CodegenError as e:
+            raise ExecutionError(f"cannot load C kernel @{sym.sym_name.data}: {e}") from None
+        arrays = self.operand_list(op.args, True, HOST, op.name)
+        outs = [self.alloc(r) for r in op.results]
+        for r, a in zip(op.results, outs, strict=True):
+            self.static[r] = a
+        arrays.extend(outs)  # patches still index the inputs
+        ptrs = (ctypes.c_void_p * len(arrays))()
+        dyn = [j for j, a in enumerate(arrays) if a is None]
+        for j, a in enumerate(arrays):
+            if a is not None:
+                ptrs[j] = a.ctypes.data
+        self.keep.append(arrays)
+        if dyn:
+            self.items.append((_c_dynamic, [fn, ptrs, arrays, dyn, [None] * len(arrays)]))
+        else:
+            self.items.append((fn, [ptrs]))
+        self.names.append(f"{op.name} @{sym.sym_name.data}")
 
     def device_kernel(self, op: Operation, device: str) -> None:
         """Submit the kernel to `device`'s stream; its completion is recorded only when a copy
@@ -550,6 +594,17 @@ def _copy_peer(rt: DeviceRuntime, ins: list, outs: list, src: _Slot, slot: _Slot
         slot.handle = rt.record()
 
 
+def _c_dynamic(fn: Any, ptrs: Any, arrays: list, dyn: list[int], seen: list) -> None:
+    """A C kernel reading per-run values: re-point only arrays not seen in the last run
+    (holding the last one keeps its buffer alive, so an identical object has the same data)."""
+    for j in dyn:
+        a = arrays[j]
+        if a is not seen[j]:
+            seen[j] = a
+            ptrs[j] = a.ctypes.data
+    fn(ptrs)
+
+
 def _view_kernel(ins: list[Any], consumers: list[Patch], shape: tuple[int, ...]) -> None:
     """A reshape of a per-run value: make the view and hand it to its consumers."""
     v = ins[0].reshape(shape)
@@ -630,6 +685,7 @@ class Executor:
         self.wait_set = c.wait_set
         """Ops whose completion a copy waits on (one entry per copy of a device value)."""
         self._input_patches = [c.patches[a] for a in args]
+        self._keep = c.keep
         self._held, self._used = c.held, [self._devices.get(d) for d in sorted(c.used)]
         self._trace, self._marks, self._resident = c.trace, c.marks, c.resident
         self._peaks: dict[tuple[int, ...], dict[str, int]] = {}

@@ -41,11 +41,19 @@ EXAMPLE_ARGS: dict[str, str] = {
     "fuel.attention": "%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x128x64xf32>, "
     "%v: tensor<1x2x128x64xf32>, %n: tensor<i64>",
     "fuel.concat": "%a: tensor<2x8xf32>, %b: tensor<3x8xf32>",
+    "fuel.matmul_bias_act": "%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>",
+    "fuel.gated_mlp": "%x: tensor<4x8xf32>, %wg: tensor<8x16xf32>, %wu: tensor<8x16xf32>, "
+    "%wd: tensor<16x8xf32>",
     "fuel.gather": "%table: tensor<100x16xf32>, %ids: tensor<2x5xi64>",
     "fuel.constant": "",
     "fuel.weight": "",
     "fuel.branch": "%x: tensor<4xf32>",
     "fuel.yield": "%x: tensor<4xf32>",
+    "fuel.triton_kernel": "",
+    "fuel.triton_launch": "%x: tensor<4x8xf32>, %b: tensor<8xf32>",
+    "fuel.library_call": "%x: tensor<4x8xf32>, %w: tensor<8x16xf32>",
+    "fuel.c_kernel": "",
+    "fuel.c_launch": "%x: tensor<4x8xf32>, %b: tensor<8xf32>",
 }
 """Typed function arguments under which each op's docstring example is parsed."""
 

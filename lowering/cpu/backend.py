@@ -1,13 +1,16 @@
 """The CPU backend: target "cpu", kernels from the binding table's numpy rows.
 
-    optimize -> stamp -> artifacts
+    optimize -> stamp [-> codegen] -> artifacts
 
 `optimize` runs `fuel-optimize` (unless the module is already optimized or `optimize=0`);
 `stamp` makes sure every kernel op carries its `#fuel.kernel` stamp (key, source, revision),
 stamping the executor's default sibling where the picker left none; `artifacts` yields one
-`KernelArtifact` per distinct chosen CPU kernel. CPU artifacts carry no code files: the runtime
-resolves each kernel by id + revision from the binding table and refuses a different revision.
-Generated CPU code (a later issue) adds a stage that emits files; the interface stays.
+`KernelArtifact` per distinct chosen CPU kernel. Library artifacts carry no code files: the
+runtime resolves each kernel by id + revision from the binding table and refuses a different
+revision. With `codegen=c`, the `codegen` stage runs `convert-fuel-to-c` (host fusion groups
+become generated C kernels, compiled now so a broken compiler fails the build) and each
+generated kernel is an artifact carrying its C source and compiled .so (`c/<name>.c`,
+`c/<name>.so`; meta `kind: c` and the machine it was built for).
 
 Options (`fuel compile --option KEY=VALUE`, all strings):
 | key | values | meaning |
@@ -16,6 +19,11 @@ Options (`fuel compile --option KEY=VALUE`, all strings):
 | precision | e.g. `bit_stable,ulp=2` | the picker's precision floor |
 | topology | TOML/JSON path | plan for a declared topology (default: detect) |
 | judge | path, `none` | the Judge report the picker reads (default: `none`: reproducible) |
+| codegen | none (default), c | generate C for host fusion groups (needs `$CC` or `cc`) |
+
+`codegen` defaults to `none`: a bundle then holds no machine code, builds need no compiler and
+its bytes do not depend on the compiler found; `codegen=c` is the fast path for dispatch-bound
+graphs (one C call per fused group instead of one numpy call per op).
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ class CpuOptions:
     """Declared topology file; empty: detect this machine."""
     judge: str = "none"
     """Judge report path, or `none` (the default keeps builds reproducible)."""
+    codegen: str = "none"
+    """`c`: lower host fusion groups to generated C kernels; `none`: library kernels only."""
 
 
 def kernel_id(stamp: KernelRefAttr) -> str:
@@ -98,11 +108,18 @@ def _topology(value: str) -> str:
     return value
 
 
+def _codegen(value: str) -> str:
+    if value not in ("c", "none"):
+        raise BackendError(f"cpu backend option codegen={value!r}: expected c or none")
+    return value
+
+
 _PARSERS = {
     "optimize": lambda v: _bool("optimize", v),
     "precision": _precision,
     "topology": _topology,
     "judge": lambda v: v,
+    "codegen": _codegen,
 }  # option key -> validating converter
 
 
@@ -129,6 +146,8 @@ class CpuBackend:
         assert isinstance(options, CpuOptions)
         stages["optimize"] = lambda m, md: optimize_stage(m, md, options)
         stages["stamp"] = stamp_stage
+        if options.codegen == "c":
+            stages["codegen"] = codegen_stage
         stages["artifacts"] = artifacts_stage
 
 
@@ -209,8 +228,48 @@ def artifacts_stage(module: FuelModule, md: dict[str, Any]) -> list[KernelArtifa
                      "requires_broadcast": entry.caps.requires_broadcast},
         }  # fmt: skip
         out[kid] = KernelArtifact(kid, entry.revision_hash, "cpu", {}, meta)
+    out |= {a.kernel_id: a for a in c_artifacts(module)}
     md["kernels"] = len(out)
     return list(out.values())
+
+
+def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
+    """`convert-fuel-to-c` in place, then compile every generated kernel (cached)."""
+    from xdsl.context import Context
+
+    from fuel_dialect.ops_cpu import CKernelOp
+    from lowering.cpu.codegen import CodegenError, library_path
+    from passes.convert_fuel_to_c import ConvertFuelToCPass
+
+    ConvertFuelToCPass().apply(Context(), module.op)
+    module.op.verify()
+    kernels = [op for op in module.op.ops if isinstance(op, CKernelOp)]
+    for k in kernels:
+        try:
+            library_path(k.source.data)
+        except CodegenError as e:
+            raise BackendError(f"C kernel @{k.sym_name.data}: {e}") from None
+    md["c_kernels"] = len(kernels)
+    return module
+
+
+def c_artifacts(module: FuelModule) -> list[KernelArtifact]:
+    """One artifact per generated C kernel: its source and compiled library as files."""
+    import platform
+
+    from fuel_dialect.ops_cpu import CKernelOp
+    from lowering.cpu.codegen import CFLAGS, library_path, source_key
+
+    out = []
+    for k in module.op.ops:
+        if not isinstance(k, CKernelOp):
+            continue
+        name, source = k.sym_name.data, k.source.data
+        files = {f"c/{name}.c": source.encode(), f"c/{name}.so": library_path(source).read_bytes()}
+        meta = {"kind": "c", "symbol": name, "machine": platform.machine(), "cflags": list(CFLAGS)}
+        key = source_key(source)
+        out.append(KernelArtifact(f"c/{name}", int(key[:16], 16), CPU_TARGET, files, meta))
+    return out
 
 
 def resolve(table: Any, op: str, dtypes: tuple[str, ...], source: str, revision: int, kid: str):  # noqa: ANN201

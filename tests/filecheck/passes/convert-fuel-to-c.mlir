@@ -1,0 +1,79 @@
+// RUN: fuel-opt %s -p convert-fuel-to-c | filecheck %s
+// RUN: fuel-opt %s -p convert-fuel-to-c,convert-fuel-to-c | filecheck %s
+// RUN: fuel-opt %s -p 'convert-fuel-to-c{min_ops=1}' | filecheck %s --check-prefix=ONE
+// RUN: fuel-opt %s -p 'convert-fuel-to-c{cost_model=false}' | filecheck %s --check-prefix=ALL
+
+// One generated kernel per distinct fusion group, at the top of the module, with its source.
+// CHECK:      fuel.c_kernel @c_fused_0 space = [4, 8] : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}static void c_fused_0_body(const float *restrict in0, const float *restrict in1, float *restrict out0) {{.*}}float v2 = (float)exp((double)v0);  /* fuel.exp */{{.*}}v2 + v1;  /* fuel.add */{{.*}}void c_fused_0(void **args) {{.*}}"
+// CHECK-NEXT: fuel.c_kernel @c_fused_1 space = [4, 8] : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi1>) source = "{{.*}}const int32_t v1 = ((int32_t)3);  /* splat */{{.*}}(int32_t)((uint32_t)v0 * (uint32_t)v1){{.*}}"
+// CHECK-NOT:  fuel.c_kernel
+
+// With min_ops=1 a lone op converts too.
+// ONE-LABEL: func.func @lone_op_not_applied
+// ONE-NEXT:    fuel.c_launch
+
+// Without the cost model, a large transcendental chain converts too.
+// ALL-LABEL: func.func @large_exp_chain_not_applied
+// ALL-NEXT:    fuel.c_launch
+
+// An elementwise chain fuses into one kernel launch.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = fuel.c_launch @c_fused_0(%[[X]], %[[B]]) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e = fuel.exp %x : tensor<4x8xf32>
+  %a = fuel.add %e, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %r = fuel.relu %a : tensor<4x8xf32>
+  func.return %r : tensor<4x8xf32>
+}
+
+// An integer chain with a splat (inlined, then erased) and two outputs.
+// CHECK-LABEL: func.func @int_chain
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xi32>)
+// CHECK-NEXT:    %[[Y:.*]], %[[C:.*]] = fuel.c_launch @c_fused_1(%[[X]]) : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi1>)
+// CHECK-NEXT:    func.return %[[Y]], %[[C]]
+func.func @int_chain(%x: tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi1>) {
+  %k = fuel.constant dense<3> : tensor<i32>
+  %m = fuel.mul %x, %k : tensor<4x8xi32>, tensor<i32> -> tensor<4x8xi32>
+  %c = fuel.gt %m, %x : tensor<4x8xi32>, tensor<4x8xi32> -> tensor<4x8xi1>
+  func.return %m, %c : tensor<4x8xi32>, tensor<4x8xi1>
+}
+
+// A lone op stays a library kernel.
+// CHECK-LABEL: func.func @lone_op_not_applied
+// CHECK-NEXT:    fuel.exp
+func.func @lone_op_not_applied(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = fuel.exp %x : tensor<4x8xf32>
+  func.return %e : tensor<4x8xf32>
+}
+
+// f16, gelu, device-placed ops and ops stamped with another kernel source stay.
+// CHECK-LABEL: func.func @chain_not_applied
+// CHECK-NEXT:    fuel.neg
+// CHECK-NEXT:    fuel.add
+// CHECK-NEXT:    fuel.gelu
+// CHECK-NEXT:    fuel.tanh
+// CHECK-NEXT:    fuel.exp
+// CHECK-NEXT:    fuel.exp
+// CHECK-NEXT:    fuel.exp
+func.func @chain_not_applied(%h: tensor<8xf16>, %x: tensor<8xf32>) -> (tensor<8xf16>, tensor<8xf32>) {
+  %n = fuel.neg %h : tensor<8xf16>
+  %a = fuel.add %n, %h : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
+  %g = fuel.gelu %x : tensor<8xf32>
+  %t = fuel.tanh %g {fuel.device = #fuel.device<"cuda:0">} : tensor<8xf32>
+  %e = fuel.exp %t {fuel.kernel = #fuel.kernel<"exp", [f32, f32], "cpu", "fast", "00000000000000aa">} : tensor<8xf32>
+  %f = fuel.exp %e {fuel.kernel = #fuel.kernel<"exp", [f32, f32], "cpu", "fast", "00000000000000aa">} : tensor<8xf32>
+  %y = fuel.exp %f {fuel.kernel = #fuel.kernel<"exp", [f32, f32], "cpu", "fast", "00000000000000aa">} : tensor<8xf32>
+  func.return %a, %y : tensor<8xf16>, tensor<8xf32>
+}
+
+// The cost model: libm's scalar exp on 1M elements costs more than the numpy calls it saves.
+// CHECK-LABEL: func.func @large_exp_chain_not_applied
+// CHECK-NEXT:    fuel.exp
+// CHECK-NEXT:    fuel.exp
+func.func @large_exp_chain_not_applied(%x: tensor<1048576xf32>) -> tensor<1048576xf32> {
+  %a = fuel.exp %x : tensor<1048576xf32>
+  %b = fuel.exp %a : tensor<1048576xf32>
+  func.return %b : tensor<1048576xf32>
+}

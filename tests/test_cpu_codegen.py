@@ -1,0 +1,374 @@
+"""Generated C kernels (`convert-fuel-to-c`) against the numpy executor, op by op.
+
+Tolerances: IEEE basic ops (+ - * / sqrt recip), sign/select ops, comparisons, casts and all
+integer ops must be bit-identical to the numpy kernels. f32 transcendentals are computed in
+double and rounded once on both sides: <= 1 ulp (the f64 libm results can differ by 1 ulp and,
+rarely, round to neighbouring f32 values; measured: bit-identical on 200k inputs per op).
+f64 transcendentals use libm where numpy uses its own SIMD routines: each is within the numpy
+kernels' claimed bound of the truth, so they may differ by twice that bound (measured on 200k
+inputs: tanh 3, silu 4, gelu 3, sigmoid 2, exp/log/pow/erf 1, sin/cos 0). NaN must face NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+
+from frontends.builder import GraphBuilder
+from lowering.cpu import codegen
+from lowering.cpu.kernels.elementwise import F64_ULP
+from passes.convert_fuel_to_c import ConvertFuelToCPass
+from runtime.dtypes import to_numpy
+from runtime.executor import Executor
+from runtime.module import FuelModule
+
+pytestmark = pytest.mark.skipif(
+    codegen.find_compiler() is None, reason="no C compiler ($CC or cc) on this machine"
+)
+
+TRANSCENDENTAL = {"exp", "log", "tanh", "sin", "cos", "rsqrt", "sigmoid", "silu", "pow", "erf",
+                  "gelu"}  # fmt: skip
+FLOAT_UNARY = ["neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "sin",
+               "cos", "sigmoid", "silu", "erf", "gelu"]  # fmt: skip
+FLOAT_BINARY = ["add", "sub", "mul", "div", "pow", "max", "min"]
+INT_BINARY = ["add", "sub", "mul", "max", "min"]
+COMPARES = ["eq", "ne", "lt", "le", "gt", "ge"]
+EDGES = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.7, -88.7, 89.0,
+         -750.0, 710.0, 3e38, -3e38, 0.5, 2.0, -2.5, 1e-7]  # fmt: skip
+
+
+def tolerance(op: str, dtype: str) -> int:
+    if op not in TRANSCENDENTAL:
+        return 0
+    return 1 if dtype == "f32" else 2 * F64_ULP[op][0]
+
+
+def ulp_diff(a: np.ndarray, b: np.ndarray) -> int:
+    """Largest distance in units of the last place; NaN must face NaN; 0 means bit-identical
+    (so -0.0 vs 0.0 counts as 1)."""
+    a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
+    if (np.isnan(a) != np.isnan(b)).any():
+        return 1 << 62
+    keep = ~np.isnan(a)
+    it = np.int32 if a.dtype == np.float32 else np.int64
+    ia, ib = a[keep].view(it).tolist(), b[keep].view(it).tolist()
+    low = -(2**31) if it is np.int32 else -(2**63)
+
+    def mono(i: int) -> int:  # sign-magnitude bits -> monotone integers; -0.0 sits below 0.0
+        return low - i - 1 if i < 0 else i
+
+    return max((abs(mono(x) - mono(y)) for x, y in zip(ia, ib, strict=True)), default=0)
+
+
+def float_values(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    x = rng.standard_normal(n) * rng.choice([0.1, 1.0, 10.0, 100.0], n)
+    k = min(n, len(EDGES))
+    x[rng.choice(n, k, replace=False)] = EDGES[:k]
+    with np.errstate(over="ignore"):
+        return x.astype(np.float32 if dtype == "f32" else np.float64).reshape(shape)
+
+
+def int_values(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    dt = np.dtype({"i64": np.int64, "i32": np.int32, "i8": np.int8, "u8": np.uint8}[dtype])
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+    flat = x.reshape(-1)
+    flat[: min(4, flat.size)] = np.array([info.min, info.max, 0, -1 if info.min else 1])[
+        : min(4, flat.size)
+    ].astype(dt)
+    return x
+
+
+def lowered(module: FuelModule, min_ops: int = 1) -> FuelModule:
+    m = FuelModule(module.op.clone(), dict(module.weights))
+    ConvertFuelToCPass(min_ops=min_ops, cost_model=False).apply(Context(), m.op)
+    m.op.verify()
+    assert any(op.name == "fuel.c_launch" for op in m.op.walk()), "nothing was converted"
+    return m
+
+
+def check(module: FuelModule, feeds: dict[str, np.ndarray], max_ulp: int = 0) -> None:
+    with np.errstate(all="ignore"):
+        want = Executor(module).run(feeds)
+        got = Executor(lowered(module)).run(feeds)
+    for k, w in want.items():
+        g = got[k]
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if w.dtype.kind == "f":
+            assert ulp_diff(g, w) <= max_ulp, f"{k}: {ulp_diff(g, w)} ulp"
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op", FLOAT_UNARY)
+def test_float_unary(op: str, dtype: str) -> None:
+    g = GraphBuilder()
+    x = g.input("x", (6, 50), dtype)
+    module = g.build({"y": getattr(g, op)(x)})
+    check(module, {"x": float_values(dtype, (6, 50), 1)}, tolerance(op, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op", FLOAT_BINARY + COMPARES)
+def test_float_binary_broadcasting(op: str, dtype: str) -> None:
+    g = GraphBuilder()
+    x, y = g.input("x", (5, 1, 40), dtype), g.input("y", (3, 1), dtype)
+    z = g.compare(op, x, y) if op in COMPARES else getattr(g, op)(x, y)
+    module = g.build({"z": z})
+    ulps = tolerance(op, dtype)
+    feeds = {"x": float_values(dtype, (5, 1, 40), 2), "y": float_values(dtype, (3, 1), 3)}
+    if op == "pow":
+        feeds["y"] = np.array([[2.0], [-0.5], [3.0]], feeds["y"].dtype)
+    check(module, feeds, ulps)
+
+
+@pytest.mark.parametrize("dtype", ["i64", "i32", "i8", "u8"])
+@pytest.mark.parametrize("op", INT_BINARY + COMPARES)
+def test_int_binary_wraps(op: str, dtype: str) -> None:
+    g = GraphBuilder()
+    x, y = g.input("x", (4, 33), dtype), g.input("y", (33,), dtype)
+    z = g.compare(op, x, y) if op in COMPARES else getattr(g, op)(x, y)
+    module = g.build({"z": z})
+    check(module, {"x": int_values(dtype, (4, 33), 4), "y": int_values(dtype, (33,), 5)})
+
+
+@pytest.mark.parametrize("dtype", ["i64", "i32", "i8"])
+@pytest.mark.parametrize("op", ["neg", "abs", "relu"])
+def test_signed_unary(op: str, dtype: str) -> None:
+    g = GraphBuilder()
+    x = g.input("x", (100,), dtype)
+    module = g.build({"y": getattr(g, op)(x)})
+    check(module, {"x": int_values(dtype, (100,), 6)})
+
+
+CAST_DTYPES = ["f64", "f32", "i64", "i32", "i8", "u8", "i1"]
+
+
+@pytest.mark.parametrize("dst", CAST_DTYPES)
+@pytest.mark.parametrize("src", CAST_DTYPES)
+def test_cast_in_range(src: str, dst: str) -> None:
+    """Every cast pair on values representable in both (float -> int is defined in range only:
+    small integers and halves, so truncation is exercised)."""
+    g = GraphBuilder()
+    x = g.input("x", (64,), src)
+    module = g.build({"y": g.cast(x, dst)})
+    vals = np.arange(-32, 32) * (0.5 if src in ("f32", "f64") else 1)
+    if "u8" in (src, dst):
+        vals = np.abs(vals)
+    if src == "i1":
+        vals = vals % 2
+    check(module, {"x": vals.astype(to_numpy(src))})
+
+
+def test_cast_rounding_and_nan() -> None:
+    """f64 -> f32 and i64 -> f32 round once to nearest even; NaN -> i1 is true."""
+    g = GraphBuilder()
+    a, b = g.input("a", (8,), "f64"), g.input("b", (4,), "i64")
+    module = g.build({"f": g.cast(a, "f32"), "t": g.cast(a, "i1"), "i": g.cast(b, "f32")})
+    feeds = {
+        "a": np.array([1 + 2**-24, 1 + 3 * 2**-24, np.nan, -0.0, 1e39, -1e-46, 0.1, np.inf]),
+        "b": np.array([2**24 + 1, 2**24 + 3, -(2**63), 2**62 + 2**38 + 1], np.int64),
+    }
+    check(module, feeds)
+
+
+def test_where_bool_chain_and_partial_outputs() -> None:
+    """A mixed-dtype chain where an intermediate smaller than the space is a graph output
+    (stored from the broadcast coordinates 0 only) and splats are inlined."""
+    g = GraphBuilder()
+    x, b = g.input("x", (3, 4, 8), "f32"), g.input("b", (4, 1), "f32")
+    c = g.compare("gt", b, 0.25)  # (4, 1): smaller than the space, read outside
+    sb = g.mul(b, 2.0)
+    y = g.where(c, g.add(x, sb), g.neg(x))
+    k = g.cast(g.cast(y, "i32"), "f64")
+    module = g.build({"y": y, "c": c, "sb": sb, "k": k})
+    feeds = {"x": float_values("f32", (3, 4, 8), 7), "b": float_values("f32", (4, 1), 8)}
+    feeds["x"] = np.nan_to_num(feeds["x"], nan=1.0, posinf=5.0, neginf=-5.0).clip(-1e6, 1e6)
+    check(module, feeds)
+
+
+def random_chain(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
+    """A random f32 DAG of 12 elementwise ops over broadcasting inputs."""
+    rng = np.random.default_rng(seed)
+    g = GraphBuilder()
+    shapes = [(4, 6), (6,), (4, 1), ()]
+    ins = [g.input(f"x{i}", s) for i, s in enumerate(shapes)]
+    vals = list(ins)
+    unary = ["neg", "abs", "relu", "tanh", "sigmoid", "silu", "exp", "sin"]
+    binary = ["add", "sub", "mul", "max", "min"]
+    for _ in range(12):
+        if rng.random() < 0.4:
+            v = getattr(g, unary[rng.integers(len(unary))])(vals[rng.integers(len(vals))])
+        else:
+            a, b = (vals[i] for i in rng.integers(len(vals), size=2))
+            v = getattr(g, binary[rng.integers(len(binary))])(a, b)
+        vals.append(v)
+    outs = {f"y{i}": v for i, v in enumerate(vals[-3:])}
+    feeds = {f"x{i}": np.asarray(float_values("f32", s, seed + i).clip(-5, 5))
+             for i, s in enumerate(shapes)}  # fmt: skip
+    return g.build(outs), feeds
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_chains(seed: int) -> None:
+    module, feeds = random_chain(seed)
+    check(module, feeds, max_ulp=4)  # transcendentals feed later ops: a few ulp may compound
+
+
+def test_chain_is_one_kernel_and_min_ops() -> None:
+    g = GraphBuilder()
+    x = g.input("x", (64,))
+    m = g.build({"y": g.relu(g.tanh(g.add(x, 0.5)))})
+    ConvertFuelToCPass().apply(Context(), m.op)
+    assert [op.name for op in m.entry.body.block.ops] == ["fuel.c_launch", "func.return"]
+    g = GraphBuilder()
+    lone = g.build({"y": g.exp(g.input("x", (64,)))})
+    ConvertFuelToCPass().apply(Context(), lone.op)  # one op: stays a library kernel
+    assert [op.name for op in lone.entry.body.block.ops] == ["fuel.exp", "func.return"]
+
+
+def test_gelu_tanh_f32() -> None:
+    g = GraphBuilder()
+    x = g.input("x", (400,))
+    module = g.build({"y": g.gelu(x, approximate="tanh")})
+    feeds = {"x": float_values("f32", (400,), 9)}
+    feeds["x"][:6] = [-9.5, -20.0, -1e4, 1e4, 40.0, -3e38]
+    check(module, feeds, 1)
+
+
+def test_cost_model_keeps_large_transcendental_groups_on_numpy() -> None:
+    """Scalar libm exp is ~4x slower per element than numpy's SIMD one: on 1M elements the
+    saved call overhead does not pay for it; on 64 elements it does."""
+    for n, fused in ((1 << 20, False), (64, True)):
+        g = GraphBuilder()
+        x = g.input("x", (n,))
+        m = g.build({"y": g.exp(g.add(g.exp(x), 1.0))})
+        ConvertFuelToCPass().apply(Context(), m.op)
+        assert any(op.name == "fuel.c_launch" for op in m.op.walk()) == fused
+
+
+def test_half_and_f64_gelu_tanh_stay_on_numpy() -> None:
+    g = GraphBuilder()
+    x, h = g.input("x", (8,), "f64"), g.input("h", (8,), "f16")
+    module = g.build({"y": g.gelu(x, approximate="tanh"), "z": g.add(g.neg(h), h)})
+    ConvertFuelToCPass().apply(Context(), module.op)
+    assert not any(op.name == "fuel.c_launch" for op in module.op.walk())
+
+
+def test_kernel_protocol_and_contiguity() -> None:
+    g = GraphBuilder()
+    x, b = g.input("x", (3, 4)), g.input("b", (4,))
+    m = lowered(g.build({"y": g.mul(g.add(x, b), 2.0)}))
+    kop = next(op for op in m.op.walk() if op.name == "fuel.c_kernel")
+    k = codegen.kernel_for(codegen.CPlan.from_op(kop))
+    xs = np.arange(24, dtype=np.float32).reshape(4, 6)[:3, :4]  # a non-contiguous view
+    bs = np.ones(4, np.float32)
+    out = np.zeros((4, 3), np.float32).T  # non-contiguous destination
+    k([xs, bs], [out], {})
+    np.testing.assert_array_equal(out, (xs + bs) * 2)
+    with pytest.raises(codegen.CodegenError, match="input 1 must be f32"):
+        k([xs, bs.astype(np.float64)], [out], {})
+
+
+def test_compile_error_carries_stderr(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
+    with pytest.raises(codegen.CodegenError, match=r"C compile failed .*\n.*error"):
+        codegen.compile_source("void broken(void **args) { return 1 +; }\n", tmp_path / "b.so")
+
+
+def test_missing_compiler_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CC", "/nonexistent/fuel-cc")
+    assert codegen.find_compiler() is None
+    with pytest.raises(codegen.CodegenError, match="no C compiler found"):
+        codegen.compile_source("void k(void **args) {}\n", tmp_path / "k.so")
+
+
+def test_cache_reuse_does_not_recompile(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
+    src = "/* cache test */\nvoid cache_probe(void **args) { *(int *)args[0] = 7; }\n"
+    path = codegen.library_path(src)
+    assert path.is_file() and path.parent == tmp_path / "cpu"
+    mtime = path.stat().st_mtime_ns
+
+    def refuse(source: str, dest: object) -> None:
+        raise AssertionError("recompiled a cached kernel")
+
+    monkeypatch.setattr(codegen, "compile_source", refuse)
+    assert codegen.library_path(src) == path and path.stat().st_mtime_ns == mtime
+    fn = codegen.load_function("cache_probe", src)
+    box = np.zeros(1, np.int32)
+    ptrs = codegen.pointer_array(1)
+    ptrs[0] = box.ctypes.data
+    fn(ptrs)
+    assert box[0] == 7
+
+
+def test_executor_rebinds_new_input_arrays() -> None:
+    """A graph input read by a C kernel is re-pointed when a run binds another array."""
+    g = GraphBuilder()
+    x = g.input("x", (16,))
+    ex = Executor(lowered(g.build({"y": g.mul(g.add(x, 1.0), 3.0)}), min_ops=2))
+    for k in range(3):
+        a = np.full(16, float(k), np.float32)
+        np.testing.assert_array_equal(ex.run({"x": a})["y"], (a + 1) * 3)
+
+
+def chain_module() -> tuple[FuelModule, dict[str, np.ndarray]]:
+    g = GraphBuilder(seed=0)
+    x = g.input("x", (8, 16))
+    h = g.matmul(x, g.weight("w", (16, 16)))
+    y = g.silu(g.add(g.mul(h, 0.5), g.weight("b", (16,))))
+    feeds = {"x": np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)}
+    return g.build({"y": g.relu(g.sub(y, 0.25))}), feeds
+
+
+def test_bundle_round_trip_uses_the_bundled_library(tmp_path, monkeypatch) -> None:
+    from lowering.bundle import write_bundle
+    from runtime.bundle import load_bundle
+
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path / "cache"))
+    module, feeds = chain_module()
+    plain = write_bundle(module, tmp_path / "plain")  # the same picks, library kernels only
+    want = load_bundle(plain).executor().run(feeds)["y"]
+    path = write_bundle(module, tmp_path / "m.fuelbundle", options={"cpu": {"codegen": "c"}})
+    loaded = load_bundle(path)
+    kernels = loaded.manifest["targets"]["cpu"]["kernels"]
+    c_kernels = [k for k in kernels if k["meta"].get("kind") == "c"]
+    assert c_kernels and all(len(k["files"]) == 2 for k in c_kernels)
+    kop = next(op for op in loaded.module.op.ops if op.name == "fuel.c_kernel")
+    assert codegen.library_path(kop.source.data).name.startswith("bundle_")
+
+    def refuse(source: str, dest: object) -> None:
+        raise AssertionError("a bundled kernel was recompiled")
+
+    monkeypatch.setattr(codegen, "compile_source", refuse)
+    got = loaded.executor().run(feeds)["y"]
+    assert ulp_diff(got, want) <= 1  # silu: f64 compute on both sides, rounded once
+
+
+def test_bundle_for_another_machine_is_refused(tmp_path, monkeypatch) -> None:
+    import platform
+
+    from lowering.bundle import write_bundle
+    from runtime.bundle import BundleError, load_bundle
+
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path / "cache"))
+    module, _ = chain_module()
+    path = write_bundle(module, tmp_path / "m", options={"cpu": {"codegen": "c"}})
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    with pytest.raises(BundleError, match=r"was built for .*this machine is riscv64"):
+        load_bundle(path)
+
+
+def test_codegen_option_is_validated() -> None:
+    from lowering.backend import BackendError
+    from lowering.cpu.backend import CpuBackend
+
+    assert CpuBackend().parse_options("cpu", {"codegen": "c"}).codegen == "c"
+    with pytest.raises(BackendError, match="codegen='llvm': expected c or none"):
+        CpuBackend().parse_options("cpu", {"codegen": "llvm"})
