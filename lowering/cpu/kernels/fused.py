@@ -65,9 +65,16 @@ def _matmul_bias_act(t: str) -> Kernel:
 
     def matmul_bias_act(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         x, w, b = (np.ascontiguousarray(a, dtype=cdt) for a in inputs)
+        out, act = outputs[0], params["act"]
+        if out.dtype == cdt and out.flags.c_contiguous:  # work in the output: no temporary
+            np.matmul(x, w, out=out)
+            out += b
+            if act != "none":
+                acts[act](out, out)
+            return
         y = np.matmul(x, w)
         y += b
-        acts[params["act"]](y, outputs[0])
+        acts[act](y, out)
 
     return matmul_bias_act
 
