@@ -95,3 +95,22 @@ def axis_in_range(op: Operation, axis: int, rank: int) -> int:
     if norm is None:
         raise fail(op, f"axis {axis} is out of range for rank {rank}")
     return norm
+
+
+def verify_launch(op: Any, kernel_cls: type[Operation]) -> None:
+    """A launch of a kernel symbol (`fuel.triton_launch`, `fuel.c_launch`): static tensor types,
+    and when the symbol resolves, a `kernel_cls` whose signature matches the launch's types. An
+    unresolved symbol is left to whoever runs or compiles the module."""
+    from xdsl.dialects.builtin import FunctionType
+    from xdsl.traits import SymbolTable
+
+    check_static(op)
+    target = SymbolTable.lookup_symbol(op, op.kernel)
+    if target is None:
+        return
+    if not isinstance(target, kernel_cls):
+        raise fail(op, f"'@{op.kernel.string_value()}' is not a {kernel_cls.name}")
+    want = target.function_type
+    got = FunctionType.from_lists([a.type for a in op.args], [r.type for r in op.res])
+    if got != want:
+        raise fail(op, f"types {got} differ from kernel @{target.sym_name.data}: {want}")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import FloatAttr, NoneAttr, StringAttr, TensorType, f64
-from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -37,13 +37,22 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 
-from fuel_dialect.attrs import DeviceAttr, _float_literal
+from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr, _float_literal
 from fuel_dialect.base import check_static
 
 ALTERNATIVES_ATTR = "fuel.alternatives"
 """Discardable attribute: the ranked `#fuel.candidate` list of a decision point."""
 PIN_ATTR = "fuel.pin"
 """Discardable attribute: a user's hard device placement for an op."""
+
+
+def placed_device(op: Operation) -> str | None:
+    """Where an op is placed: the picker's `fuel.device` stamp, else the user's `fuel.pin`."""
+    for name in (DEVICE_ATTR, PIN_ATTR):
+        attr = op.attributes.get(name)
+        if isinstance(attr, DeviceAttr):
+            return attr.data
+    return None
 
 
 @irdl_attr_definition

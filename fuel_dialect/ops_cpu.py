@@ -34,9 +34,9 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import SymbolOpInterface, SymbolTable
+from xdsl.traits import SymbolOpInterface
 
-from fuel_dialect.base import check_static, fail
+from fuel_dialect.base import fail, verify_launch
 from fuel_dialect.dtypes import dtype_name, shape_of
 
 C_DTYPES = ("f64", "f32", "i64", "i32", "i8", "u8", "i1")
@@ -104,16 +104,7 @@ class CLaunchOp(IRDLOperation):
     assembly_format = "$kernel `(` $args `)` attr-dict `:` functional-type($args, $res)"
 
     def verify_(self) -> None:
-        check_static(self)
-        target = SymbolTable.lookup_symbol(self, self.kernel)
-        if target is None:
-            return
-        if not isinstance(target, CKernelOp):
-            raise fail(self, f"'@{self.kernel.string_value()}' is not a fuel.c_kernel")
-        want = target.function_type
-        got = FunctionType.from_lists([a.type for a in self.args], [r.type for r in self.res])
-        if got != want:
-            raise fail(self, f"types {got} differ from kernel @{target.sym_name.data}: {want}")
+        verify_launch(self, CKernelOp)
 
 
 def _c_tensor(t: Attribute) -> bool:

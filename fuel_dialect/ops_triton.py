@@ -49,9 +49,9 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import SymbolOpInterface, SymbolTable
+from xdsl.traits import SymbolOpInterface
 
-from fuel_dialect.base import check_static, fail
+from fuel_dialect.base import check_static, fail, verify_launch
 from fuel_dialect.dtypes import dtype_name, shape_of
 
 MAX_BLOCK = 1 << 16
@@ -134,16 +134,7 @@ class TritonLaunchOp(IRDLOperation):
     assembly_format = "$kernel `(` $args `)` attr-dict `:` functional-type($args, $res)"
 
     def verify_(self) -> None:
-        check_static(self)
-        target = SymbolTable.lookup_symbol(self, self.kernel)
-        if target is None:
-            return
-        if not isinstance(target, TritonKernelOp):
-            raise fail(self, f"'@{self.kernel.string_value()}' is not a fuel.triton_kernel")
-        want = target.function_type
-        got = FunctionType.from_lists([a.type for a in self.args], [r.type for r in self.res])
-        if got != want:
-            raise fail(self, f"types {got} differ from kernel @{target.sym_name.data}: {want}")
+        verify_launch(self, TritonKernelOp)
 
 
 @irdl_op_definition

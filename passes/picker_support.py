@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
-from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR, CandidateAttr
+from fuel_dialect.dispatch import ALTERNATIVES_ATTR, CandidateAttr, placed_device
 from runtime.plan import Decision, ExecutionPlan, PlanError, PlanOptions, compile_plan
 from runtime.ranker import Candidate, PrecisionRequirement
 from runtime.topology import SystemTopology, TopologyError
@@ -108,15 +108,6 @@ def clear_decisions(module: ModuleOp) -> None:
         for op in f.body.block.ops:
             for name in (ALTERNATIVES_ATTR, DEVICE_ATTR, KERNEL_ATTR):
                 op.attributes.pop(name, None)
-
-
-def placed_device(op: Operation) -> str | None:
-    """Where an op is placed: the picker's `fuel.device` stamp, else the user's `fuel.pin`."""
-    for name in (DEVICE_ATTR, PIN_ATTR):
-        attr = op.attributes.get(name)
-        if isinstance(attr, DeviceAttr):
-            return attr.data
-    return None
 
 
 def candidate_backends(op: Operation, topology: SystemTopology) -> set[str]:

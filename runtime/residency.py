@@ -39,9 +39,8 @@ from dataclasses import dataclass, field
 from xdsl.dialects import func
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr
 from fuel_dialect.base import KernelOp
-from fuel_dialect.dispatch import PIN_ATTR, CopyOp
+from fuel_dialect.dispatch import CopyOp, placed_device
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from runtime.cost import dtype_bytes
@@ -106,15 +105,6 @@ def op_label(op: Operation, position: int) -> str:
 def value_bytes(v: SSAValue) -> int:
     """Bytes of a tensor value's buffer."""
     return math.prod(shape_of(v.type)) * dtype_bytes(dtype_name(v.type))
-
-
-def placed_device(op: Operation) -> str | None:
-    """An op's placement: the picker's `fuel.device`, else the user's `fuel.pin`."""
-    for name in (DEVICE_ATTR, PIN_ATTR):
-        attr = op.attributes.get(name)
-        if isinstance(attr, DeviceAttr):
-            return attr.data
-    return None
 
 
 def _first(pair: tuple[int, SSAValue]) -> int:
