@@ -10,13 +10,18 @@ the same members (layout: `lowering/bundle.py`). `load_bundle` refuses, with one
    that does not match its content;
 3. the files: any declared file missing, any file present but undeclared (a stray kernel is
    never loaded), any size or sha256 differing from the manifest;
-4. the targets: an unknown target, or no target this machine can run (e.g. sm_90 code on a
-   machine without such a GPU); every target is checked, and the kept "cpu" alternative is
-   the one run (the executor drives host memory only, today), else the load fails early;
+4. the targets: an unknown target, or no target this machine can run; every target is
+   checked. The one run by default is the best runnable: an `sm_XY` target when this machine
+   has that GPU, else any GPU target when emulation is asked for (`emulate=True` or
+   `FUEL_EMULATE_GPU=1`), else "cpu"; with none of these the load fails early;
 5. the kernels: every CPU kernel is resolved by id + revision from the binding table and a
    different revision is refused, naming the kernel and both revisions; a generated C kernel
    (meta `kind: c`) built for another machine architecture is refused, else its verified .so
-   is used as is (never recompiled), and every `fuel.c_kernel` of the IR must have one;
+   is used as is (never recompiled), and every `fuel.c_kernel` of the IR must have one. For a
+   GPU target: every `fuel.triton_kernel` of its lowered IR must be a declared generated
+   kernel whose verified `.py` file holds exactly the IR's source at the declared revision,
+   and every `fuel.library_call` a declared library kernel that this fuel's Triton registry
+   has at the declared kernel source and revision;
 6. the IR and weights: parsed, verified, every weight present with its declared type, and
    every CPU kernel stamp in the IR declared by the manifest.
 
@@ -52,6 +57,14 @@ TARGETS_DIR = "targets"
 CHECKSUM_KEY = "manifest_sha256"
 ARCHIVE_SUFFIXES = (".fuelbundle", ".zip")
 _GPU_TARGET = re.compile(r"sm_\d{2,3}a?")
+EMULATE_ENV = "FUEL_EMULATE_GPU"
+"""`FUEL_EMULATE_GPU=1`: GPU targets count as runnable, emulated (CPU tensors + the Triton
+interpreter) where this machine lacks the GPU."""
+
+
+def emulation_requested(emulate: bool | None = None) -> bool:
+    """`emulate` when given, else whether `FUEL_EMULATE_GPU=1`."""
+    return os.environ.get(EMULATE_ENV) == "1" if emulate is None else emulate
 
 
 class BundleError(Exception):
@@ -237,18 +250,25 @@ def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, by
                                       f"another '{name}' (sha256 differs)")  # fmt: skip
 
 
-def _pick_target(path: Path, manifest: Mapping[str, Any]) -> str:
-    """The target to run: "cpu" (the executor drives host memory only, today) when this machine
-    runs it; every other target is checked too, so an unknown one is refused early."""
+def _pick_target(path: Path, manifest: Mapping[str, Any], emulate: bool) -> str:
+    """The best target this machine runs: a GPU target whose GPU is here, else (`emulate`) the
+    first GPU target, else "cpu"; every target is checked, so an unknown one is refused."""
     targets: Mapping[str, Any] = manifest["targets"]
     if not targets:
         raise BundleError(f"{path}: the bundle has no targets")
     reasons = {t: incompatibility(t, v.get("fingerprint", {})) for t, v in targets.items()}
+    gpus = [t for t in targets if t != "cpu"]
+    for t in gpus:
+        if reasons[t] is None:
+            return t
+    if emulate and gpus:
+        return gpus[0]
     if "cpu" in targets and reasons["cpu"] is None:
         return "cpu"
-    why = "; ".join(f"{t} {r or 'has no executor in this fuel yet'}" for t, r in reasons.items())
+    why = "; ".join(f"{t} {r}" for t, r in reasons.items())
     raise BundleError(f"{path}: no target in this bundle runs on this machine ({why}); "
-                      "recompile with --target cpu")  # fmt: skip
+                      "recompile with --target cpu, or emulate the GPU target (fuel run "
+                      f"--emulate, {EMULATE_ENV}=1)")  # fmt: skip
 
 
 # -- kernels, module, weights -----------------------------------------------------------------
@@ -256,9 +276,17 @@ def _pick_target(path: Path, manifest: Mapping[str, Any]) -> str:
 
 def _resolve_kernels(path: Path, kernels: list[dict[str, Any]]) -> KernelBindingTable:
     """A table of exactly the declared CPU kernels, each at its declared revision."""
+    table = KernelBindingTable()
+    _add_cpu_kernels(path, kernels, table)
+    table.finalize()
+    return table.freeze()
+
+
+def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBindingTable) -> None:
+    """Register the declared CPU kernels into `table`, each at its declared revision."""
     from runtime.binding_table import global_bindings
 
-    table, full = KernelBindingTable(), global_bindings()
+    full = global_bindings()
     for k in kernels:
         meta, kid = k.get("meta", {}), k.get("id")
         if meta.get("kind") == "c":
@@ -278,14 +306,125 @@ def _resolve_kernels(path: Path, kernels: list[dict[str, Any]]) -> KernelBinding
                 f"{want:016x}, this fuel has {entry.revision_hash:016x}; recompile the bundle"
             )
         _register(table, op, dtypes, entry)
-    table.finalize()
-    return table.freeze()
 
 
-def _register(table: KernelBindingTable, op: str, dtypes: tuple[str, ...], e: BindingEntry) -> None:
-    table.register(op, dtypes, "cpu", e.kernel, caps=e.caps, precision=e.precision, cost=e.cost,
-                   kernel_source=e.kernel_source, revision=e.revision_hash,
+def _register(table: KernelBindingTable, op: str, dtypes: tuple[str, ...], e: BindingEntry,
+              backend: str = "cpu") -> None:  # fmt: skip
+    table.register(op, dtypes, backend, e.kernel, caps=e.caps, precision=e.precision,
+                   cost=e.cost, kernel_source=e.kernel_source, revision=e.revision_hash,
                    direct=e.direct)  # fmt: skip
+
+
+# -- a GPU target: its lowered IR, generated and library kernels --------------------------------
+
+_TRITON_TABLE: list[KernelBindingTable] = []
+
+
+def _triton_table() -> KernelBindingTable:
+    """This fuel's Triton registry (`lowering.triton.registry`), built once."""
+    if not _TRITON_TABLE:
+        from lowering.triton.registry import triton_kernel_table
+
+        _TRITON_TABLE.append(triton_kernel_table())
+    return _TRITON_TABLE[0]
+
+
+def _gpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
+                target: str) -> tuple[Any, KernelBindingTable]:  # fmt: skip
+    """(lowered module with the bundle's weights, table of exactly its declared kernels)."""
+    t = manifest["targets"][target]
+    if not t.get("module"):
+        raise BundleError(f"{path}: target {target} has no lowered IR to run")
+    module = _module(path, manifest, files, t["module"])
+    kernels = t.get("kernels", [])
+    table = KernelBindingTable()
+    host = [k for k in kernels if k.get("backend") == "cpu"]
+    _add_cpu_kernels(path, host, table)
+    _check_stamps(path, module, {k["id"] for k in host})
+    declared = {k.get("id"): k for k in kernels if k.get("backend") != "cpu"}
+    _check_generated(path, target, module, declared, files)
+    _add_library_kernels(path, target, module, declared, table)
+    table.finalize()
+    return module, table.freeze()
+
+
+def _declared(path: Path, target: str, kid: str, declared: Mapping[str, Any], kind: str,
+              what: str) -> dict[str, Any]:  # fmt: skip
+    k = declared.get(kid)
+    if k is None or k.get("meta", {}).get("kind") != kind:
+        raise BundleError(f"{path}: the {target} IR {what} {kid}, which the manifest does not "
+                          f"declare as a {kind} kernel")  # fmt: skip
+    return k
+
+
+def _revision(path: Path, kid: str, k: Mapping[str, Any]) -> int:
+    try:
+        return int(k["revision"], 16)
+    except (KeyError, TypeError, ValueError):
+        raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
+
+
+def _check_generated(path: Path, target: str, module: Any, declared: Mapping[str, Any],
+                     files: Mapping[str, bytes]) -> None:  # fmt: skip
+    """Every launched generated kernel is declared, and its verified `.py` file is exactly the
+    source the IR holds (which the executor runs), at the declared revision."""
+    from fuel_dialect.ops_triton import TritonKernelOp
+
+    for op in module.op.ops:
+        if not isinstance(op, TritonKernelOp):
+            continue
+        kid, source = op.sym_name.data, op.source.data.encode()
+        k = _declared(path, target, kid, declared, "generated", "launches")
+        name = next((n for n in k.get("files", {}) if n.endswith(f"/{kid}.py")), None)
+        if name is None or name not in files:
+            raise BundleError(f"{path}: generated kernel {kid} ({target}) lacks its Triton source")
+        if files[name] != source:
+            raise BundleError(f"{path}: generated kernel {kid}: '{name}' differs from the source "
+                              f"in the {target} IR (tampered?); refused")  # fmt: skip
+        want, have = _revision(path, kid, k), int.from_bytes(hashlib.sha256(source).digest()[:8])
+        if want != have:
+            raise BundleError(f"{path}: generated kernel {kid} revision mismatch: declared "
+                              f"{want:016x}, its source is {have:016x}")  # fmt: skip
+
+
+def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping[str, Any],
+                         table: KernelBindingTable) -> None:  # fmt: skip
+    """Register, at the declared kernel source and revision, the Triton registry's kernel of
+    every library call (in the registry's sibling order, so an unstamped call gets the
+    first); a key or revision this fuel lacks is refused."""
+    from fuel_dialect.ops_triton import LibraryCallOp
+    from lowering.triton.backend import library_kernel_id
+
+    full = _triton_table()
+    chosen: dict[tuple[str, tuple[str, ...], str], set[int]] = {}
+    for op in module.op.walk():
+        if not isinstance(op, LibraryCallOp):
+            continue
+        kid, key = library_kernel_id(op), op.key()
+        k = _declared(path, target, kid, declared, "library", "calls")
+        meta, want = k["meta"], _revision(path, kid, k)
+        if meta.get("key") != [key[0], list(key[1]), key[2]]:
+            raise BundleError(f"{path}: library kernel {kid}: the manifest declares key "
+                              f"{meta.get('key')}, the IR calls {list(key)}")  # fmt: skip
+        source = meta.get("source")
+        alts = full.lookup_alternatives(*key)
+        entry = next((e for e in alts if source in (None, e.kernel_source)), None)
+        if entry is None:
+            raise BundleError(
+                f"{path}: library kernel {kid} ({key[0]} [{', '.join(key[1])}] on {key[2]}"
+                f"{', source ' + source if source else ''}) is not in this fuel's Triton "
+                "registry; recompile the bundle with this fuel"
+            )
+        if entry.revision_hash != want:
+            raise BundleError(
+                f"{path}: library kernel {kid} revision mismatch: the bundle was built with "
+                f"revision {want:016x}, this fuel has {entry.revision_hash:016x}; recompile"
+            )
+        chosen.setdefault(key, set()).add(id(entry))
+    for key, ids in chosen.items():
+        for e in full.lookup_alternatives(*key):
+            if id(e) in ids:
+                _register(table, key[0], key[1], e, key[2])
 
 
 def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
@@ -299,13 +438,14 @@ def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
         raise BundleError(str(e)) from None
 
 
-def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]):  # noqa: ANN202
+def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],  # noqa: ANN202
+            name: str = MODULE_FILE):  # fmt: skip
     from runtime.module import FuelModule, ModuleError
     from runtime.weights import WeightsError
 
-    where = f"{path}/{MODULE_FILE}"
+    where = f"{path}/{name}"
     try:
-        module = FuelModule.parse(files[MODULE_FILE].decode("utf-8"), where)
+        module = FuelModule.parse(files[name].decode("utf-8"), where)
         wname = manifest.get("weights")
         if wname:
             module.weights = weights_from_bytes(files[wname], f"{path}/{wname}")
@@ -365,7 +505,7 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
 @dataclass
 class LoadedBundle:
     """A verified bundle: its module (IR + weights), manifest, picker record and the table of
-    the kernels it declares for the target it runs."""
+    the kernels it declares for the target it runs by default (`target`)."""
 
     path: Path
     manifest: dict[str, Any]
@@ -373,17 +513,75 @@ class LoadedBundle:
     target: str
     table: KernelBindingTable
     picker: dict[str, Any] = field(default_factory=dict)
+    files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    """Every verified file, by bundle path (other targets are resolved from these bytes)."""
+    emulate: bool = False
+    """Run GPU targets emulated where this machine lacks their GPU (`load_bundle`'s)."""
+    _gpu: dict[str, tuple[Any, KernelBindingTable]] = field(default_factory=dict, repr=False)
 
     @property
     def kernel_ids(self) -> list[str]:
         return [k["id"] for k in self.manifest["targets"][self.target].get("kernels", ())]
 
-    def executor(self):  # noqa: ANN201
+    def lowered(self, target: str) -> tuple[Any, KernelBindingTable]:
+        """A GPU target's verified lowered module and the table of its declared kernels."""
+        if target not in self._gpu:
+            self._gpu[target] = _gpu_target(self.path, self.manifest, self.files, target)
+        return self._gpu[target]
+
+    def executor(self, target: str | None = None, emulate: bool | None = None):  # noqa: ANN201
+        """An `Executor` for `target` (default: `self.target`, or the first GPU target when
+        `emulate`), dispatching only the declared kernels.
+
+        A GPU target runs its lowered IR (`runtime.lowered.place_lowered`: launches on
+        `cuda:0`, copies in and out). On a machine with that GPU its generated kernels are
+        JIT-compiled by Triton from the bundle's verified sources (the stored cubins are not
+        loaded: Triton 3.9 has no public launcher for a foreign cubin) and library calls run
+        the registry kernels at their declared revisions. Without that GPU it runs only when
+        emulation is asked for (`emulate=True`, `FUEL_EMULATE_GPU=1`): CPU tensors and the
+        Triton interpreter, which needs `TRITON_INTERPRET=1` before triton is imported.
+        """
+        emulate = self.emulate or emulation_requested(emulate)
+        gpus = [t for t in self.manifest["targets"] if t != "cpu"]
+        target = target or (gpus[0] if emulate and gpus and self.target == "cpu" else self.target)
+        if target not in self.manifest["targets"]:
+            raise BundleError(f"{self.path}: no target {target!r} in this bundle (it has: "
+                              f"{', '.join(self.manifest['targets'])})")  # fmt: skip
+        if target == "cpu":
+            return self._cpu_executor()
+        return self._gpu_executor(target, emulate)
+
+    def _gpu_executor(self, target: str, emulate: bool):  # noqa: ANN202
+        from runtime.devices import DeviceUnavailable, TorchDevice
+        from runtime.executor import Executor
+
+        reason = incompatibility(target, self.manifest["targets"][target].get("fingerprint", {}))
+        if reason is not None and not emulate:
+            raise BundleError(f"{self.path}: target {target} {reason}; emulate it (fuel run "
+                              f"--emulate, emulate=True or {EMULATE_ENV}=1)")  # fmt: skip
+        module, table = self.lowered(target)
+        import lowering.triton  # noqa: F401 (sets TRITON_INTERPRET where there is no GPU)
+
+        devices = {}
+        if emulate:
+            names = {"cuda:0"} | {d for op in module.op.walk()
+                                  if (d := _placement(op)) and d.startswith("cuda:")}  # fmt: skip
+            try:
+                devices = {d: TorchDevice(d, emulate=True) for d in sorted(names)}
+            except DeviceUnavailable as e:
+                raise BundleError(f"{self.path}: cannot emulate {target}: {e}") from None
+        return Executor(module, table=table, devices=devices)
+
+    def _cpu_executor(self):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
         from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
         from lowering.cpu.backend import kernel_ops
         from runtime.executor import Executor
 
+        if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use
+            self._gpu["cpu"] = (self.module, _cpu_target(self.path, self.manifest, self.files,
+                                                         self.module))  # fmt: skip
+        table = self.table if self.target == "cpu" else self._gpu["cpu"][1]
         for op in kernel_ops(self.module):
             stamp = op.attributes[KERNEL_ATTR]
             assert isinstance(stamp, KernelRefAttr)
@@ -391,29 +589,51 @@ class LoadedBundle:
                 raise BundleError(f"{self.path}: '{op.name}' runs on backend "
                                   f"'{stamp.backend.data}', which the CPU executor cannot "
                                   "drive; compile for this machine's topology")  # fmt: skip
-        return Executor(self.module, table=self.table)
+        return Executor(self.module, table=table)
 
 
-def load_bundle(path: str | os.PathLike[str]) -> LoadedBundle:
-    """Read and verify a bundle directory or archive (see the module doc); `BundleError`."""
+def _cpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
+                module: Any) -> KernelBindingTable:  # fmt: skip
+    """The table of the cpu target's declared kernels, its C kernels installed, its stamps
+    checked against `module` (module.mlir)."""
+    kernels = manifest["targets"]["cpu"].get("kernels", [])
+    table = _resolve_kernels(path, kernels)
+    _install_c_kernels(path, kernels, files, module)
+    _check_stamps(path, module, {k["id"] for k in kernels})
+    return table
+
+
+def _placement(op: Any) -> str | None:
+    from runtime.executor import placed_device
+
+    return placed_device(op)
+
+
+def load_bundle(path: str | os.PathLike[str], emulate: bool | None = None) -> LoadedBundle:
+    """Read and verify a bundle directory or archive (see the module doc); `BundleError`.
+    `emulate` (default: `FUEL_EMULATE_GPU=1`) lets a GPU target this machine lacks be chosen
+    and run emulated."""
     p = Path(path)
+    emulate = emulation_requested(emulate)
     files = read_container(p)
     manifest = _manifest(p, files)
     try:
         _check_files(p, manifest, files)
-        chosen = _pick_target(p, manifest)
+        chosen = _pick_target(p, manifest, emulate)
     except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
         raise BundleError(f"{p}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None
     for name in (MODULE_FILE, PICKER_FILE):
         if name not in manifest["files"]:
             raise BundleError(f"{p}: the manifest does not declare '{name}'")
-    kernels = manifest["targets"][chosen].get("kernels", [])
-    table = _resolve_kernels(p, kernels)
     module = _module(p, manifest, files)
-    _install_c_kernels(p, kernels, files, module)
-    _check_stamps(p, module, {k["id"] for k in kernels})
+    gpu: dict[str, tuple[Any, KernelBindingTable]] = {}
+    if chosen == "cpu":
+        table = _cpu_target(p, manifest, files, module)
+    else:
+        gpu[chosen] = _gpu_target(p, manifest, files, chosen)
+        table = gpu[chosen][1]
     try:
         picker = json.loads(files[PICKER_FILE])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BundleError(f"{p}: {PICKER_FILE} is not valid JSON ({e})") from None
-    return LoadedBundle(p, manifest, module, chosen, table, picker)
+    return LoadedBundle(p, manifest, module, chosen, table, picker, files, emulate, gpu)

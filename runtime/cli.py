@@ -2,6 +2,7 @@
 
     fuel run MODULE.mlir|MODEL.onnx|BUNDLE [--input NAME=FILE.npy ...] [--random-inputs --seed N]
              [--output-dir DIR] [--repeat N] [--weights FILE.safetensors]
+             [--target cpu|sm_XY] [--emulate]
     fuel compile MODULE.mlir|MODEL.onnx -o OUT[.fuelbundle] [--target cpu|sm_90 ...]
              [--topology FILE] [--precision SPEC] [--no-optimize] [--format auto|dir|archive]
              [--option [TARGET:]KEY=VALUE ...]
@@ -87,11 +88,18 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
     if is_bundle(args.module):
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
-        return load_bundle(args.module).executor()
+        emulate = True if args.emulate else None  # None: FUEL_EMULATE_GPU decides
+        return load_bundle(args.module, emulate).executor(args.target, emulate)
+    if args.target or args.emulate:
+        raise CliError("--target and --emulate apply to a bundle only")
     return Executor(load_any(args.module, args.weights))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.emulate:  # before anything imports triton: emulated kernels run interpreted
+        import os
+
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     ex = _executor(args)
     given = _parse_inputs(args.input)
     if args.random_inputs:
@@ -181,7 +189,7 @@ def _add_compile_parser(sub: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a module (fuel IR, ONNX or a bundle) on the CPU")
+    r = sub.add_parser("run", help="run a module (fuel IR, ONNX or a bundle)")
     r.add_argument("module", help="fuel IR (.mlir), ONNX model (.onnx) or kernel bundle")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     r.add_argument("--random-inputs", action="store_true",
@@ -190,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
+    r.add_argument("--target", help="a bundle's target to run (default: the best this machine "
+                   "runs: its GPU's sm_XY, else cpu)")  # fmt: skip
+    r.add_argument("--emulate", action="store_true",
+                   help="run a bundle's GPU target on CPU tensors under the Triton interpreter "
+                   "where this machine lacks the GPU (also FUEL_EMULATE_GPU=1)")  # fmt: skip
     r.set_defaults(fn=cmd_run)
     _add_compile_parser(sub)
     from runtime.contracts_cli import add_kernels_parser, add_verify_kernels_parser

@@ -25,6 +25,13 @@ asynchronously:
   of the run, so free memory is what the picker weighs. Variant branches keep their baked or
   picked arm; gates are evaluated per run (a failed gate falls back to arm 0).
 * The end of a run drains every device stream; outputs come back as numpy arrays.
+
+A module lowered by the Triton backend (`fuel.triton_launch` of generated `fuel.triton_kernel`s,
+`fuel.library_call`s of binding-table keys) runs the same way: `place_lowered` places every
+launch and call on `cuda:0` unless a `#fuel.device` says otherwise and inserts the `fuel.copy`s
+that move graph inputs, host-op operands and results across; a launch runs its kernel's source
+(`lowering.triton.codegen.GeneratedKernel`: JIT-compiled by Triton on a real GPU, interpreted on
+an emulated device), a library call the table's kernel at its key (the stamped sibling, if any).
 """
 
 from __future__ import annotations
@@ -41,15 +48,15 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import SymbolTable
 
-from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
-from fuel_dialect.dispatch import PIN_ATTR, CopyOp
+from fuel_dialect.dispatch import CopyOp, placed_device
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
+from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp
 from runtime.binding_table import BindingTableError, KernelBindingTable, global_bindings
-from runtime.compiled import READY, CompletionHandle, compile_op
+from runtime.compiled import compile_op
 from runtime.devices import (
     DeviceRuntime,
     DeviceUnavailable,
@@ -59,9 +66,22 @@ from runtime.devices import (
 )
 from runtime.dtypes import to_numpy
 from runtime.judge import JudgeOracle
+from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
 from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
+from runtime.work_items import (
+    Patch,
+    Slot,
+    arm_alloc_item,
+    branch_item,
+    c_dynamic_item,
+    copy_in_item,
+    copy_out_item,
+    copy_peer_item,
+    device_item,
+    view_item,
+)
 
 HOST = "cpu"
 
@@ -72,9 +92,6 @@ class ExecutionError(Exception):
 
 class InputError(ExecutionError):
     """Graph inputs with a wrong name, shape or dtype."""
-
-
-Patch = tuple[list[Any], int, bool]  # (argument list, index, kernel needs contiguous input)
 
 
 @dataclass
@@ -92,25 +109,6 @@ class _Storage:
     refs: int = 1
     device: str = HOST
     pinned: bool = False  # read by another stream's asynchronous copy: held to the end of a run
-
-
-class _Slot:
-    """The completion of a device value's producer; recorded only if a copy waits on it."""
-
-    __slots__ = ("handle", "waited")
-
-    def __init__(self) -> None:
-        self.waited = False
-        self.handle: CompletionHandle = READY
-
-
-def placed_device(op: Operation) -> str | None:
-    """Where an op is placed: the picker's `fuel.device` stamp, else the user's `fuel.pin`."""
-    for name in (DEVICE_ATTR, PIN_ATTR):
-        attr = op.attributes.get(name)
-        if isinstance(attr, DeviceAttr):
-            return attr.data
-    return None
 
 
 class _Devices:
@@ -160,7 +158,7 @@ class _Compiler:
     patches: dict[SSAValue, list[Patch]] = field(default_factory=dict)
     storage: dict[SSAValue, _Storage] = field(default_factory=dict)
     where: dict[SSAValue, str] = field(default_factory=dict)  # absent: the host
-    slots: dict[SSAValue, _Slot] = field(default_factory=dict)
+    slots: dict[SSAValue, Slot] = field(default_factory=dict)
     uploads: dict[tuple[SSAValue, str], Any] = field(default_factory=dict)
     pools: dict[str, list[Any]] = field(default_factory=dict)
     plan: MemoryPlan = field(default_factory=MemoryPlan)
@@ -183,6 +181,8 @@ class _Compiler:
     top_index: int = 0
     keep: list[Any] = field(default_factory=list)
     """Arrays a generated C kernel reaches only through a raw pointer: kept alive here."""
+    generated: dict[str, Any] = field(default_factory=dict)
+    """Generated Triton kernels by symbol name (one load per `fuel.triton_kernel`)."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
@@ -301,6 +301,10 @@ class _Compiler:
             self.branch(op)
         elif isinstance(op, CLaunchOp):
             self.c_launch(op)
+        elif isinstance(op, TritonLaunchOp):
+            self.triton_launch(op)
+        elif isinstance(op, LibraryCallOp):
+            self.library_call(op)
         else:
             raise ExecutionError(f"the executor cannot run '{op.name}'")
 
@@ -332,7 +336,7 @@ class _Compiler:
             self.marks.append((self.top_index, needs, taken))
         consumers, out_slots = self.branch_results(op)
         self.items.append(
-            (_branch_kernel, [arms, gates, gate_args, pick, consumers, out_slots, taken])
+            (branch_item, [arms, gates, gate_args, pick, consumers, out_slots, taken])
         )
         self.names.append(op.name)
 
@@ -347,13 +351,13 @@ class _Compiler:
                 self.arm_owned.add(r)
         holder = self.operand_list(list(op.yielded(i).values), False, None)
         if self.lazy and self.lazy is not outer_lazy:
-            self.items.insert(0, (_arm_alloc, [self.lazy, self.held]))
+            self.items.insert(0, (arm_alloc_item, [self.lazy, self.held]))
         return self.items, holder, self.arm_bytes, self.arm_transfers
 
     def branch_results(self, op: BranchOp) -> tuple[list[list[Patch]], list]:
         """Consumer lists of the results, and a completion slot per device-resident result."""
         consumers: list[list[Patch]] = []
-        out_slots: list[tuple[_Slot, DeviceRuntime]] = []
+        out_slots: list[tuple[Slot, DeviceRuntime]] = []
         for j, r in enumerate(op.outs):
             self.patches[r] = lst = []
             consumers.append(lst)
@@ -364,7 +368,7 @@ class _Compiler:
             home = homes.pop()
             if home != HOST:
                 self.where[r] = home
-                self.slots[r] = slot = _Slot()
+                self.slots[r] = slot = Slot()
                 out_slots.append((slot, self.devices.get(home)))
         return consumers, out_slots
 
@@ -395,7 +399,7 @@ class _Compiler:
             return
         self.patches[result] = consumers = []
         args = self.operand_list([src], contiguous=False, device=None)
-        self.items.append((_view_kernel, [args, consumers, shape]))
+        self.items.append((view_item, [args, consumers, shape]))
         self.names.append(result.owner.name)  # type: ignore[union-attr]
 
     def kernel(self, op: Operation) -> None:
@@ -445,7 +449,7 @@ class _Compiler:
                 ptrs[j] = a.ctypes.data
         self.keep.append(arrays)
         if dyn:
-            self.items.append((_c_dynamic, [fn, ptrs, arrays, dyn, [None] * len(arrays)]))
+            self.items.append((c_dynamic_item, [fn, ptrs, arrays, dyn, [None] * len(arrays)]))
         else:
             self.items.append((fn, [ptrs]))
         self.names.append(f"{op.name} @{sym.sym_name.data}")
@@ -458,21 +462,65 @@ class _Compiler:
             node = compile_op(op, self.table, rt.backend)
         except BindingTableError as e:
             raise ExecutionError(f"cannot compile '{op.name}' for {device}: {e}") from None
-        if node.backend not in self.devices.backends(device):
+        self.check_backend(op.name, node.backend, device)
+        self.submit(op, device, node.entry.kernel, node.params, op.name)
+
+    def check_backend(self, name: str, backend: str, device: str) -> None:
+        if backend not in self.devices.backends(device):
             raise ExecutionError(
-                f"'{op.name}' is placed on {device} but its kernel runs on backend "
-                f"'{node.backend}', which {device} does not serve"
+                f"'{name}' is placed on {device} but its kernel runs on backend "
+                f"'{backend}', which {device} does not serve"
             )
+
+    def submit(self, op: Operation, device: str, kernel: Any, params: Any, label: str) -> None:
+        """One item submitting `kernel(ins, outs, params)` to `device`'s stream."""
+        rt = self.devices.get(device)
         ins = self.operand_list(op.operands, False, device, op.name)
         outs = self.outputs(op.results, device)
-        slot = _Slot()
+        slot = Slot()
         for r in op.results:
             self.slots[r] = slot
         self.used.add(device)
-        self.items.append(
-            (_device_kernel, [rt, node.entry.kernel, ins, outs, node.params, slot, op.name])
-        )
-        self.names.append(op.name)
+        self.items.append((device_item, [rt, kernel, ins, outs, params, slot, label]))
+        self.names.append(label)
+
+    def lowered_device(self, op: Operation) -> str:
+        device = placed_device(op)
+        if device is None or not device.startswith("cuda:"):
+            raise ExecutionError(f"'{op.name}' must be placed on a cuda device, not "
+                                 f"{device or 'the host'} (see place_lowered)")  # fmt: skip
+        return device
+
+    def triton_launch(self, op: TritonLaunchOp) -> None:
+        """A generated Triton kernel: its `fuel.triton_kernel` source, loaded once per symbol."""
+        from lowering.triton.codegen import CodegenError, GeneratedKernel, KernelPlan
+
+        device, name = self.lowered_device(op), op.kernel.string_value()
+        if name not in self.generated:
+            sym = SymbolTable.lookup_symbol(op, op.kernel)
+            if not isinstance(sym, TritonKernelOp):
+                raise ExecutionError(f"'{op.name}': no fuel.triton_kernel @{name} in the module")
+            try:
+                self.generated[name] = GeneratedKernel(KernelPlan.from_op(sym))
+            except (CodegenError, SyntaxError) as e:
+                raise ExecutionError(f"cannot load Triton kernel @{name}: {e}") from None
+        self.submit(op, device, self.generated[name], {}, f"{op.name} @{name}")
+
+    def library_call(self, op: LibraryCallOp) -> None:
+        """A binding-table kernel by key (honouring a `fuel.kernel` stamp's sibling)."""
+        from lowering.triton.backend import library_entry
+
+        device = self.lowered_device(op)
+        name, dtypes, backend = op.key()
+        self.check_backend(op.name, backend, device)
+        try:
+            entry = library_entry(op, self.table)
+        except BindingTableError as e:
+            raise ExecutionError(f"cannot run library call '{name}' [{', '.join(dtypes)}] on "
+                                 f"{device} (does the table hold the Triton kernels? "
+                                 f"lowering.triton.registry.register_triton_kernels): "
+                                 f"{e}") from None  # fmt: skip
+        self.submit(op, device, entry.kernel, op.kernel_params(), f"{op.name} {name}")
 
     def copy(self, op: CopyOp) -> None:
         """A real transfer between devices; see the module doc for waits and buffer reuse."""
@@ -494,19 +542,19 @@ class _Compiler:
         if src_slot is not None:
             src_slot.waited = True
             self.wait_set.append(src_v.owner.name)  # type: ignore[union-attr]
-        dst_slot = _Slot()
+        dst_slot = Slot()
         if dst != HOST:
             self.slots[result] = dst_slot
             self.used.add(dst)
         if src == HOST:
             self.pin(src_v)
-            self.items.append((_copy_in, [dst_rt, ins, outs, dst_slot]))
+            self.items.append((copy_in_item, [dst_rt, ins, outs, dst_slot]))
         elif dst == HOST:
             self.used.add(src)
-            self.items.append((_copy_out, [self.devices.get(src), ins, outs, src_slot]))
+            self.items.append((copy_out_item, [self.devices.get(src), ins, outs, src_slot]))
         else:
             self.pin(src_v)
-            self.items.append((_copy_peer, [dst_rt, ins, outs, src_slot, dst_slot]))
+            self.items.append((copy_peer_item, [dst_rt, ins, outs, src_slot, dst_slot]))
         self.names.append(op.name)
 
     def pin(self, v: SSAValue) -> None:
@@ -518,98 +566,6 @@ class _Compiler:
 
 def _nbytes(v: SSAValue) -> int:
     return math.prod(shape_of(v.type)) * to_numpy(dtype_name(v.type)).itemsize
-
-
-_CMP = {
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<=": lambda a, b: a <= b,
-    ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
-}  # fmt: skip
-
-
-def gate_holds(terms: list[tuple[str, int, int, str, int]], args: list[np.ndarray]) -> bool:
-    """Evaluate a parsed gate over the branch's gate operands (shapes and 0-d values)."""
-    for kind, i, axis, cmp, const in terms:
-        got = args[i].shape[axis] if kind == "dim" else int(args[i])
-        if not _CMP[cmp](got, const):
-            return False
-    return True
-
-
-# -- schedule items (called as `fn(*args)`) ---------------------------------------------------
-
-
-def _branch_kernel(
-    arms: list, gates: list, gate_args: list, pick: list[int], consumers: list,
-    out_slots: list[tuple[_Slot, DeviceRuntime]], taken: list[int],
-) -> None:  # fmt: skip
-    p = pick[0]
-    arm = p if p < len(arms) and gate_holds(gates[p], gate_args) else 0
-    taken[0] = arm
-    items, holder = arms[arm]
-    for fn, args in items:
-        fn(*args)
-    for v, lst in zip(holder, consumers, strict=True):
-        for target, j, contiguous in lst:
-            target[j] = np.ascontiguousarray(v) if contiguous else v
-    for slot, rt in out_slots:  # the arm's work is queued before this event
-        if slot.waited:
-            slot.handle = rt.record()
-
-
-def _arm_alloc(lazy: list, held: list[tuple[DeviceRuntime, Any]]) -> None:
-    """Allocate a placement arm's device buffers (returned at the end of the run)."""
-    for rt, dt, shape, consumers in lazy:
-        raw, t = rt.alloc(dt, shape)
-        held.append((rt, raw))
-        for target, j, _ in consumers:
-            target[j] = t
-
-
-def _device_kernel(
-    rt: DeviceRuntime, kernel: Any, ins: list, outs: list, params: Any, slot: _Slot, label: str
-) -> None:
-    rt.submit(kernel, (ins, outs, params), label)
-    if slot.waited:
-        slot.handle = rt.record()
-
-
-def _copy_in(rt: DeviceRuntime, ins: list, outs: list, slot: _Slot) -> None:
-    """Host -> device: the host producer is synchronous, so nothing to wait for."""
-    rt.from_host(ins[0], outs[0])
-    if slot.waited:
-        slot.handle = rt.record()
-
-
-def _copy_out(rt: DeviceRuntime, ins: list, outs: list, src: _Slot) -> None:
-    """Device -> host: wait for the producer only, then read synchronously."""
-    src.handle.wait()
-    rt.to_host(ins[0], outs[0])
-
-
-def _copy_peer(rt: DeviceRuntime, ins: list, outs: list, src: _Slot, slot: _Slot) -> None:
-    """Device -> another device: wait for the producer, then copy on the target's stream."""
-    src.handle.wait()
-    rt.from_peer(ins[0], outs[0])
-    if slot.waited:
-        slot.handle = rt.record()
-
-
-def _c_dynamic(fn: Any, ptrs: Any, arrays: list, dyn: list[int], seen: list) -> None:
-    """A C kernel reading per-run values: re-point only arrays not seen in the last run
-    (holding the last one keeps its buffer alive, so an identical object has the same data)."""
-    for j in dyn:
-        a = arrays[j]
-        if a is not seen[j]:
-            seen[j] = a
-            ptrs[j] = a.ctypes.data
-    fn(ptrs)
-
-
-def _view_kernel(ins: list[Any], consumers: list[Patch], shape: tuple[int, ...]) -> None:
-    """A reshape of a per-run value: make the view and hand it to its consumers."""
-    v = ins[0].reshape(shape)
-    for lst, j, contiguous in consumers:
-        lst[j] = np.ascontiguousarray(v) if contiguous else v
 
 
 def _weight(weights: Mapping[str, np.ndarray], op: WeightOp) -> np.ndarray:
@@ -658,7 +614,8 @@ def route_peak(
 class Executor:
     """Runs a module's entry function from a precompiled flat schedule: on the host, and on
     the devices its ops are placed on (`topology` gives their capacities and backends;
-    `devices` shares runtimes between executors; `judge` feeds the route picker)."""
+    `devices` shares runtimes between executors; `judge` feeds the route picker). A lowered
+    module (`is_lowered`) first goes through `place_lowered(module, lowered_device)`."""
 
     def __init__(
         self,
@@ -669,7 +626,10 @@ class Executor:
         topology: SystemTopology | None = None,
         devices: Mapping[str, DeviceRuntime] | None = None,
         judge: JudgeOracle | None = None,
+        lowered_device: str = "cuda:0",
     ):
+        if is_lowered(module):
+            module = place_lowered(module, lowered_device)
         fn = module.entry
         self.input_names, self.output_names = io_names(fn)
         args = list(fn.body.block.args)

@@ -9,8 +9,10 @@ attention live in `runtime.fused_attention`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import permutations
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, shape_of
 from fuel_dialect.ops_elementwise import (
     AddOp,
     DivOp,
+    ErfOp,
     ExpOp,
     GeluOp,
     MulOp,
@@ -129,6 +132,49 @@ def silu_of(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
     return either(mul, gated)
 
 
+def scalar_is(v: SSAValue, want: float) -> bool:
+    """`v` is a one-element float constant equal to `want` rounded to f32 (how graphs store it)."""
+    c = scalar_constant(v)
+    return c is not None and np.float32(c) == np.float32(want)
+
+
+def _erf_argument(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`y / sqrt(2)` or `y * sqrt(1/2)` (either order) defining `v` -> (y, ops), else None."""
+    if (d := producer(v, DivOp)) is not None:
+        return (d.lhs, (d,)) if scalar_is(d.rhs, math.sqrt(2)) else None
+    m = producer(v, MulOp)
+    return either(m, lambda y, c: (y, (m,)) if scalar_is(c, math.sqrt(0.5)) else None)
+
+
+def _erf_gate(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`1 + erf(y / sqrt(2))` (either order) defining `v` -> (y, ops), else None."""
+    add = producer(v, AddOp)
+
+    def split(e_v: SSAValue, one: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+        erf = producer(e_v, ErfOp)
+        found = _erf_argument(erf.input) if erf is not None and scalar_is(one, 1.0) else None
+        return (found[0], (*found[1], erf, add)) if found is not None else None
+
+    return either(add, split)
+
+
+def gelu_erf_of(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`0.5 * y * (1 + erf(y / sqrt(2)))` defining `v`, its two products in any order and
+    association -> (y, ops), else None. ONNX has no Gelu op before opset 20: exporters write
+    this (torch.onnx: `(y * (1 + erf(y / sqrt(2)))) * 0.5`), and importers keep it as is."""
+    if (outer := producer(v, MulOp)) is None:
+        return None
+    for inner_v, c in ((outer.lhs, outer.rhs), (outer.rhs, outer.lhs)):
+        if (inner := producer(inner_v, MulOp)) is None:
+            continue
+        f = (c, inner.lhs, inner.rhs)  # the three factors: 0.5, the erf gate and y, any order
+        for half, gate, y in permutations(range(3)):
+            found = _erf_gate(f[gate]) if scalar_is(f[half], 0.5) else None
+            if found is not None and found[0] == f[y]:
+                return f[y], (*found[1], inner, outer)
+    return None
+
+
 # -- softmax and the norms -------------------------------------------------------------------
 
 
@@ -226,13 +272,18 @@ def _activation(root: Operation) -> tuple[str, SSAValue, tuple[Operation, ...]] 
         return ("gelu_tanh" if root.tanh is not None else "gelu"), root.input, (root,)
     if isinstance(root, AddOp):
         return "none", root.result, ()
-    found = silu_of(root.results[0]) if root.results else None
+    if not root.results:
+        return None
+    if (found := gelu_erf_of(root.results[0])) is not None:
+        return "gelu", found[0], found[1]
+    found = silu_of(root.results[0])
     return ("silu", found[0], found[1]) if found is not None else None
 
 
 def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
     """act(add(matmul(x, w), b)) with w a (k, n) matrix, b an (n) vector, and act one of relu,
-    gelu (either form), silu (also as y * sigmoid(y)) or none (the add is the root)."""
+    gelu (either form; the erf form also as its primitives, `gelu_erf_of`), silu (also as
+    y * sigmoid(y)) or none (the add is the root)."""
     found = _activation(root)
     if found is None or root.results[0].type != found[1].type:
         return None

@@ -2,12 +2,17 @@
 
 Stages (`add_stages`), each a short step:
 
-- `convert`: `convert-fuel-to-triton` on a copy of the module (fusion groups -> generated
-  `fuel.triton_kernel`s + launches, other kernel ops -> `fuel.library_call`s), verified;
+- `convert`: on a copy of the module, fused ops without a Triton kernel (`fuel.gated_mlp`,
+  `fuel.matmul_bias_act`) become their decomposition; other kernel ops the Triton registry
+  cannot serve (e.g. `fuel.transpose`) stay on the host, stamped with their CPU kernel; then
+  `convert-fuel-to-triton` (fusion groups -> generated `fuel.triton_kernel`s + launches, other
+  kernel ops -> `fuel.library_call`s), verified. The executor places the launches and calls on
+  `cuda:0` and moves values across with `fuel.copy` (`runtime.lowered.place_lowered`);
 - `aot`: every generated kernel and every library kernel a call names, compiled with Triton for
   the target (`lowering.triton.aot`; no GPU needed);
 - `artifacts`: one `KernelArtifact` per kernel: its source, `.ptx` and `.cubin` per launch, and
-  meta (signature, constexprs, grid, num_warps, shared memory, target).
+  meta (signature, constexprs, grid, num_warps, shared memory, target); plus one CPU kernel
+  artifact (id + revision, as the CPU backend writes them) per host kernel the IR keeps.
 
 `run_lowered` runs a converted module on torch tensors (generated kernels through their
 launcher, library calls through the Triton binding table): under `TRITON_INTERPRET=1` this is
@@ -26,9 +31,12 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import SymbolTable
 
+from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, KernelRefAttr
+from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
@@ -114,12 +122,128 @@ def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions)
     if not isinstance(op, ModuleOp):
         raise BackendError(f"the triton backend lowers a fuel module, got {type(module).__name__}")
     lowered = op.clone()
+    for f in [f for f in lowered.ops if isinstance(f, func.FuncOp)]:
+        decompose_fused(f.body.block, options.placed_only)
+        keep_on_host(f.body.block, options.placed_only)
     ConvertFuelToTritonPass(block=options.block, placed_only=options.placed_only).apply(
         fuel_context(), lowered
     )
+    _stamp_host_ops(lowered)
     lowered.verify()
     metadata["lowered"] = lowered
     return lowered
+
+
+def _decomposition(op: Operation) -> list[Operation] | None:
+    """The primitive ops computing a fused op (`runtime.fused` matches exactly these chains),
+    the last one producing its result; None for an op that is not fused."""
+    from fuel_dialect import ops_elementwise as ew
+    from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
+    from fuel_dialect.ops_nn import MatmulOp
+
+    def mk(cls: type[Operation], args: list[SSAValue], like: SSAValue, **props: Any) -> Operation:
+        return cls.create(operands=args, result_types=[like.type], properties=props)
+
+    out = op.results[0] if op.results else None
+    if isinstance(op, MatmulBiasActOp):
+        mm = mk(MatmulOp, [op.input, op.weight], op.result)
+        chain = [mm, mk(ew.AddOp, [mm.results[0], op.bias], op.result)]
+        act = _ACTIVATIONS[op.act.data]
+        if act is not None:
+            chain.append(mk(act[0], [chain[-1].results[0]], op.result, **act[1]()))
+        return chain
+    if isinstance(op, GatedMlpOp):
+        assert out is not None
+        x, wg, wu = op.input, op.gate, op.up
+        rows = shape_of(x.type)[:-1]
+        hidden = TensorType(out.type.element_type, [*rows, shape_of(wg.type)[-1]])  # type: ignore[attr-defined]
+        g = MatmulOp.create(operands=[x, wg], result_types=[hidden])
+        u = MatmulOp.create(operands=[x, wu], result_types=[hidden])
+        s = mk(ew.SiluOp, [g.results[0]], g.results[0])
+        m = mk(ew.MulOp, [s.results[0], u.results[0]], g.results[0])
+        return [g, u, s, m, mk(MatmulOp, [m.results[0], op.down], out)]
+    return None
+
+
+def _act_table() -> dict[str, tuple[type[Operation], Any] | None]:
+    from xdsl.dialects.builtin import UnitAttr
+
+    from fuel_dialect import ops_elementwise as ew
+
+    return {
+        "none": None, "relu": (ew.ReluOp, dict), "silu": (ew.SiluOp, dict),
+        "gelu": (ew.GeluOp, dict), "gelu_tanh": (ew.GeluOp, lambda: {"tanh": UnitAttr()}),
+    }  # fmt: skip
+
+
+_ACTIVATIONS = _act_table()
+"""`fuel.matmul_bias_act` act -> (activation op class, its properties) or None (identity)."""
+
+
+def decompose_fused(block: Block, placed_only: bool) -> None:
+    """Replace each fused op the Triton backend would convert by its decomposition (the
+    registry has no fused kernels; the decomposition's matmuls become library calls and its
+    elementwise tail a generated kernel). The op's `#fuel.device` placement carries over."""
+    from passes.convert_fuel_to_triton import eligible
+
+    for op in list(block.ops):
+        if not eligible(op, placed_only):
+            continue
+        chain = _decomposition(op)
+        if chain is None:
+            continue
+        keep = {k: v for k, v in op.attributes.items() if k == DEVICE_ATTR}
+        for new in chain:
+            new.attributes.update(keep)
+            block.insert_op_before(new, op)
+        op.results[0].replace_all_uses_with(chain[-1].results[0])
+        block.erase_op(op)
+
+
+def keep_on_host(block: Block, placed_only: bool) -> None:
+    """Stamp the host CPU kernel on each kernel op `convert-fuel-to-triton` would turn into a
+    library call the Triton registry cannot serve, so the op stays a host op (the executor
+    copies its operands over). BackendError naming the op if it is placed on a cuda device or
+    the CPU has no kernel either."""
+    from lowering.triton.codegen import FUSIBLE
+    from lowering.triton.registry import triton_kernel_table
+    from passes.convert_fuel_to_triton import eligible
+
+    table = triton_kernel_table()
+    for op in block.ops:
+        if not isinstance(op, KernelOp) or isinstance(op, (*FUSIBLE, ReshapeOp)):
+            continue
+        if eligible(op, placed_only) and KERNEL_ATTR not in op.attributes:
+            if table.backend_supports(op.KERNEL_OP, op.kernel_dtypes(), BACKEND):
+                continue
+            if DEVICE_ATTR in op.attributes:
+                dtypes = ", ".join(op.kernel_dtypes())
+                raise BackendError(f"'{op.name}' is placed on {op.attributes[DEVICE_ATTR]} but "
+                                   f"the Triton registry has no kernel for {op.KERNEL_OP} "
+                                   f"[{dtypes}]")  # fmt: skip
+            _stamp_cpu(op)
+
+
+def _stamp_cpu(op: Operation) -> None:
+    from runtime.binding_table import NoKernelForOp, global_bindings
+    from runtime.compiled import compile_node
+
+    assert isinstance(op, KernelOp)
+    try:
+        node = compile_node(op.KERNEL_OP, op.kernel_dtypes(), "cpu", {}, global_bindings())
+    except NoKernelForOp as e:
+        raise BackendError(f"'{op.name}' has neither a Triton nor a CPU kernel: {e}") from None
+    op.attributes[KERNEL_ATTR] = KernelRefAttr.get(
+        node.op, node.dtypes, "cpu", node.entry.kernel_source, node.entry.revision_hash
+    )
+
+
+def _stamp_host_ops(module: ModuleOp) -> None:
+    """Every kernel op left after conversion (host ops, branch arms) runs its stamped CPU
+    kernel; unstamped ones get the default one, so the bundle declares it."""
+    for op in module.walk():
+        if isinstance(op, KernelOp) and KERNEL_ATTR not in op.attributes:
+            _stamp_cpu(op)
 
 
 @dataclass(frozen=True)
@@ -207,21 +331,51 @@ def _library_specs(module: ModuleOp) -> list[Kernel]:
         name, dtypes, backend = op.key()
         shapes = [shape_of(v.type) for v in (*op.args, *op.res)]
         params = op.kernel_params()
-        dims = "_".join("x".join(map(str, s)) or "scalar" for s in shapes)
-        kernel_id = f"{name}_{'_'.join(dtypes)}_{dims}"
+        kernel_id = library_kernel_id(op)
         if (kernel_id, repr(sorted(params.items()))) in seen:
             continue
         seen.add((kernel_id, repr(sorted(params.items()))))
         try:
-            entry = triton_kernel_table().lookup(name, dtypes, backend)
+            entry = library_entry(op, triton_kernel_table())
         except BindingTableError as e:
             raise BackendError(f"library call '{name}': {e}") from None
         specs = kernel_specs(entry, shapes, dtypes, params)
         extra = {"key": [name, list(dtypes), backend], "params": _jsonable(params),
-                 "revision": entry.revision_hash}  # fmt: skip
+                 "source": entry.kernel_source, "revision": entry.revision_hash}  # fmt: skip
         source = "\n\n".join(dict.fromkeys(inspect.getsource(_py(s.fn)) for s in specs))
         out.append((kernel_id, "library", specs, source, extra))
     return out
+
+
+def library_kernel_id(op: LibraryCallOp) -> str:
+    """The bundle's kernel id of a library call: its key and shapes, e.g.
+    `matmul_f32_f32_f32_4x8_8x16_4x16`."""
+    name, dtypes, _ = op.key()
+    shapes = [shape_of(v.type) for v in (*op.args, *op.res)]
+    dims = "_".join("x".join(map(str, s)) or "scalar" for s in shapes)
+    return f"{name}_{'_'.join(dtypes)}_{dims}"
+
+
+def library_entry(op: LibraryCallOp, table: Any) -> Any:
+    """The binding-table entry a library call runs: its `fuel.kernel` stamp's sibling (at the
+    stamped revision) when it carries one for its backend, else the key's first entry."""
+    from runtime.compiled import StaleKernelStamp
+
+    stamp = op.attributes.get(KERNEL_ATTR)
+    if not isinstance(stamp, KernelRefAttr) or stamp.backend.data != op.backend.data:
+        return table.lookup(*op.key())
+    for entry in table.lookup_alternatives(*op.key()):
+        if entry.kernel_source == stamp.kernel_source.data:
+            if entry.revision_hash != stamp.revision_int():
+                raise StaleKernelStamp(
+                    f"'{op.callee.data}' is stamped with {stamp.kernel_source.data} revision "
+                    f"{stamp.revision.data}, the table has {entry.revision_hash:016x}"
+                )
+            return entry
+    from runtime.binding_table import NoKernelForOp
+
+    name, dtypes, backend = op.key()
+    raise NoKernelForOp(name, dtypes, backend, [f"(stamped source '{stamp.kernel_source.data}')"])
 
 
 def _py(fn: Any) -> Any:
@@ -236,7 +390,12 @@ def artifacts_stage(
     compiled: list[Compiled], metadata: dict[str, Any], options: TritonOptions
 ) -> list[KernelArtifact]:
     """One `KernelArtifact` per compiled kernel, with its files and launch meta."""
+    from lowering.cpu.backend import artifacts_stage as cpu_artifacts
+    from runtime.module import FuelModule
+
     out = []
+    if isinstance(metadata.get("lowered"), ModuleOp):  # the host kernels the IR keeps
+        out += cpu_artifacts(FuelModule(metadata["lowered"], {}), {})
     for c in compiled:
         files = {f"{c.kernel_id}/{c.kernel_id}.py": c.source.encode()}
         launches = []
@@ -278,8 +437,9 @@ def run_lowered(
     """Run a converted module's entry function on torch tensors; numpy in, numpy out.
 
     Generated kernels run through `GeneratedKernel`, library calls through `table` (default:
-    the Triton kernels' own table); anything else the lowering leaves (constants, weights,
-    reshapes, host copies) is a view or a value. Raises BackendError naming the op it cannot run.
+    the Triton kernels' own table), host ops the lowering kept through their stamped CPU
+    kernel; anything else it leaves (constants, weights, reshapes, copies) is a view or a
+    value. Raises BackendError naming the op it cannot run.
     """
     import torch
 
@@ -309,6 +469,8 @@ def run_lowered(
             kernels[sym](args, outs, {})
         elif isinstance(inner, LibraryCallOp):
             _library(inner, table)(args, outs, inner.kernel_params())
+        elif isinstance(inner, KernelOp) and _host_stamped(inner):
+            _host(inner, args, outs)
         elif isinstance(inner, ConstantOp | WeightOp):
             outs = [_value(inner, weights)]
         elif isinstance(inner, ReshapeOp | CopyOp):
@@ -325,9 +487,27 @@ def _library(call: LibraryCallOp, table: Any) -> Any:
 
     table = table if table is not None else _default_table(triton_kernel_table)
     try:
-        return table.lookup(*call.key()).kernel
+        return library_entry(call, table).kernel
     except BindingTableError as e:
         raise BackendError(f"fuel.library_call: {e}") from None
+
+
+def _host_stamped(op: Operation) -> bool:
+    stamp = op.attributes.get(KERNEL_ATTR)
+    return isinstance(stamp, KernelRefAttr) and stamp.backend.data == "cpu"
+
+
+def _host(op: Operation, args: list[Any], outs: list[Any]) -> None:
+    """A host op the lowering kept (stamped CPU kernel): numpy in, torch out."""
+    from runtime.binding_table import global_bindings
+    from runtime.compiled import compile_op
+
+    node = compile_op(op, global_bindings(), "cpu")
+    ins = [np.ascontiguousarray(to_numpy(a)) for a in args]
+    res = [np.empty(tuple(t.shape), to_numpy(t).dtype) for t in outs]
+    node.entry.kernel(ins, res, node.params)
+    for t, r in zip(outs, res, strict=True):
+        t.copy_(to_torch(r))
 
 
 _TABLE: list[Any] = []

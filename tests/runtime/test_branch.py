@@ -14,8 +14,9 @@ from fuel_dialect import ops_elementwise as ew
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
 from fuel_dialect.dtypes import tensor_type
 from passes.bake_variants import BakeVariantsPass
-from runtime.executor import Executor, gate_holds
+from runtime.executor import Executor
 from runtime.module import FuelModule
+from runtime.work_items import gate_holds
 
 T4 = "tensor<4xf32>"
 
