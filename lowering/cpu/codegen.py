@@ -64,10 +64,10 @@ from xdsl.ir import Operation, SSAValue
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.triton.codegen import (
     FusionGroup,
+    broadcast_index,
     cache_dir,
     fusion_groups,
     op_key,
-    row_major_strides,
 )
 
 CFLAGS = ("-O2", "-fPIC", "-shared", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
@@ -357,19 +357,10 @@ class _Emitter:
     def offset(self, shape: tuple[int, ...], store: bool = False) -> tuple[str, list[str]]:
         """Index of a value of `shape` at point `i`, and the conditions (broadcast coordinates
         0) that pick one point per element for stores."""
-        space = self.group.space
-        padded = (1,) * (len(space) - len(shape)) + shape
-        if padded == space:
+        split = broadcast_index(shape, self.group.space)
+        if split is None:
             return "i", []
-        strides = row_major_strides(padded)
-        terms, conds = [], []
-        for d, (p, s) in enumerate(zip(padded, space, strict=True)):
-            if s == 1:
-                continue
-            if p == s:
-                terms.append(f"i{d}" if strides[d] == 1 else f"i{d} * {strides[d]}")
-            elif store:
-                conds.append(f"i{d} == 0")
+        terms, conds = split[0], [f"i{d} == 0" for d in split[1]] if store else []
         return (" + ".join(terms) if terms else "0"), conds
 
     def load(self, j: int, v: SSAValue) -> None:

@@ -387,6 +387,27 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def broadcast_index(
+    shape: tuple[int, ...], space: tuple[int, ...]
+) -> tuple[list[str], list[int]] | None:
+    """How a value of `shape` broadcast over an iteration `space` is indexed at the point with
+    coordinates `i0, i1, ...`: None when it covers the whole space (its index is the linear
+    point), else the index terms (`i1 * 8`, ...) and the dims along which it is broadcast."""
+    padded = (1,) * (len(space) - len(shape)) + shape
+    if padded == space:
+        return None
+    strides = row_major_strides(padded)
+    terms, broadcast = [], []
+    for d, (p, s) in enumerate(zip(padded, space, strict=True)):
+        if s == 1:
+            continue
+        if p == s:
+            terms.append(f"i{d}" if strides[d] == 1 else f"i{d} * {strides[d]}")
+        else:
+            broadcast.append(d)
+    return terms, broadcast
+
+
 @dataclass
 class _Emitter:
     """Builds one kernel body; values are named v0, v1, ... in compute types."""
@@ -403,19 +424,10 @@ class _Emitter:
     def index(self, shape: tuple[int, ...], store: bool = False) -> tuple[str, list[str]]:
         """Offset of a value of `shape` at the current points, and the conditions that pick
         one point per element (broadcast coordinates 0) for stores."""
-        space = self.group.space
-        padded = (1,) * (len(space) - len(shape)) + shape
-        if padded == space:
+        split = broadcast_index(shape, self.group.space)
+        if split is None:
             return "offs", []
-        strides = row_major_strides(padded)
-        terms, conds = [], []
-        for d, (p, s) in enumerate(zip(padded, space, strict=True)):
-            if s == 1:
-                continue
-            if p == s:
-                terms.append(f"i{d}" if strides[d] == 1 else f"i{d} * {strides[d]}")
-            else:
-                conds.append(f"(i{d} == 0)")
+        terms, conds = split[0], [f"(i{d} == 0)" for d in split[1]]
         used = " ".join(terms + conds) if store else " ".join(terms)
         self.coords.update(int(d) for d in re.findall(r"\bi(\d+)\b", used))
         return (" + ".join(terms) if terms else "offs * 0"), conds
