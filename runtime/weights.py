@@ -38,7 +38,8 @@ def weights_to_bytes(
     weights: Mapping[str, np.ndarray], metadata: dict[str, str] | None = None
 ) -> bytes:
     """Serialize arrays to safetensors bytes."""
-    keep = {k: np.ascontiguousarray(v) for k, v in weights.items()}
+    # ascontiguousarray makes a 0-d array 1-d: keep the declared shape (scalar weights)
+    keep = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in weights.items()}
     specs = {
         k: TensorSpec(
             dtype=_SPEC_NAMES[_fuel_dtype(a)], shape=list(a.shape),

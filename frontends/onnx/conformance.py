@@ -1,9 +1,22 @@
-"""ONNX's own backend node tests, run through fuel: import -> executor -> compare.
+"""ONNX's own backend node tests, run through fuel: import -> compile -> run -> compare.
 
-    python -m frontends.onnx.conformance [-v] [-k SUBSTRING]
+    python -m frontends.onnx.conformance [-v] [-k SUBSTRING] [--through bundle|executor]
 
 `onnx.backend.test.case.node.collect_testcases()` yields each case in memory: a one-node (or
-expanded-function) model, inputs and expected outputs. A case is
+expanded-function) model, inputs and expected outputs. Each case goes `through`:
+
+* `bundle` (the default): the imported module is compiled to a CPU kernel bundle in memory
+  (`lowering.bundle.build_bundle`: `fuel-optimize`, then the CPU backend stamps every kernel),
+  written to a scratch directory (tmpfs where there is one; no fsync: it is read back at once
+  and deleted), loaded and verified by `runtime.bundle.load_bundle`, and run by its executor:
+  the path `fuel compile` + `fuel run` take, with the picker's rewrites and fused kernels.
+* `executor`: the imported module straight on the `Executor` (no optimization): for telling an
+  importer bug from a compiler bug.
+
+The bundle is planned for a declared CPU-only topology (`CPU_TOPOLOGY`), so the picker's
+choices, and the counts, do not depend on the GPUs of the machine running the suite.
+
+A case is
 
 * `passed`      when it imports and every output of every data set matches,
 * `unsupported` when the import raises `OnnxImportError` (an op, attribute, dtype or dynamic
@@ -19,12 +32,15 @@ onnx 1.23) are looser than these for f32/f64 and are not used.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +60,14 @@ two ulps of the dtype apart, plus summation order in reductions. f32 rtol 1e-5 i
 f16 2e-3 and bf16 1.6e-2 are ~2 ulp."""
 
 
+CPU_TOPOLOGY = '[[devices]]\nname = "cpu"\n'
+"""The topology the bundles are planned for: the host alone, with the documented CPU prior."""
+
+Feed = Mapping[str, Any]
+Runner = Callable[[Any, Feed], dict[str, Any]]
+"""Runs an imported module on the feed (graph inputs not frozen) -> outputs by name."""
+
+
 @dataclass(frozen=True)
 class CaseResult:
     """One case's outcome and, unless it passed, why."""
@@ -59,6 +83,7 @@ class ConformanceReport:
 
     results: list[CaseResult] = field(default_factory=list)
     seconds: float = 0.0
+    through: str = "bundle"
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -78,7 +103,7 @@ class ConformanceReport:
     def summary(self) -> str:
         return (f"ONNX node conformance: {self.passed} passed, {self.failed} failed, "
                 f"{self.unsupported} unsupported of {len(self.results)} cases "
-                f"({self.seconds:.1f} s)")  # fmt: skip
+                f"through the {self.through} ({self.seconds:.1f} s)")  # fmt: skip
 
 
 def collect_cases() -> list[Any]:
@@ -90,8 +115,10 @@ def collect_cases() -> list[Any]:
         return list(collect_testcases())
 
 
-def run_case(case: Any) -> CaseResult:
-    """Import, run and compare one case (imported once per data set: see `import_case`)."""
+def run_case(case: Any, run: Runner | None = None) -> CaseResult:
+    """Import, run (`run`; default: straight on the executor) and compare one case (imported
+    once per data set: see `import_case`)."""
+    run = run if run is not None else run_on_executor
     outputs = [o.name for o in case.model.graph.output]
     for inputs, expected in case.data_sets:
         feed = {vi.name: as_array(a) for vi, a in zip(case.model.graph.input, inputs, strict=False)}
@@ -102,9 +129,7 @@ def run_case(case: Any) -> CaseResult:
         except Exception as e:  # noqa: BLE001 - anything but the promised error is a failure
             return CaseResult(case.name, "failed", f"import crashed: {type(e).__name__}: {e}")
         try:
-            from runtime.executor import Executor
-
-            got = Executor(module).run({k: v for k, v in feed.items() if k not in frozen})
+            got = run(module, {k: v for k, v in feed.items() if k not in frozen})
             for name, want in zip(outputs, expected, strict=True):
                 problem = compare(got[name], as_array(want))
                 if problem:
@@ -112,6 +137,48 @@ def run_case(case: Any) -> CaseResult:
         except Exception as e:  # noqa: BLE001
             return CaseResult(case.name, "failed", f"{type(e).__name__}: {e}")
     return CaseResult(case.name, "passed")
+
+
+def run_on_executor(module: Any, feed: Feed) -> dict[str, Any]:
+    """The imported module as is, on the CPU executor."""
+    from runtime.executor import Executor
+
+    return Executor(module).run(dict(feed))
+
+
+@dataclass(frozen=True)
+class BundleRunner:
+    """Compiles each module to a CPU bundle (see the module doc) in `scratch`, loads it, runs
+    it; `scratch` also holds the topology file the bundles are planned for."""
+
+    scratch: Path
+
+    def __post_init__(self) -> None:
+        (self.scratch / "topology.toml").write_text(CPU_TOPOLOGY)
+
+    @property
+    def options(self) -> dict[str, dict[str, str]]:
+        return {"cpu": {"topology": str(self.scratch / "topology.toml"), "judge": "none"}}
+
+    def __call__(self, module: Any, feed: Feed) -> dict[str, Any]:
+        from lowering.bundle import build_bundle
+        from runtime.bundle import load_bundle
+
+        files = build_bundle(module, ("cpu",), self.options, "frontends.onnx.conformance")
+        with tempfile.TemporaryDirectory(prefix="bundle.", dir=self.scratch) as d:
+            for name, data in files.items():
+                path = Path(d, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            executor = load_bundle(d).executor()
+        return executor.run(dict(feed))
+
+
+def scratch_root() -> str | None:
+    """A tmpfs directory for the bundles when the machine has one (no disk writes), else the
+    system's temp directory (None)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def import_case(model: Any, feed: dict[str, np.ndarray]) -> tuple[Any, set[str]]:
@@ -159,14 +226,24 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
             f"want {want[i]}")  # fmt: skip
 
 
-def run_conformance(cases: Sequence[Any] | None = None, pattern: str = "") -> ConformanceReport:
-    """Run every collected case (or `cases`) whose name contains `pattern`."""
+THROUGH = ("bundle", "executor")
+"""The ways a case can run (see the module doc)."""
+
+
+def run_conformance(cases: Sequence[Any] | None = None, pattern: str = "",
+                    through: str = "bundle") -> ConformanceReport:  # fmt: skip
+    """Run every collected case (or `cases`) whose name contains `pattern`, `through` a
+    compiled bundle or straight on the executor."""
+    if through not in THROUGH:
+        raise ValueError(f"through={through!r}: expected one of {', '.join(THROUGH)}")
     t0 = time.perf_counter()
-    report = ConformanceReport()
-    with np.errstate(all="ignore"):
-        for case in collect_cases() if cases is None else cases:
-            if pattern in case.name:
-                report.results.append(run_case(case))
+    report = ConformanceReport(through=through)
+    with tempfile.TemporaryDirectory(prefix="fuel-conformance.", dir=scratch_root()) as d:
+        run: Runner = BundleRunner(Path(d)) if through == "bundle" else run_on_executor
+        with np.errstate(all="ignore"):
+            for case in collect_cases() if cases is None else cases:
+                if pattern in case.name:
+                    report.results.append(run_case(case, run))
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -175,8 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="list failed/unsupported cases")
     p.add_argument("-k", default="", help="only cases whose name contains this")
+    p.add_argument("--through", choices=THROUGH, default="bundle",
+                   help="bundle: import -> compile -> load -> run (default); executor: import -> "
+                        "run, unoptimized (to tell importer bugs from compiler bugs)")  # fmt: skip
     args = p.parse_args(argv)
-    report = run_conformance(pattern=args.k)
+    report = run_conformance(pattern=args.k, through=args.through)
     if args.verbose:
         for r in report.results:
             if r.status != "passed":

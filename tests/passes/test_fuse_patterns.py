@@ -1,9 +1,10 @@
 """`fuel-fuse-patterns` and the fused-kernel registry: each pattern's arm 1 vs arm 0 numerics on
 random inputs (and both vs a float64 run of the same graph), cost from the decomposition, bake
-picking the fused op, idempotence, registry and adoption."""
+picking the fused op, ONNX's two GELU forms, idempotence, registry and adoption."""
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import replace
 
@@ -63,7 +64,13 @@ def linear_graph(act: str) -> object:
         y = g.add(b, g.matmul(x, w))
         acts = {"relu": g.relu, "gelu": g.gelu, "silu": g.silu, "none": lambda v: v,
                 "gelu_tanh": lambda v: g.gelu(v, "tanh"),
-                "silu_mul": lambda v: g.mul(g.sigmoid(v), v)}  # fmt: skip
+                "silu_mul": lambda v: g.mul(g.sigmoid(v), v),
+                # GELU's erf form as primitives: torch.onnx's order, then HF's
+                "gelu_erf_ops": lambda v: g.mul(g.mul(v, g.add(g.erf(g.div(v, math.sqrt(2))),
+                                                               1.0)), 0.5),
+                "gelu_erf_hf": lambda v: g.mul(g.mul(0.5, v),
+                                               g.add(1.0, g.erf(g.mul(v, math.sqrt(0.5))))),
+                }  # fmt: skip
         return acts[act](y)
 
     return graph
@@ -131,7 +138,8 @@ GRAPHS = {
     "gated_mlp": gated_mlp_graph,
     "gated_mlp/sigmoid": lambda g, t: gated_mlp_graph(g, t, sigmoid_form=True),
     **{f"matmul_bias_act/{a}": linear_graph(a)
-       for a in ("relu", "gelu", "gelu_tanh", "silu", "silu_mul", "none")},
+       for a in ("relu", "gelu", "gelu_tanh", "gelu_erf_ops", "gelu_erf_hf", "silu", "silu_mul",
+                 "none")},
     **{f"rope/{f}": rope_graph(f) for f in ("concat", "trig", "const")},
     "attention/plain": attention_graph("none"),
     "attention/causal": attention_graph("add"),
@@ -244,7 +252,9 @@ def test_undeclared_cost_comes_from_the_decomposition() -> None:
     assert entry_cost(declared, match).flops == 1.0
 
 
-@pytest.mark.parametrize("name", ["softmax", "gated_mlp", "matmul_bias_act/relu"])
+@pytest.mark.parametrize(
+    "name", ["softmax", "gated_mlp", "matmul_bias_act/relu", "matmul_bias_act/gelu_erf_ops"]
+)
 def test_bake_picks_the_fused_op_when_cheaper_and_results_match(name: str) -> None:
     """Large enough that the intermediates' bytes decide (at tiny sizes the numpy launch
     overheads tie and arm 0 stays)."""
@@ -253,9 +263,49 @@ def test_bake_picks_the_fused_op_when_cheaper_and_results_match(name: str) -> No
     ref = Executor(m).run(ins)["out"]
     fuse_patterns(m.op)
     BakeVariantsPass(judge="none").apply(None, m.op)  # pyright: ignore
-    names = [op.name for op in m.entry.body.block.ops]
+    # the GELU constants stay outside, unread (bake is surgical: no DCE)
+    names = [op.name for op in m.entry.body.block.ops if op.name != "fuel.constant"]
     assert names == [f"fuel.{name.split('/')[0]}", "func.return"]
     np.testing.assert_allclose(Executor(m).run(ins)["out"], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_gelu_erf_primitives_fuse_as_act_gelu() -> None:
+    (_, match, arm) = find_matches(build("matmul_bias_act/gelu_erf_hf").op,
+                                   default_fused_registry())[0]  # fmt: skip
+    assert match.params == {"act": "gelu"} and len(match.ops) == 7  # matmul, add, 5 of GELU
+    assert [op.name for op in arm] == ["fuel.matmul_bias_act"]
+
+
+@pytest.mark.parametrize("form", ["Gelu", "erf"])
+def test_onnx_linear_gelu_is_offered_as_matmul_bias_act(form: str) -> None:
+    """ONNX MatMul -> Add(bias) -> GELU, as the opset-20 Gelu op or as the Erf primitives
+    exporters write before opset 20: imported, then offered as one act=gelu fused op."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from frontends.onnx import import_onnx
+
+    rng = np.random.default_rng(0)
+    inits = {"w": rng.standard_normal((16, 32)), "b": rng.standard_normal(32),
+             "sqrt2": np.array(math.sqrt(2)), "one": np.array(1.0),
+             "half": np.array(0.5)}  # fmt: skip
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w"], ["m"]), n("Add", ["m", "b"], ["u"])]
+    if form == "Gelu":
+        nodes.append(n("Gelu", ["u"], ["y"]))
+    else:
+        nodes += [n("Div", ["u", "sqrt2"], ["g0"]), n("Erf", ["g0"], ["g1"]),
+                  n("Add", ["g1", "one"], ["g2"]), n("Mul", ["u", "g2"], ["g3"]),
+                  n("Mul", ["g3", "half"], ["y"])]  # fmt: skip
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "mlp", [vi("x", TensorProto.FLOAT, [4, 16])], [vi("y", TensorProto.FLOAT, [4, 32])],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+    )  # fmt: skip
+    opset = helper.make_opsetid("", 20 if form == "Gelu" else 17)
+    m = import_onnx(helper.make_model(graph, opset_imports=[opset]))
+    ((_, match, arm),) = find_matches(m.op, default_fused_registry())
+    assert match.params == {"act": "gelu"} and [op.name for op in arm] == ["fuel.matmul_bias_act"]
 
 
 def test_fuse_patterns_is_idempotent() -> None:

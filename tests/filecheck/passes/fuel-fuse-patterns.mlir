@@ -175,6 +175,57 @@ func.func @matmul_bias_act_matrix_bias_not_applied(%x: tensor<4x8xf32>, %w: tens
   func.return %y : tensor<4x16xf32>
 }
 
+// GELU as ONNX exporters write it before opset 20, (y * (1 + erf(y / sqrt 2))) * 0.5: act gelu.
+// CHECK-LABEL: func.func @matmul_bias_act_gelu_erf
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x16xf32>, %[[B:.*]]: tensor<16xf32>)
+// CHECK:         %[[Y:.*]] = fuel.branch variant -> tensor<4x16xf32> arm {
+// CHECK-NEXT:      %[[M:.*]] = fuel.matmul %[[X]], %[[W]]
+// CHECK-NEXT:      %[[A:.*]] = fuel.add %[[M]], %[[B]]
+// CHECK-NEXT:      %[[D:.*]] = fuel.div %[[A]], %{{.*}}
+// CHECK-NEXT:      %[[E:.*]] = fuel.erf %[[D]]
+// CHECK-NEXT:      %[[G:.*]] = fuel.add %[[E]], %{{.*}}
+// CHECK-NEXT:      %[[P:.*]] = fuel.mul %[[A]], %[[G]]
+// CHECK-NEXT:      %[[H:.*]] = fuel.mul %[[P]], %{{.*}}
+// CHECK-NEXT:      fuel.yield %[[H]]
+// CHECK-NEXT:    } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.matmul_bias_act %[[X]], %[[W]], %[[B]] act = "gelu" {fuel.fused = "matmul_bias_act"}
+// CHECK-NEXT:      fuel.yield %[[F]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @matmul_bias_act_gelu_erf(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  %sqrt2 = fuel.constant dense<1.41421354> : tensor<f32>
+  %one = fuel.constant dense<1.000000e+00> : tensor<f32>
+  %half = fuel.constant dense<5.000000e-01> : tensor<f32>
+  %m = fuel.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %a = fuel.add %m, %b : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  %d = fuel.div %a, %sqrt2 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %e = fuel.erf %d : tensor<4x16xf32>
+  %g = fuel.add %e, %one : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %p = fuel.mul %a, %g : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = fuel.mul %p, %half : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  func.return %y : tensor<4x16xf32>
+}
+
+// erf(y / 2) is not GELU's erf(y / sqrt 2): only the bias add fuses (act none).
+// CHECK-LABEL: func.func @matmul_bias_act_gelu_erf_not_applied
+// CHECK:         %[[A:.*]] = fuel.branch variant
+// CHECK:           fuel.matmul_bias_act {{.*}} act = "none"
+// CHECK:         %[[D:.*]] = fuel.div %[[A]], %{{.*}}
+// CHECK-NEXT:    fuel.erf %[[D]]
+func.func @matmul_bias_act_gelu_erf_not_applied(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  %two = fuel.constant dense<2.000000e+00> : tensor<f32>
+  %one = fuel.constant dense<1.000000e+00> : tensor<f32>
+  %half = fuel.constant dense<5.000000e-01> : tensor<f32>
+  %m = fuel.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %a = fuel.add %m, %b : tensor<4x16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  %d = fuel.div %a, %two : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %e = fuel.erf %d : tensor<4x16xf32>
+  %g = fuel.add %e, %one : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %p = fuel.mul %a, %g : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %y = fuel.mul %p, %half : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  func.return %y : tensor<4x16xf32>
+}
+
 // Rotate-half rope with HF's cat(t, t) tables (shared, so left outside): arm 1 reads the halves.
 // CHECK-LABEL: func.func @rope
 // CHECK-SAME:    (%[[X:.*]]: tensor<1x2x4x8xf32>, %[[C:.*]]: tensor<4x4xf32>, %[[S:.*]]: tensor<4x4xf32>)
