@@ -1,10 +1,14 @@
 """Register fuel's Triton kernels on backend `"cuda"`: `register_triton_kernels(table)`.
 
 Keys are the CPU kernels' keys (op name, one dtype per operand, inputs then outputs) for the
-float dtypes f32/f16/bf16. kernel_source is `"triton"` for each key's first entry; extra
-siblings at a key carry `"triton-<variant>"` (matmul tile configs, `triton-flashdecode`),
-because a `#fuel.kernel` stamp names its kernel by (key, kernel_source) and the executor takes
-the first sibling with that source: two siblings sharing one source could not be told apart.
+float dtypes f32/f16/bf16, and for all nine dtypes the movement ops (transpose, slice,
+broadcast, concat, gather, where), claimed exact (`MOVEMENT_CLAIM`: bit copies); reshape needs
+no kernel, the executor makes it a view on every device.
+
+kernel_source is `"triton"` for each key's first entry; extra siblings at a key carry
+`"triton-<variant>"` (matmul tile configs, `triton-flashdecode`), because a `#fuel.kernel`
+stamp names its kernel by (key, kernel_source) and the executor takes the first sibling with
+that source: two siblings sharing one source could not be told apart.
 
 Precision claims (`CLAIMS`) are verified against float64 by `tests/triton/`, under the
 interpreter, and on hardware by `bench/gpu_check.py`. Where the GPU evaluates a function with
@@ -32,13 +36,15 @@ from lowering.triton.kernels.elementwise import (
 )
 from lowering.triton.kernels.flash_decode import BLOCK_N, FlashDecodeKernel
 from lowering.triton.kernels.matmul import CONFIGS, MatmulKernel
+from lowering.triton.kernels.movement import COPY_OPS, CopyKernel, GatherKernel, WhereKernel
 from lowering.triton.kernels.norm import NormKernel
 from lowering.triton.kernels.reduction import OP_CODES, ReduceKernel
 from lowering.triton.kernels.rope import RopeKernel
 from lowering.triton.kernels.softmax import SoftmaxKernel
 from lowering.triton.spec import FLOAT_DTYPES, Params, Shapes, cdiv, source_revision
 from runtime.binding_table import KernelBindingTable, KernelCaps
-from runtime.cost import FAMILY_OVERHEAD_NS, CostEstimate, cost_fn_for, dtype_bytes
+from runtime.cost import FAMILY_OVERHEAD_NS, CostEstimate, cost_fn_for, dtype_bytes, io_bytes
+from runtime.dtypes import ALL_DTYPES
 from runtime.precision import PrecisionGuarantee
 
 BACKEND = "cuda"
@@ -96,6 +102,10 @@ CLAIMS[("rms_norm", "f32")] = PrecisionGuarantee(
 )
 
 
+MOVEMENT_CLAIM = _exact("bit copy (each dtype moved as the integer of its width)")
+"""transpose, slice, broadcast, concat, gather and where, at every dtype (ALL_DTYPES)."""
+
+
 def claim(op: str, dtype: str) -> PrecisionGuarantee:
     """The precision claim of the Triton kernel for `op` at float dtype `dtype`."""
     return CLAIMS[(op, "f32" if dtype == "f32" else "narrow")]
@@ -113,6 +123,12 @@ def flash_decode_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> 
     qo = bsz * hq * (d * dtype_bytes(dtypes[0]) + dv * dtype_bytes(dtypes[-1]))
     partials = bsz * hq * cdiv(max(sk, 1), BLOCK_N) * 4.0 * 2  # upper bound: m, l written, read
     return CostEstimate(flops, kv + qo + partials, 2 * FAMILY_OVERHEAD_NS["attention"])
+
+
+def concat_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """Every input read once and written once; one launch per input (`CopyKernel`)."""
+    launches = max(len(shapes) - 1, 1) * FAMILY_OVERHEAD_NS["movement"]
+    return CostEstimate(0.0, io_bytes(shapes, dtypes), launches)
 
 
 def _revision(kernel: Any) -> int:
@@ -154,6 +170,15 @@ def _rows() -> list[tuple[str, tuple[str, ...], Any, str, PrecisionGuarantee, An
                          cost_fn_for("attention")))  # fmt: skip
             rows.append(("attention", key, FlashDecodeKernel(kv), f"{SOURCE}-flashdecode",
                          claim("flash_decode", t), flash_decode_cost))  # fmt: skip
+    for t in ALL_DTYPES:
+        for op in COPY_OPS:
+            cost = concat_cost if op == "concat" else cost_fn_for(op)
+            rows.append((op, (t, t), CopyKernel(op), SOURCE, MOVEMENT_CLAIM, cost))
+        for ix in ("i64", "i32"):
+            rows.append(("gather", (t, ix, t), GatherKernel(), SOURCE, MOVEMENT_CLAIM,
+                         cost_fn_for("gather")))  # fmt: skip
+        rows.append(("where", ("i1", t, t, t), WhereKernel(), SOURCE, MOVEMENT_CLAIM,
+                     cost_fn_for("where")))  # fmt: skip
     return rows
 
 

@@ -17,6 +17,7 @@ REPRESENTATIVE = [  # (op, dtypes, source, shapes, params): one launch per famil
      [(1, 32, 1, 128), (1, 8, 8192, 128), (1, 8, 8192, 128), (), (1, 32, 1, 128)],
      {"causal": True, "scale": 0.088}),
     ("add", ("bf16",) * 3, "triton", [(1000, 64), (64,), (1000, 64)], {}),  # row broadcast
+    ("transpose", ("bf16",) * 2, "triton", [(2, 64, 48), (48, 2, 64)], {"perm": (2, 0, 1)}),
 ]  # fmt: skip
 
 
@@ -81,6 +82,11 @@ def _all_specs():
         "attention4": [(1, 8, 1, 64), (1, 2, 512, 64), (1, 2, 512, 64), (1, 8, 1, 64)],
         "attention5": [(1, 8, 1, 64), (1, 2, 512, 64), (1, 2, 512, 64), (), (1, 8, 1, 64)],
         "rope": [(1, 2, 6, 8), (6, 4), (6, 4), (1, 2, 6, 8)],
+        "transpose": [(4, 100), (100, 4)],
+        "slice": [(4, 100), (2, 50)],
+        "broadcast": [(1, 100), (4, 100)],
+        "concat": [(4, 100), (4, 100), (4, 200)],
+        "gather": [(4, 100), (4, 3), (4, 4, 3)],
     }
     for (op, dtypes, _), e in table().iter_entries():
         key = op if op in shapes else f"attention{len(dtypes)}" if op == "attention" else None
@@ -90,7 +96,8 @@ def _all_specs():
         elif op in ("rms_norm", "layer_norm"):
             sh = [(4, 100)] + [(100,)] * (len(dtypes) - 2) + [(4, 100)]
         params = {"axes": (1,), "keepdim": False, "axis": 1, "eps": 1e-5, "causal": True,
-                  "scale": 0.125, "interleaved": False}  # fmt: skip
+                  "scale": 0.125, "interleaved": False, "perm": (1, 0), "starts": (0, 0),
+                  "limits": (4, 100), "steps": (2, 2)}  # fmt: skip
         for s in kernel_specs(e, sh, dtypes, params):
             k = (s.fn.fn.__name__, tuple(s.signature.items()), tuple(s.constexprs.items()))
             if k not in seen:
@@ -107,3 +114,22 @@ def test_every_kernel_compiles(target: str) -> None:
     assert len(built) == len(specs)
     for b in built:
         assert f".target {target}" in b.ptx and b.cubin[:4] == ELF
+
+
+@pytest.mark.slow
+def test_movement_walks_compile() -> None:
+    """The strided copy at every collapsed rank, and i64 indexing, compile for sm_90."""
+    specs, e = [], table().lookup("transpose", ("f16", "f16"), "cuda")
+    for rank in range(1, 7):
+        shape = tuple(range(2, rank + 2))
+        perm = tuple(range(rank))[::-1] if rank > 1 else (0,)
+        specs += kernel_specs(e, [shape, tuple(shape[p] for p in perm)], ("f16",) * 2,
+                              {"perm": perm})  # fmt: skip
+    big = [(2**16, 2**15 + 1), (2**15 + 1, 2**16)]
+    specs += kernel_specs(e, big, ("f16",) * 2, {"perm": (1, 0)})
+    g = table().lookup("gather", ("f32", "i32", "f32"), "cuda")
+    specs += kernel_specs(g, [(2**31, 1), (3,), (3, 1)], ("f32", "i32", "f32"), {"axis": 0})
+    assert [s.constexprs["NDIM"] for s in specs[:6]] == [1, 2, 3, 4, 5, 6]
+    assert specs[-2].constexprs["BIG"] and specs[-1].constexprs["BIG"]
+    for b in compile_specs(specs, "sm_90"):
+        assert ".target sm_90" in b.ptx and b.cubin[:4] == ELF

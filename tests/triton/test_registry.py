@@ -41,8 +41,12 @@ def test_family_coverage() -> None:
     ops = {op for op, _, _ in table().iter_keys()}
     want = {"exp", "gelu", "add", "pow", "lt", "cast", "matmul", "softmax", "rms_norm",
             "layer_norm", "rope", "attention", "reduce_sum", "reduce_mean", "reduce_max",
-            "reduce_min"}  # fmt: skip
+            "reduce_min", "transpose", "slice", "broadcast", "concat", "gather",
+            "where"}  # fmt: skip
     assert want <= ops
+    for key in (("transpose", ("i1", "i1")), ("gather", ("f64", "i32", "f64")),
+                ("where", ("i1", "u8", "u8", "u8"))):  # fmt: skip
+        assert table().lookup_alternatives(*key, "cuda"), key
     for t in ("f32", "f16", "bf16"):
         flash = table().lookup_alternatives("attention", (t, t, t, "i64", t), "cuda")
         assert [e.kernel_source for e in flash] == ["triton", "triton-flashdecode"]
