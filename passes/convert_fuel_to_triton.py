@@ -23,6 +23,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
+from fuel_dialect.branch import BranchOp
 from fuel_dialect.dtypes import element_type
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp, encode_params
@@ -130,7 +131,15 @@ class _Kernels:
 
 def convert_function(f: func.FuncOp, kernels: _Kernels, placed_only: bool) -> None:
     """Rewrite one function body (see `ConvertFuelToTritonPass`)."""
-    block = f.body.block
+    convert_block(f.body.block, kernels, placed_only)
+
+
+def convert_block(block: Block, kernels: _Kernels, placed_only: bool) -> None:
+    """Rewrite one block; then the arms of its branches, where only ops placed on a cuda device
+    convert (an arm's placement is the picker's: its copies are already in the arm)."""
+    for branch in [op for op in block.ops if isinstance(op, BranchOp)]:
+        for arm in branch.arms:
+            convert_block(arm.block, kernels, placed_only=True)
     groups = fusion_groups(block, lambda op: eligible(op, placed_only))
     grouped = {op for g in groups for op in g.ops}
     nodes: list[list[Operation]] = [g.ops for g in groups]
@@ -199,7 +208,8 @@ class ConvertFuelToTritonPass(ModulePass):
 
     Which ops convert: those placed on a cuda device (`fuel.device = #fuel.device<"cuda:N">`),
     and unplaced ones unless `placed_only`; a group never mixes devices and its launch keeps the
-    placement. Ops inside `fuel.branch` arms are left alone.
+    placement. Inside `fuel.branch` arms only ops placed on a cuda device convert (a placement
+    arm carries its own copies), so each arm keeps running where the picker put it.
 
     Pre: verified fuel IR. Post: the same values; no fusible op is left in a converted position.
     Idempotent (launches and calls are not converted again). Splat constants read only by

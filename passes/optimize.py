@@ -3,6 +3,9 @@
     fix dtypes -> plan -> (pathfinder, every optimizer)* -> stamp -> bake variants
                -> residency copies -> fix layouts
 
+Residency copies are `fuel.copy` pairs that evict tensors to the host and reload them, inserted
+only when a `budget` is set (`fuel-insert-residency`'s planner); an unreachable budget fails.
+
 A **pathfinder** adds arms and never removes a path; an **optimizer** merges or prunes arms and
 never removes the last route. Running every optimizer right after each pathfinder ("prune as
 you go") bounds the path set. The optimized form is the module itself; `OptimizedGraph` is a
@@ -19,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import BranchOp, YieldOp
@@ -32,6 +36,25 @@ from passes.picker_support import (
     write_alternatives,
 )
 from runtime.plan import ExecutionPlan, PlanOptions
+from runtime.residency import ResidencyError, ResidencyReport, parse_budgets
+from runtime.topology import SystemTopology
+
+
+@dataclass(frozen=True)
+class OptimizeOptions(PickerOptions):
+    """The picker options plus what only the whole pipeline does."""
+
+    budget: str = ""
+    """Per-device memory budgets, as `fuel-insert-residency{budget=...}` (`cuda:0=2GiB,cpu=8GiB`;
+    a bare size is `default_device`'s); empty: no residency copies."""
+
+
+class BudgetUnreachable(PassFailedException):
+    """A `budget` that residency copies cannot meet; `report` says per device why."""
+
+    def __init__(self, report: ResidencyReport):
+        self.report = report
+        super().__init__(str(report))
 
 
 @dataclass
@@ -143,6 +166,8 @@ class OptimizedGraph:
 
     module: ModuleOp
     plans: list[ExecutionPlan]
+    residency: ResidencyReport | None = None
+    """What the residency copies did (None: no budget was set)."""
 
     def branch_count(self) -> int:
         return sum(isinstance(op, BranchOp) for op in self.module.walk())
@@ -226,6 +251,8 @@ def optimize_graph(
     options = options if options is not None else PickerOptions()
     optional_pass("fuel-fix-dtypes")(module, options)
     plan_opts = options.plan_options()
+    assert plan_opts.topology is not None
+    budgets = _budgets(options, plan_opts.topology)  # a bad budget fails before any work
     plans = plan_module(module, options)
     clear_decisions(module)
     ctx = OptimizationContext(plans, options, plan_opts)
@@ -234,20 +261,50 @@ def optimize_graph(
     stamp(plans)
     with_options(BakeVariantsPass, options).apply(Context(), module)
     stamp_new_ops(module, options)
-    assert plan_opts.topology is not None
     for plan in plans:
         insert_copies(plan, plan_opts.topology, options.default_device)
+    residency = fit_residency(module, budgets, options, plan_opts.topology) if budgets else None
     optional_pass("fuel-fix-layouts")(module, options)
-    return OptimizedGraph(module, plans)
+    return OptimizedGraph(module, plans, residency)
+
+
+def _budgets(options: PickerOptions, topology: SystemTopology) -> dict[str, int]:
+    """The `budget` option in bytes per device (`{}` when unset or not an `OptimizeOptions`)."""
+    text = options.budget if isinstance(options, OptimizeOptions) else ""
+    try:
+        budgets = parse_budgets(text, options.default_device)
+        for device in budgets:
+            topology.device(device)  # UnknownDevice names the known ones
+    except (ResidencyError, LookupError) as e:
+        raise PassFailedException(f"budget: {e}") from None
+    return budgets
+
+
+def fit_residency(module: ModuleOp, budgets: dict[str, int], options: PickerOptions,
+                  topology: SystemTopology) -> ResidencyReport:  # fmt: skip
+    """`fuel-insert-residency` at the driver's residency stage, its transfers priced on
+    `topology`; `BudgetUnreachable` (with the report) if a device cannot fit."""
+    from passes.insert_residency import insert_residency
+
+    try:
+        report = insert_residency(module, budgets, default_device=options.default_device,
+                                  host=topology.host.name, topology=topology)  # fmt: skip
+    except ResidencyError as e:
+        raise PassFailedException(f"residency: {e}") from None
+    if not report.fits:
+        raise BudgetUnreachable(report)
+    return report
 
 
 @dataclass(frozen=True)
-class OptimizePass(ModulePass, PickerOptions):
+class OptimizePass(ModulePass, OptimizeOptions):
     """The whole optimize pipeline (`optimize_graph`) with the default pathfinders
     (fork-placements, emit-decode-flash, fuse-patterns) and optimizer (converge-frontier).
 
     Pre: verified fuel IR. Post: every decision point stamped, variant branches baked,
-    placement branches left for the runtime picker, every edge single-device. Idempotent.
+    placement branches left for the runtime picker, every edge single-device; with a `budget`,
+    every budgeted device fits (evict/reload copies), or the pass fails with the residency
+    report. Idempotent.
     """
 
     name = "fuel-optimize"

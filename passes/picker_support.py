@@ -7,6 +7,7 @@ its stage owns. Earlier decisions in the IR (`fuel.alternatives`, `fuel.device`,
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,15 @@ from xdsl.utils.exceptions import PassFailedException
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, CandidateAttr, placed_device
-from runtime.plan import Decision, ExecutionPlan, PlanError, PlanOptions, compile_plan
+from runtime.plan import (
+    Decision,
+    ExecutionPlan,
+    PlanError,
+    PlanOptions,
+    backend_notes,
+    compile_plan,
+    topology_kernels,
+)
 from runtime.ranker import Candidate, PrecisionRequirement
 from runtime.topology import SystemTopology, TopologyError
 
@@ -48,8 +57,21 @@ class PickerOptions:
             req = PrecisionRequirement.parse(self.precision)
         except (TopologyError, ValueError) as e:
             raise PassFailedException(str(e)) from None
+        _note_once(backend_notes(topo, topology_kernels(topo)))  # before the Judge's snapshot
         return PlanOptions(topology=topo, precision=req, judge=_judge(self.judge),
                            default_device=self.default_device)  # fmt: skip
+
+
+_NOTED: set[str] = set()
+
+
+def _note_once(notes: list[str]) -> None:
+    """Say on stderr, once per process, which devices have no kernels (a backend that could not
+    load): their ops go elsewhere, and the output alone would not say why."""
+    for note in notes:
+        if note not in _NOTED:
+            _NOTED.add(note)
+            print(f"fuel: note: {note}", file=sys.stderr)
 
 
 def _judge(spec: str):  # noqa: ANN202
@@ -68,7 +90,7 @@ def plan_module(module: ModuleOp, options: PickerOptions) -> list[ExecutionPlan]
     opts = options.plan_options()
     try:
         return [compile_plan(module, opts, f) for f in module.ops if isinstance(f, func.FuncOp)]
-    except PlanError as e:
+    except (PlanError, TopologyError) as e:  # e.g. a pin naming a device the topology lacks
         raise PassFailedException(str(e)) from None
 
 

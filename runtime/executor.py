@@ -1,6 +1,7 @@
 """The executor: compile a verified module once into a flat schedule, then run it many times.
 
-Compilation resolves every kernel op through the binding table (`compile_op`, fail fast),
+Compilation resolves every kernel op through the binding table (`compile_op`, fail fast; with
+the process-wide table, a device's backends load on its first op: `ensure_backend_kernels`),
 preallocates every intermediate from a static memory plan per device that reuses a buffer
 after its last use, and turns reshapes into views. A run binds the graph inputs into the
 prebuilt argument lists and walks the schedule: per op, one Python call.
@@ -55,7 +56,12 @@ from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp
-from runtime.binding_table import BindingTableError, KernelBindingTable, global_bindings
+from runtime.binding_table import (
+    BindingTableError,
+    KernelBindingTable,
+    ensure_backend_kernels,
+    global_bindings,
+)
 from runtime.compiled import compile_op
 from runtime.devices import (
     DeviceRuntime,
@@ -148,6 +154,8 @@ class _Compiler:
     weights: Mapping[str, np.ndarray]
     devices: _Devices
     judge: JudgeOracle | None = None
+    global_table: bool = False
+    """`table` is a process-wide snapshot: a device's backends load into it on first use."""
     items: list[tuple[Any, list[Any]]] = field(default_factory=list)
     """(callable, positional args): `kernel(ins, outs, params)` or `direct(*ins, *outs)`."""
     names: list[str] = field(default_factory=list)
@@ -459,11 +467,21 @@ class _Compiler:
         waits on it (the slot is marked while compiling that copy)."""
         rt = self.devices.get(device)
         try:
-            node = compile_op(op, self.table, rt.backend)
+            node = compile_op(op, self.table_for(device), rt.backend)
         except BindingTableError as e:
             raise ExecutionError(f"cannot compile '{op.name}' for {device}: {e}") from None
         self.check_backend(op.name, node.backend, device)
         self.submit(op, device, node.entry.kernel, node.params, op.name)
+
+    def table_for(self, device: str) -> KernelBindingTable:
+        """The table to compile `device`'s ops with: with the process-wide table, first load
+        the kernels of `device`'s backends (the cuda backend's on first use)."""
+        if self.global_table:
+            missing = ensure_backend_kernels(self.devices.backends(device))
+            if missing:
+                raise ExecutionError(f"cannot run on {device}: {'; '.join(missing.values())}")
+            self.table = global_bindings()
+        return self.table
 
     def check_backend(self, name: str, backend: str, device: str) -> None:
         if backend not in self.devices.backends(device):
@@ -514,7 +532,7 @@ class _Compiler:
         name, dtypes, backend = op.key()
         self.check_backend(op.name, backend, device)
         try:
-            entry = library_entry(op, self.table)
+            entry = library_entry(op, self.table_for(device))
         except BindingTableError as e:
             raise ExecutionError(f"cannot run library call '{name}' [{', '.join(dtypes)}] on "
                                  f"{device} (does the table hold the Triton kernels? "
@@ -636,7 +654,7 @@ class Executor:
         self.input_specs = [(to_numpy(dtype_name(a.type)), shape_of(a.type)) for a in args]
         self._devices = _Devices(topology, devices or {})
         c = _Compiler(global_bindings() if table is None else table, backend, module.weights,
-                      self._devices, judge)  # fmt: skip
+                      self._devices, judge, global_table=table is None)  # fmt: skip
         for a in args:
             c.patches[a] = []
         self._compile_body(c, fn)

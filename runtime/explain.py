@@ -417,9 +417,11 @@ def _header(plan: ExecutionPlan, module_name: str, options: PlanOptions, judge_l
     placed = ", ".join(f"{n} on {dev}" for dev, n in per_dev.items()) or "none"
     copies = [e for e in edges if e.crosses]
     judge = judge_label or ("none" if options.judge is None else "in use")
+    notes = [("note", n) for n in plan.notes]
     return [
         ("module", module_name),
         ("topology", _topology_text(topo)),
+        *notes,
         ("judge", judge),
         ("precision", describe_precision(options.precision)),
         ("total", f"{fmt_ns(plan.total_ns)} planned = {fmt_ns(compute)} compute + "
@@ -543,7 +545,10 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
         req = PrecisionRequirement.parse(args.precision or "")
     except ValueError as e:
         raise ExplainError(f"--precision: {e}") from None
+    from runtime.plan import topology_kernels
+
     topo = SystemTopology.from_file(args.topology) if args.topology else SystemTopology.detect()
+    topology_kernels(topo)  # the cuda kernels join the table before the Judge's snapshot
     oracle, label = _judge(args.judge or "")
     return PlanOptions(topology=topo, precision=req, judge=oracle), label
 

@@ -17,6 +17,10 @@ Weights and constants are free-floating: uploaded once at load, never priced per
 
 Finally each op's candidates on its chosen device get inbound transfer costs, are ranked, and
 keep a per-device frontier. `ExecutionPlan` is the result; the picker passes write it into IR.
+
+Planning with the process-wide table (no `table` option) first loads the kernels of every
+backend the topology's devices run (`topology_kernels`: the cuda Triton kernels on first use);
+a backend that cannot load leaves its devices without candidates and a line in `plan.notes`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from runtime.binding_table import (
     BindingTableError,
     KernelBindingTable,
     bindings_generation,
+    ensure_backend_kernels,
     global_bindings,
 )
 from runtime.cost import dtype_bytes, layer1_cost
@@ -102,6 +107,8 @@ class ExecutionPlan:
     residency: dict[SSAValue, str | None]
     generation: int
     total_ns: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    """Why some devices of the topology had no candidates (a backend that could not load)."""
 
 
 def value_bytes(v: SSAValue) -> int:
@@ -119,11 +126,37 @@ def _size_class(op: str, shapes: list[tuple[int, ...]]) -> int:
     return size_class(op, shapes)
 
 
+def topology_kernels(topo: SystemTopology) -> dict[str, str]:
+    """Load the kernels of every backend `topo`'s devices run into the process-wide table (the
+    cuda backend's on first use); returns `{backend: why}` for those that cannot load."""
+    return ensure_backend_kernels(b for d in topo.devices for b in d.backends)
+
+
+def backend_notes(topo: SystemTopology, unavailable: Mapping[str, str]) -> list[str]:
+    """One line per unavailable backend, naming the devices left without its kernels."""
+    out = []
+    for backend, why in unavailable.items():
+        names = ", ".join(d.name for d in topo.devices_for_backend(backend))
+        out.append(f"{names}: {why}")
+    return out
+
+
+def _plan_table(
+    options: PlanOptions, topo: SystemTopology
+) -> tuple[KernelBindingTable, dict[str, str]]:
+    """The table to plan with (an explicit one as is) and the backends that could not load."""
+    if options.table is not None:
+        return options.table, {}
+    unavailable = topology_kernels(topo)
+    return global_bindings(), unavailable
+
+
 @dataclass
 class _Planner:
     topo: SystemTopology
     table: KernelBindingTable
     opts: PlanOptions
+    unavailable: Mapping[str, str] = field(default_factory=dict)
     drafts: dict[Operation, list[Candidate]] = field(default_factory=dict)
     rejected: dict[Operation, list[Candidate]] = field(default_factory=dict)
     sizes: dict[Operation, int] = field(default_factory=dict)
@@ -149,6 +182,12 @@ class _Planner:
         dtypes, params = op.kernel_dtypes(), op.kernel_params()
         cands = enumerate_candidates(op.KERNEL_OP, dtypes, self.placements(op), self.table)
         if not cands:
+            pin = op.attributes.get(PIN_ATTR)
+            if isinstance(pin, DeviceAttr):
+                why = [self.unavailable[b] for b in self.topo.device(pin.data).backends
+                       if b in self.unavailable]  # fmt: skip
+                if why:
+                    raise PlanError(f"{_where(op)} is pinned to {pin.data}, but {'; '.join(why)}")
             backend = self.topo.device(self.opts.default_device).backends[0]
             try:
                 self.table.lookup_with_caps(op.KERNEL_OP, dtypes, backend)
@@ -196,15 +235,17 @@ def compile_plan(
 ) -> ExecutionPlan:
     """Rank and place every decision point of `function` (default: the entry function)."""
     topo = options.topology or SystemTopology.cpu_only()
-    table = options.table if options.table is not None else global_bindings()
+    table, unavailable = _plan_table(options, topo)
     fn = function if function is not None else entry_function(module)
-    p = _Planner(topo, table, options)
+    p = _Planner(topo, table, options, unavailable)
     order = [op for op in fn.body.block.ops]
     for op in order:
         if is_decision_point(op):
             p.draft(op)
     devices = _place(p, fn, order)
-    return _finish(p, fn, order, devices)
+    plan = _finish(p, fn, order, devices)
+    plan.notes = backend_notes(topo, unavailable)
+    return plan
 
 
 def _node_costs(cands: list[Candidate]) -> dict[str, float]:
@@ -322,8 +363,8 @@ def price_op(op: Operation, options: PlanOptions = PlanOptions()) -> dict[str, f
     """Best compute time (ns) of one decision point per device: the Judge's figure where
     measured, Layer 1 otherwise, over the admissible candidates. Raises PlanError if none."""
     topo = options.topology or SystemTopology.cpu_only()
-    table = options.table if options.table is not None else global_bindings()
-    p = _Planner(topo, table, options)
+    table, unavailable = _plan_table(options, topo)
+    p = _Planner(topo, table, options, unavailable)
     p.draft(op)
     cands = p.drafts[op]
     stamp = op.attributes.get(KERNEL_ATTR)

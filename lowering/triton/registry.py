@@ -17,8 +17,10 @@ f32 claims no static bound (`deterministic`); log/sin/cos/erf go through libdevi
 f32). f16/bf16 results computed in f32 keep a 1-ulp bound because the f32 error stays far below
 half an f16/bf16 ulp over their ranges.
 
-Nothing here touches the process-wide table: adding these kernels to it is one
-`extend_global_bindings(register_triton_kernels)` call.
+Nothing here touches the process-wide table. The table loads these kernels lazily, the first
+time planning or execution involves a device with the `cuda` backend
+(`runtime.binding_table.ensure_backend_kernels(["cuda"])`, through `BACKEND_PROVIDERS`), so
+CPU-only work never imports torch or triton.
 """
 
 from __future__ import annotations

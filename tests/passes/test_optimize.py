@@ -3,6 +3,8 @@ the equivalence gate, idempotence and numerics of `fuel-optimize` on the decoder
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -32,6 +34,7 @@ from runtime.topology import Device, SystemTopology
 CPU = Device("cpu", "cpu", ("cpu",), 1.0, 4.0)
 GPU = Device("cuda:0", "cuda", ("cuda",), 30.0, 40.0)
 CPU_ONLY = PickerOptions(judge="none")
+CPU_2GPU = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "cpu_2gpu.toml"
 
 
 def _copy(ins, outs, params) -> None:  # noqa: ANN001
@@ -220,3 +223,90 @@ def test_optimize_fuses_a_decomposed_softmax_and_stays_correct() -> None:
     assert "fuel.softmax" not in names
     assert {"fuel.reduce_max", "fuel.exp", "fuel.reduce_sum", "fuel.div"} <= set(names)
     np.testing.assert_allclose(Executor(small).run({"x": xs})["y"], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_a_gpu_topology_plans_cuda_routes_that_run_emulated() -> None:
+    """With cpu_2gpu the cuda devices load the Triton kernels: the decoder block gets placement
+    branches whose cuda:0 arms copy in, run a Triton kernel, copy back. Under the Triton
+    interpreter the route picker's run and a run forced onto every cuda arm match the host."""
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from fuel_dialect.attrs import KERNEL_ATTR
+    from fuel_dialect.branch import PICKED_ATTR
+    from fuel_dialect.dispatch import CopyOp
+
+    m = build_decoder_block(BlockConfig())
+    x = np.random.default_rng(4).standard_normal((1, 16, 64)).astype(np.float32)
+    want = Executor(m).run({"x": x})["y"]
+    optimize_graph(m.op, PickerOptions(topology=str(CPU_2GPU), judge="none"))
+    m.op.verify()
+    stamps = [op.attributes[KERNEL_ATTR] for op in m.op.walk() if KERNEL_ATTR in op.attributes]
+    assert any(s.backend.data == "cuda" for s in stamps)  # type: ignore[attr-defined]
+    assert any(isinstance(op, CopyOp) and op.target.data == "cuda:0" for op in m.op.walk())
+    topo = SystemTopology.from_file(CPU_2GPU)
+    np.testing.assert_allclose(Executor(m, topology=topo).run({"x": x})["y"], want,
+                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    placement = [b for b in branches(m.op) if b.kind.data == "placement"]
+    assert placement
+    for b in placement:
+        b.attributes[PICKED_ATTR] = IntegerAttr(1, 64)
+    ex = Executor(m, topology=topo)
+    np.testing.assert_allclose(ex.run({"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+    assert ex.memory_peak_by_device()["cuda:0"] > 0
+
+
+BUDGET_INPUT = Path(__file__).resolve().parents[1] / "filecheck/passes/Inputs/optimize_budget.mlir"
+
+
+def _pinned_chain():  # noqa: ANN202
+    """@evict_idle alone: five 1 KiB ops pinned to cuda:0 (peak 4 KiB there unbudgeted)."""
+    from runtime.module import FuelModule
+
+    m = FuelModule.parse(BUDGET_INPUT.read_text())
+    for f in [f for f in m.op.ops if f.sym_name.data != "evict_idle"]:  # type: ignore[attr-defined]
+        f.detach()
+    return m
+
+
+def test_a_budget_inserts_residency_copies_that_fit_and_run() -> None:
+    """fuel-optimize{budget=...}: residency copies after the placement copies; the graph
+    carries the report, and the emulated run stays within the budget and correct."""
+    from passes.optimize import OptimizeOptions
+
+    m = _pinned_chain()
+    graph = optimize_graph(m.op, OptimizeOptions(topology=str(CPU_2GPU), judge="none",
+                                                 budget="cuda:0=3KiB"))  # fmt: skip
+    report = graph.residency
+    assert report is not None and report.fits
+    cuda = report.device("cuda:0")
+    assert (cuda.peak_before.bytes, cuda.peak_after.bytes) == (4096, 3072)
+    assert [e.value for e in cuda.evictions] == ["%a (fuel.exp)"]
+    roles = [op.attributes["fuel.residency"].data for op in m.op.walk()  # type: ignore[attr-defined]
+             if "fuel.residency" in op.attributes]  # fmt: skip
+    assert roles == ["evict", "reload"]
+    x = np.linspace(-1, 1, 256, dtype=np.float32)
+    ex = Executor(m, topology=SystemTopology.from_file(CPU_2GPU))
+    b = np.tanh(np.exp(x))
+    np.testing.assert_allclose(ex.run({"x": x})["out0"], np.exp(x) + (b - b), rtol=1e-6)
+    assert ex.memory_peak_by_device()["cuda:0"] <= 3072
+    no_budget = PickerOptions(topology=str(CPU_2GPU), judge="none")
+    assert optimize_graph(_pinned_chain().op, no_budget).residency is None
+
+
+def test_an_unreachable_or_malformed_budget_fails_the_pass() -> None:
+    import pytest
+    from xdsl.utils.exceptions import PassFailedException
+
+    from passes.optimize import BudgetUnreachable, OptimizeOptions
+
+    opts = OptimizeOptions(topology=str(CPU_2GPU), judge="none", budget="cuda:0=1.5KiB")
+    with pytest.raises(BudgetUnreachable, match="a budget is unreachable") as info:
+        optimize_graph(_pinned_chain().op, opts)
+    assert not info.value.report.fits
+    assert "nothing live at fuel.add %d" in str(info.value.report)
+    for budget, why in (("cuda:0=3 parsecs", "bad memory size"), ("cuda:9=1GiB", "cuda:9")):
+        with pytest.raises(PassFailedException, match=why):
+            optimize_graph(
+                _pinned_chain().op,
+                OptimizeOptions(topology=str(CPU_2GPU), budget=budget, judge="none"),
+            )

@@ -214,3 +214,37 @@ def test_the_gpu_target_on_a_real_gpu(tmp_path: Path, monkeypatch: pytest.Monkey
     x = _x((1, 16, 64))
     np.testing.assert_allclose(ex.run({"x": x})["y"], lb.executor("cpu").run({"x": x})["y"],
                                **TOL)  # fmt: skip
+
+
+def test_a_gpu_topology_plan_lowers_its_cuda_arms_and_runs_them(tmp_path: Path) -> None:
+    """Optimized for cpu_2gpu, the decoder block's placement branches carry cuda:0 arms; the
+    sm_90 build lowers those arms to library calls and generated launches (declared in the
+    manifest), and forcing every branch onto its cuda arm still matches the host run."""
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from fuel_dialect.branch import PICKED_ATTR, BranchOp
+    from fuel_dialect.ops_triton import LibraryCallOp
+    from passes.optimize import optimize_graph
+    from passes.picker_support import PickerOptions
+    from runtime.executor import Executor
+
+    module = FuelModule.load(DECODER)
+    x = _x((1, 16, 64), seed=7)
+    want = Executor(module).run({"x": x})["y"]
+    topology = str(ROOT / "examples" / "topologies" / "cpu_2gpu.toml")
+    optimize_graph(module.op, PickerOptions(topology=topology, judge="none"))
+    lb = load_bundle(write_bundle(module, tmp_path / "gpu_plan", ["sm_90"]), emulate=True)
+    lowered, _ = lb.lowered("sm_90")
+    placement = [b for b in lowered.op.walk()
+                 if isinstance(b, BranchOp) and b.kind.data == "placement"]  # fmt: skip
+    assert placement and all(
+        any(isinstance(op, LibraryCallOp) for op in b.arms[1].block.ops)
+        or any(op.name == "fuel.triton_launch" for op in b.arms[1].block.ops)
+        for b in placement
+    )
+    np.testing.assert_allclose(lb.executor().run({"x": x})["y"], want, **TOL)
+    for b in placement:
+        b.attributes[PICKED_ATTR] = IntegerAttr(1, 64)
+    ex = lb.executor()
+    np.testing.assert_allclose(ex.run({"x": x})["y"], want, **TOL)
+    assert ex.memory_peak_by_device()["cuda:0"] > 0

@@ -108,24 +108,26 @@ func.func @compare_not_applied(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8
   func.return %c : tensor<8xi1>
 }
 
-// Coverage is the op's own candidate backends: pinned to cuda:0 (no cuda kernels bound),
-// neg@f16 has no kernel there, so the f32 island stays even though the cpu has one.
+// Coverage is the op's own candidate backends: pinned to cuda:0, whose Triton elementwise
+// kernels are float-only, relu@i8 has no kernel there, so the f32 island stays though the cpu
+// has one.
 // CHECK-LABEL: func.func @pinned
-// CHECK:         fuel.neg %{{.*}} : tensor<64x64xf16>
+// CHECK-NEXT:    %[[C:.*]] = fuel.relu %{{.*}} {fuel.pin = #fuel.device<"cpu">} : tensor<64x64xi8>
+// CHECK-NEXT:    func.return %[[C]]
 // CHECK-LABEL: func.func @pinned_not_applied
 // CHECK-NEXT:    %[[A:.*]] = fuel.cast
-// CHECK-NEXT:    %[[B:.*]] = fuel.neg %[[A]] {fuel.pin = #fuel.device<"cuda:0">} : tensor<64x64xf32>
-func.func @pinned(%x: tensor<64x64xf16>) -> tensor<64x64xf16> {
-  %a = fuel.cast %x : tensor<64x64xf16> to tensor<64x64xf32>
-  %b = fuel.neg %a {fuel.pin = #fuel.device<"cpu">} : tensor<64x64xf32>
-  %c = fuel.cast %b : tensor<64x64xf32> to tensor<64x64xf16>
-  func.return %c : tensor<64x64xf16>
+// CHECK-NEXT:    %[[B:.*]] = fuel.relu %[[A]] {fuel.pin = #fuel.device<"cuda:0">} : tensor<64x64xf32>
+func.func @pinned(%x: tensor<64x64xi8>) -> tensor<64x64xi8> {
+  %a = fuel.cast %x : tensor<64x64xi8> to tensor<64x64xf32>
+  %b = fuel.relu %a {fuel.pin = #fuel.device<"cpu">} : tensor<64x64xf32>
+  %c = fuel.cast %b : tensor<64x64xf32> to tensor<64x64xi8>
+  func.return %c : tensor<64x64xi8>
 }
-func.func @pinned_not_applied(%x: tensor<64x64xf16>) -> tensor<64x64xf16> {
-  %a = fuel.cast %x : tensor<64x64xf16> to tensor<64x64xf32>
-  %b = fuel.neg %a {fuel.pin = #fuel.device<"cuda:0">} : tensor<64x64xf32>
-  %c = fuel.cast %b : tensor<64x64xf32> to tensor<64x64xf16>
-  func.return %c : tensor<64x64xf16>
+func.func @pinned_not_applied(%x: tensor<64x64xi8>) -> tensor<64x64xi8> {
+  %a = fuel.cast %x : tensor<64x64xi8> to tensor<64x64xf32>
+  %b = fuel.relu %a {fuel.pin = #fuel.device<"cuda:0">} : tensor<64x64xf32>
+  %c = fuel.cast %b : tensor<64x64xf32> to tensor<64x64xi8>
+  func.return %c : tensor<64x64xi8>
 }
 
 // sqrt has no i32 kernel: even with semantic change allowed the f32 cast stays.

@@ -1,5 +1,8 @@
 // RUN: fuel-opt %s -p 'fuel-optimize{judge="none"}' | filecheck %s
 // RUN: fuel-opt %s -p 'fuel-optimize{judge="none" topology="%S/Inputs/host_and_accel.toml"}' | filecheck %s --check-prefix=ACCEL
+// RUN: fuel-opt %S/Inputs/optimize_budget.mlir -p 'fuel-optimize{judge="none" topology="%S/Inputs/host_and_accel.toml" budget="cuda:0=3KiB"}' | filecheck %s --check-prefix=BUDGET
+// RUN: not fuel-opt %S/Inputs/optimize_budget.mlir -p 'fuel-optimize{judge="none" topology="%S/Inputs/host_and_accel.toml" budget="cuda:0=1.5KiB"}' 2>&1 | filecheck %s --check-prefix=UNREACHABLE
+// RUN: not fuel-opt %s -p 'fuel-optimize{judge="none" budget="cuda:5=1GiB"}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 
 // On the host: every decision point stamped with its winner, no branch, no copy.
 // CHECK-LABEL: func.func @chain
@@ -26,3 +29,28 @@ func.func @chain_not_applied(%x: tensor<16xf32>) -> tensor<4x4xf32> {
   %r = fuel.reshape %x : tensor<16xf32> -> tensor<4x4xf32>
   func.return %r : tensor<4x4xf32>
 }
+
+// With a budget, residency copies come after the placement copies: the BUDGET runs optimize
+// Inputs/optimize_budget.mlir (ops pinned to cuda:0, which the host-only runs above lack).
+// %a is idle from %b to %e: evicted to the host after its last read, reloaded for %e.
+// BUDGET-LABEL: func.func @evict_idle
+// BUDGET-NEXT:    %[[X:.*]] = fuel.copy %{{.*}} to "cuda:0" : tensor<256xf32>
+// BUDGET-NEXT:    %[[A:.*]] = fuel.exp %[[X]] {{.*}}fuel.device = #fuel.device<"cuda:0">
+// BUDGET-NEXT:    %[[B:.*]] = fuel.tanh %[[A]]
+// BUDGET-NEXT:    %[[H:.*]] = fuel.copy %[[A]] to "cpu" {fuel.residency = "evict"}
+// BUDGET-NEXT:    %[[C:.*]] = fuel.neg %[[B]]
+// BUDGET-NEXT:    %[[D:.*]] = fuel.add %[[B]], %[[C]]
+// BUDGET-NEXT:    %[[R:.*]] = fuel.copy %[[H]] to "cuda:0" {fuel.residency = "reload"}
+// BUDGET-NEXT:    %[[E:.*]] = fuel.add %[[R]], %[[D]]
+// BUDGET-NEXT:    %[[Y:.*]] = fuel.copy %[[E]] to "cpu" : tensor<256xf32>
+// BUDGET-NEXT:    func.return %[[Y]]
+// A peak of 2 KiB already fits: no residency copy.
+// BUDGET-LABEL: func.func @evict_idle_not_applied
+// BUDGET-NEXT:    %[[X:.*]] = fuel.copy %{{.*}} to "cuda:0"
+// BUDGET-NEXT:    %[[A:.*]] = fuel.exp %[[X]]
+// BUDGET-NEXT:    %[[B:.*]] = fuel.tanh %[[A]]
+// BUDGET-NEXT:    %[[Y:.*]] = fuel.copy %[[B]] to "cpu" : tensor<256xf32>
+// BUDGET-NEXT:    func.return %[[Y]]
+// UNREACHABLE: error: residency: a budget is unreachable
+// UNREACHABLE: @evict_idle on cuda:0: budget 1.5 KiB; peak 4 KiB at fuel.add %d -> 3 KiB at fuel.add %d; DOES NOT FIT
+// UNKNOWN: error: budget: unknown device 'cuda:5' (devices: cpu)
