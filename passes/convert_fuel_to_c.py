@@ -9,7 +9,6 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, StringAttr, SymbolRefAttr, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.dispatch import PIN_ATTR
@@ -17,7 +16,7 @@ from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp
 from lowering.cpu.codegen import c_groups, c_pays_off, c_source
 from lowering.triton.codegen import FusionGroup
-from passes.convert_fuel_to_triton import schedule
+from passes.convert_fuel_to_triton import KernelSymbols, schedule
 
 HOST = "cpu"
 LIBRARY_SOURCE = "numpy"
@@ -40,39 +39,22 @@ def host_eligible(op: Operation) -> bool:
     return True
 
 
-@dataclass
-class _Kernels:
-    """The module's generated kernels, deduplicated by source (name aside)."""
-
-    module: ModuleOp
-    by_source: dict[str, str]
-    taken: set[str]
-
-    def symbol(self, group: FusionGroup) -> str:
-        canonical = c_source(group, "kernel")
-        if canonical in self.by_source:
-            return self.by_source[canonical]
-        n = len(self.taken)
-        while f"c_fused_{n}" in self.taken:
-            n += 1
-        name = f"c_fused_{n}"
-        self.taken.add(name)
-        self.by_source[canonical] = name
-        ins, outs = [v.type for v in group.inputs], [v.type for v in group.outputs]
-        kernel = CKernelOp.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "space": DenseArrayBase.from_list(i64, group.space),
-                "function_type": func.FunctionType.from_lists(ins, outs),
-                "source": StringAttr(c_source(group, name)),
-            }
-        )
-        funcs = [op for op in self.module.ops if isinstance(op, func.FuncOp)]
-        Rewriter.insert_op(kernel, InsertPoint.before(funcs[0]))
-        return name
+def c_kernel_op(group: FusionGroup, name: str) -> CKernelOp:
+    """The `fuel.c_kernel` symbol of `group`'s generated C function."""
+    ins, outs = [v.type for v in group.inputs], [v.type for v in group.outputs]
+    return CKernelOp.create(
+        properties={
+            "sym_name": StringAttr(name),
+            "space": DenseArrayBase.from_list(i64, group.space),
+            "function_type": func.FunctionType.from_lists(ins, outs),
+            "source": StringAttr(c_source(group, name)),
+        }
+    )
 
 
-def convert_function(f: func.FuncOp, kernels: _Kernels, min_ops: int, cost_model: bool) -> None:
+def convert_function(
+    f: func.FuncOp, kernels: KernelSymbols, min_ops: int, cost_model: bool
+) -> None:
     """Rewrite one function body (see `ConvertFuelToCPass`)."""
     block = f.body.block
     groups = [
@@ -151,6 +133,6 @@ class ConvertFuelToCPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         existing = {k.sym_name.data for k in op.ops if isinstance(k, CKernelOp)}
-        kernels = _Kernels(op, {}, existing)
+        kernels = KernelSymbols(op, "c_fused_", c_source, c_kernel_op, existing)
         for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             convert_function(f, kernels, self.min_ops, self.cost_model)

@@ -4,7 +4,9 @@ ops become binding-table library calls on the `cuda` backend."""
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -96,45 +98,53 @@ def library_call(op: Operation) -> LibraryCallOp:
 
 
 @dataclass
-class _Kernels:
-    """The module's generated kernels, deduplicated by source (name aside)."""
+class KernelSymbols:
+    """A module's generated kernel symbols, one per distinct kernel: a group whose source
+    (named "kernel") matches an earlier group's reuses its symbol. `make(group, name)` builds
+    the module-level kernel op; new ones go before the first function."""
 
     module: ModuleOp
-    block_size: int
-    by_source: dict[str, str]
+    prefix: str
+    source: Callable[[FusionGroup, str], str]
+    make: Callable[[FusionGroup, str], Operation]
     taken: set[str]
+    by_source: dict[str, str] = field(default_factory=dict)
 
     def symbol(self, group: FusionGroup) -> str:
-        canonical = kernel_source(group, "kernel")
+        canonical = self.source(group, "kernel")
         if canonical in self.by_source:
             return self.by_source[canonical]
         n = len(self.taken)
-        while f"fused_{n}" in self.taken:
+        while f"{self.prefix}{n}" in self.taken:
             n += 1
-        name = f"fused_{n}"
+        name = f"{self.prefix}{n}"
         self.taken.add(name)
         self.by_source[canonical] = name
-        ins, outs = [v.type for v in group.inputs], [v.type for v in group.outputs]
-        kernel = TritonKernelOp.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "space": DenseArrayBase.from_list(i64, group.space),
-                "block": IntegerAttr(self.block_size, i64),
-                "function_type": func.FunctionType.from_lists(ins, outs),
-                "source": StringAttr(kernel_source(group, name)),
-            }
-        )
         funcs = [op for op in self.module.ops if isinstance(op, func.FuncOp)]
-        Rewriter.insert_op(kernel, InsertPoint.before(funcs[0]))
+        Rewriter.insert_op(self.make(group, name), InsertPoint.before(funcs[0]))
         return name
 
 
-def convert_function(f: func.FuncOp, kernels: _Kernels, placed_only: bool) -> None:
+def triton_kernel_op(group: FusionGroup, name: str, block_size: int) -> TritonKernelOp:
+    """The `fuel.triton_kernel` symbol of `group`'s generated kernel."""
+    ins, outs = [v.type for v in group.inputs], [v.type for v in group.outputs]
+    return TritonKernelOp.create(
+        properties={
+            "sym_name": StringAttr(name),
+            "space": DenseArrayBase.from_list(i64, group.space),
+            "block": IntegerAttr(block_size, i64),
+            "function_type": func.FunctionType.from_lists(ins, outs),
+            "source": StringAttr(kernel_source(group, name)),
+        }
+    )
+
+
+def convert_function(f: func.FuncOp, kernels: KernelSymbols, placed_only: bool) -> None:
     """Rewrite one function body (see `ConvertFuelToTritonPass`)."""
     convert_block(f.body.block, kernels, placed_only)
 
 
-def convert_block(block: Block, kernels: _Kernels, placed_only: bool) -> None:
+def convert_block(block: Block, kernels: KernelSymbols, placed_only: bool) -> None:
     """Rewrite one block; then the arms of its branches, where only ops placed on a cuda device
     convert (an arm's placement is the picker's: its copies are already in the arm)."""
     for branch in [op for op in block.ops if isinstance(op, BranchOp)]:
@@ -225,6 +235,7 @@ class ConvertFuelToTritonPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         existing = {k.sym_name.data for k in op.ops if isinstance(k, TritonKernelOp)}
-        kernels = _Kernels(op, self.block, {}, existing)
+        make = partial(triton_kernel_op, block_size=self.block)
+        kernels = KernelSymbols(op, "fused_", kernel_source, make, existing)
         for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             convert_function(f, kernels, self.placed_only)
