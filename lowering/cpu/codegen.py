@@ -65,6 +65,7 @@ from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.triton.codegen import (
     FusionGroup,
     broadcast_index,
+    emit_group,
     cache_dir,
     fusion_groups,
     op_key,
@@ -426,15 +427,7 @@ class _Emitter:
 
 def c_source(group: FusionGroup, name: str) -> str:
     """The C source of `group` as one function `void name(void **args)`."""
-    em = _Emitter(group)
-    for j, v in enumerate(group.inputs):
-        em.load(j, v)
-    for v, value in group.splats.items():
-        em.splat(v, value)
-    for op in group.ops:
-        em.op(op)
-    for j, v in enumerate(group.outputs):
-        em.store(j, v)
+    em = emit_group(_Emitter(group), group)
     space = group.space
     dims = [d for d, n in enumerate(space) if n != 1]  # a loop per dim; size-1 dims are 0
     loops, flat = [], "0"

@@ -513,9 +513,9 @@ def _same_cast(op: Operation) -> bool:
     return dtype_name(op.operands[0].type) == dtype_name(op.results[0].type)
 
 
-def kernel_source(group: FusionGroup, name: str) -> str:
-    """The Triton source of `group` as one `@triton.jit` kernel named `name`."""
-    em = _Emitter(group)
+def emit_group(em: Any, group: FusionGroup) -> Any:
+    """Drive an emitter (Triton here, C in `lowering.cpu.codegen`) over `group`: load the
+    inputs, materialize the splats, one line per op, store the outputs. Returns `em`."""
     for j, v in enumerate(group.inputs):
         em.load(j, v)
     for v, value in group.splats.items():
@@ -524,6 +524,12 @@ def kernel_source(group: FusionGroup, name: str) -> str:
         em.op(op)
     for j, v in enumerate(group.outputs):
         em.store(j, v)
+    return em
+
+
+def kernel_source(group: FusionGroup, name: str) -> str:
+    """The Triton source of `group` as one `@triton.jit` kernel named `name`."""
+    em = emit_group(_Emitter(group), group)
     space, numel = group.space, math.prod(group.space)
     strides = row_major_strides(space)
     head = ["pid = tl.program_id(0)"]
