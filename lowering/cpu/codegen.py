@@ -65,8 +65,8 @@ from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.triton.codegen import (
     FusionGroup,
     broadcast_index,
-    emit_group,
     cache_dir,
+    emit_group,
     fusion_groups,
     op_key,
 )
