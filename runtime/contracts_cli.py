@@ -35,11 +35,12 @@ from runtime.contracts.lower import LoweredKernel, lower
 
 
 def _builtin_contract_dirs() -> list[Path]:
-    """The numpy provider's folder, then one folder per alternative kernel_source (each has its
-    own ledger.json: one import is one provider)."""
-    from lowering.cpu.contracts import CONTRACTS_DIR, PROVIDER_DIRS
+    """The vendor providers' folders (torch-blas, where torch is installed), the numpy provider's
+    folder, then one folder per alternative kernel_source (each has its own ledger.json: one
+    import is one provider)."""
+    from lowering.cpu.contracts import CONTRACTS_DIR, PROVIDER_DIRS, vendor_dirs
 
-    return [CONTRACTS_DIR, *PROVIDER_DIRS]
+    return [*vendor_dirs(), CONTRACTS_DIR, *PROVIDER_DIRS]
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -68,7 +68,8 @@ def expected() -> set[tuple[str, tuple[str, ...], str]]:
 FAMILY_SOURCES = (
     "numpy",
     "numpy-flashdecode",
-)  # the flash kernel: tests/passes/test_decode_flash.py
+    "torch-blas",
+)  # the flash kernel: tests/passes/test_decode_flash.py; torch-blas: tests/test_cpu_kernels.py
 ALTS = sorted(
     (op, d, e.kernel_source)
     for (op, d, _), e in TABLE.iter_entries()
@@ -103,12 +104,16 @@ def test_exactly_the_documented_alternatives() -> None:
 
 @pytest.mark.parametrize("alt", ALTS, ids=_id)
 def test_default_stays_sibling_zero(alt: tuple[str, tuple[str, ...], str]) -> None:
-    """Sibling 0 is still the numpy kernel of a table without alternatives (same revision)."""
+    """Sibling 0 is still the default of a table without alternatives (same revision): numpy,
+    or vendor BLAS (torch-blas) at the matmul keys where torch is installed."""
     op, dtypes, _ = alt
-    first = TABLE.lookup_alternatives(op, dtypes, "cpu")[0]
-    assert first.kernel_source == "numpy"
+    first, default = (
+        TABLE.lookup_alternatives(op, dtypes, "cpu")[0],
+        DEFAULTS.lookup(op, dtypes, "cpu"),
+    )
+    assert first.kernel_source == default.kernel_source in ("numpy", "torch-blas")
     assert TABLE.lookup_with_caps(op, dtypes, "cpu") is first
-    assert first.revision_hash == DEFAULTS.lookup(op, dtypes, "cpu").revision_hash
+    assert first.revision_hash == default.revision_hash
 
 
 @pytest.mark.parametrize("alt", ALTS, ids=_id)

@@ -8,6 +8,7 @@ integer wraparound, NaN propagation and the infinite limits of the composite fun
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -87,11 +88,25 @@ def test_unregistered_key_names_what_is_registered() -> None:
         TABLE.lookup_with_caps("div", ("i32", "i32", "i32"), "cpu")
 
 
+VENDOR_FIRST = (
+    {
+        ("matmul", ("f32",) * 3),
+        ("matmul", ("f64",) * 3),
+        ("matmul_bias_act", ("f32",) * 4),
+        ("gated_mlp", ("f32",) * 5),
+    }  # fmt: skip
+    if importlib.util.find_spec("torch")
+    else set()
+)
+"""Keys whose sibling 0 is PyTorch's CPU BLAS (lowering/cpu/kernels/torch_blas.py) when torch is
+installed: vendor BLAS first, numpy second."""
+
+
 @pytest.mark.parametrize("key", sorted(expected_keys()), ids=lambda k: f"{k[0]}-{'_'.join(k[1])}")
 def test_entry_facts(key: tuple[str, tuple[str, ...]]) -> None:
     op, dtypes = key
     entry = TABLE.lookup_with_caps(op, dtypes, "cpu")
-    assert entry.kernel_source == "numpy"
+    assert entry.kernel_source == ("torch-blas" if key in VENDOR_FIRST else "numpy")
     assert entry.caps.strided_input and not entry.caps.requires_broadcast
     assert entry.revision_hash != 0
     assert entry.precision.audited and entry.precision.notes

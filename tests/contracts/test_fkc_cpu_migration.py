@@ -14,6 +14,8 @@ from lowering.cpu.contracts import (
     register_cpu_contracts,
     register_cpu_kernels_from_contracts,
     register_cpu_sibling_contracts,
+    register_cpu_vendor_contracts,
+    vendor_dirs,
 )
 from lowering.cpu.kernels import hand_registered_table
 from runtime.binding_table import BindingEntry, BindingKey, KernelBindingTable
@@ -39,12 +41,15 @@ def _siblings() -> KernelBindingTable:
     t = KernelBindingTable()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnverifiedClaimWarning)  # each provider's ledger proves all
+        register_cpu_vendor_contracts(t)
         register_cpu_sibling_contracts(t)
     return t
 
 
 HAND, CONTRACTS, SIBLINGS = _hand(), _contracts(), _siblings()
-SOURCES = [d.name for d in PROVIDER_DIRS]
+SOURCES = [d.name for d in (*vendor_dirs(), *PROVIDER_DIRS)]
+VENDOR = {d.name for d in vendor_dirs()}  # torch-blas where torch is installed: sibling 0
+HAND_ONLY_OPS = {"concat", "matmul_bias_act", "gated_mlp"}  # see lowering/cpu/contracts
 SIBLING_KEYS = sorted((key, e.kernel_source) for key, e in SIBLINGS.iter_entries())
 MIGRATED_OPS = sorted({op for op, _, _ in CONTRACTS.iter_keys()})
 KEYS = sorted(CONTRACTS.iter_keys())
@@ -134,11 +139,13 @@ def test_sibling_sources_have_the_hand_keys() -> None:
             k
             for k in HAND.iter_keys()
             if any(e.kernel_source == source for e in HAND.lookup_alternatives(*k))
+            and k[0] not in HAND_ONLY_OPS
         }
         mine = {k for k, s in SIBLING_KEYS if s == source}
         assert mine == hand and mine, source
     counts = {s: sum(1 for _, x in SIBLING_KEYS if x == s) for s in SOURCES}
     assert counts == {
+        **({"torch-blas": 2} if VENDOR else {}),
         "numpy-flashdecode": 6,
         "numpy-fast": 18,
         "numpy-f64acc": 7,
@@ -201,10 +208,12 @@ def test_full_table_sibling_order_and_sources() -> None:
     for key in HAND.iter_keys():
         hand, mine = HAND.lookup_alternatives(*key), full.lookup_alternatives(*key)
         assert [e.kernel_source for e in mine] == [e.kernel_source for e in hand], key
-        assert mine[0].kernel_source == "numpy", key
+        vendor = [e.kernel_source for e in mine if e.kernel_source in VENDOR]
+        assert [e.kernel_source for e in mine[: len(vendor)]] == vendor, key  # vendor BLAS first
+        assert mine[len(vendor)].kernel_source == "numpy", key
         for e in mine:
             if contract_source(e) is None:
                 hand_only.add(key[0])
     # concat is variadic; the fused ops' costs read the `act` param or compose the numpy parts'
     # cost functions, which a contract's cost expression cannot (lowering/cpu/contracts)
-    assert hand_only == {"concat", "matmul_bias_act", "gated_mlp"}
+    assert hand_only == HAND_ONLY_OPS

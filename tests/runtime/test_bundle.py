@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -18,6 +19,9 @@ from runtime.cli import main as fuel_main
 from runtime.executor import Executor
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import FAKE_FILES, use_fake_gpu_backend
+
+MM_SOURCE = "torch-blas" if importlib.util.find_spec("torch") else "numpy"
+"""matmul f32's default sibling: vendor BLAS where torch is installed (kernels/torch_blas.py)."""
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"
@@ -72,11 +76,11 @@ def test_manifest_and_picker_record(bundles: tuple[Path, Path]) -> None:
     cpu = m["targets"]["cpu"]
     assert cpu["fingerprint"]["kind"] == "cpu"
     ids = [k["id"] for k in cpu["kernels"]]
-    assert "matmul[f32,f32,f32]@cpu/numpy" in ids and len(ids) == len(set(ids))
+    assert f"matmul[f32,f32,f32]@cpu/{MM_SOURCE}" in ids and len(ids) == len(set(ids))
     mm = next(o for o in lb.picker["ops"] if o["op"] == "fuel.matmul")
-    assert mm["chosen"]["kernel_id"] == "matmul[f32,f32,f32]@cpu/numpy"
+    assert mm["chosen"]["kernel_id"] == f"matmul[f32,f32,f32]@cpu/{MM_SOURCE}"
     assert {a["verdict"] for a in mm["alternatives"]} >= {"winner", "pruned:frontier"}
-    assert re.match(r"numpy ranks first of \d+ on cpu \(layer-1 .*\); next ", mm["why"])
+    assert re.match(MM_SOURCE + r" ranks first of \d+ on cpu \(layer-1 .*\); next ", mm["why"])
 
 
 def test_writing_is_deterministic_and_leaves_the_module_alone(

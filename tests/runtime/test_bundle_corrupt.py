@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -15,6 +16,9 @@ from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.bundle import BundleError, load_bundle
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import resign, use_fake_gpu_backend
+
+MM_SOURCE = "torch-blas" if importlib.util.find_spec("torch") else "numpy"
+"""matmul f32's default sibling: vendor BLAS where torch is installed (kernels/torch_blas.py)."""
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,15 +123,15 @@ def test_revision_mismatch(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     """This fuel's matmul changed since the bundle was built (its revision hash moved)."""
     patched = KernelBindingTable()
     for (op, dtypes, be), e in global_bindings().iter_entries():
-        moved = op == "matmul" and e.kernel_source == "numpy" and dtypes[0] == "f32"
+        moved = op == "matmul" and e.kernel_source == MM_SOURCE and dtypes[0] == "f32"
         patched.register(op, dtypes, be, e.kernel, caps=e.caps, precision=e.precision,
                          kernel_source=e.kernel_source, direct=e.direct,
                          revision=e.revision_hash ^ 1 if moved else e.revision_hash)  # fmt: skip
     monkeypatch.setattr("runtime.binding_table.global_bindings", lambda: patched)
     kernels = json.loads((bundle / "manifest.json").read_text())["targets"]["cpu"]["kernels"]
-    rev = next(k["revision"] for k in kernels if k["id"] == "matmul[f32,f32,f32]@cpu/numpy")
+    rev = next(k["revision"] for k in kernels if k["id"] == f"matmul[f32,f32,f32]@cpu/{MM_SOURCE}")
     now = f"{int(rev, 16) ^ 1:016x}"
-    refused(bundle, rf"kernel matmul\[f32,f32,f32\]@cpu/numpy revision mismatch: the bundle "
+    refused(bundle, rf"kernel matmul\[f32,f32,f32\]@cpu/{MM_SOURCE} revision mismatch: the bundle "
                     rf"was built with revision {rev}, this fuel has {now}")  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import numpy as np
@@ -185,7 +186,8 @@ def test_completion_handle_pending_delegates_to_completion() -> None:
 def test_dispatched_kernel_source() -> None:
     m, _ = mlp()
     mm = next(op for op in m.op.walk() if op.name == "fuel.matmul")
-    assert dispatched_kernel_source(mm, global_bindings()) == "numpy"
+    want = "torch-blas" if importlib.util.find_spec("torch") else "numpy"  # vendor BLAS first
+    assert dispatched_kernel_source(mm, global_bindings()) == want
 
 
 def test_constants_that_would_not_survive_the_ir_text_become_weights() -> None:

@@ -6,6 +6,11 @@ comparisons, `where`), `matmul`, `cast`, the reductions and `softmax`, `rms_norm
 `layer_norm` / `rope` / `attention` (both key forms), and the data movement ops except `concat`:
 every `numpy`-source kernel of `register_cpu_kernels` but concat.
 
+`torch-blas` (`VENDOR_DIRS`, imported only where torch is installed): matmul f32/f64 on
+PyTorch's CPU BLAS, registered *before* the `numpy` contracts, so vendor BLAS is sibling 0 at
+its keys: it declares numpy's cost and the same kind of claim, so sibling order (the executor's
+default and the picker's residual tie-breaker) decides, and the faster library should win.
+
 One subfolder per alternative kernel_source (one import is one provider), in the hand
 registration's order (`PROVIDER_DIRS`): `numpy-flashdecode` (decode-only attention, `Sq == 1`),
 `numpy-fast`, `numpy-f64acc`, `numpy-einsum`, `numpy-contig`, `numpy-bcast-row`. The kernel
@@ -50,12 +55,26 @@ PROVIDER_DIRS = tuple(
 a key several of them share (matmul f32: f64acc, einsum), their sibling order is this order."""
 
 
+def vendor_dirs() -> tuple[Path, ...]:
+    """The vendor-library providers registered before `numpy` (their kernels become sibling 0):
+    `torch-blas` where torch is installed (found without importing it), else none."""
+    from lowering.cpu.kernels.torch_blas import available
+
+    return (CONTRACTS_DIR / "torch-blas",) if available() else ()
+
+
 def register_cpu_contracts(
     table: KernelBindingTable, *, ledger: Ledger | Path | None = LEDGER_PATH
 ) -> ImportResult:
     """Register every CPU contract of this folder into `table` (finalized), precision gated by
     `ledger` (default: the checked-in one)."""
     return import_glob(CONTRACTS_DIR, table, ledger=ledger)
+
+
+def register_cpu_vendor_contracts(table: KernelBindingTable) -> list[ImportResult]:
+    """Register the vendor providers' contracts (`vendor_dirs()`) into `table`, each precision
+    gated by the ledger beside its files. Call before `register_cpu_contracts`: vendor first."""
+    return [import_glob(d, table, ledger=d / "ledger.json") for d in vendor_dirs()]
 
 
 def register_cpu_sibling_contracts(table: KernelBindingTable) -> list[ImportResult]:
@@ -68,8 +87,9 @@ def register_cpu_sibling_contracts(table: KernelBindingTable) -> list[ImportResu
 def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
     """The whole CPU kernel library, from contracts wherever a contract can express the kernel.
 
-    Registers the `numpy` contracts, then the sibling providers in the hand registration's order
-    (so sibling order at every key is the hand table's: numpy first), then, from the hand
+    Registers the vendor contracts (torch-blas matmul), the `numpy` contracts, then the sibling
+    providers in the hand registration's order (so sibling order at every key is the hand
+    table's: vendor BLAS, then numpy, then the alternatives), then, from the hand
     registration (`register_cpu_kernels`, built in a scratch table), every entry no contract
     replaces: today `concat` (variadic) and the fused `matmul_bias_act` / `gated_mlp` (see the
     module docstring). A leftover lands after the contract siblings of its key; no key has one
@@ -78,7 +98,11 @@ def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
     """
     from lowering.cpu.kernels import register_cpu_kernels
 
-    results = [register_cpu_contracts(table), *register_cpu_sibling_contracts(table)]
+    results = [
+        *register_cpu_vendor_contracts(table),
+        register_cpu_contracts(table),
+        *register_cpu_sibling_contracts(table),
+    ]
     replaced = {(k.op, k.dtypes, k.backend, k.kernel_source) for r in results for k in r.kernels}
     scratch = KernelBindingTable()
     register_cpu_kernels(scratch)
@@ -108,4 +132,6 @@ __all__ = [
     "register_cpu_contracts",
     "register_cpu_kernels_from_contracts",
     "register_cpu_sibling_contracts",
+    "register_cpu_vendor_contracts",
+    "vendor_dirs",
 ]

@@ -6,7 +6,9 @@ backend with `kernel_source="numpy"`, a verified `PrecisionGuarantee` and a cost
 Families: `elementwise` (unary, binary, compare, where), `cast`, `reduction` (reduce_sum/mean/
 max/min, softmax), `linalg` (matmul), `nn` (rms_norm, layer_norm, rope, attention), `movement`
 (reshape, transpose, slice, concat, gather) and `fused` (matmul_bias_act, gated_mlp; hand-
-registered, no contract yet). `special` holds the vectorised math numpy lacks.
+registered, no contract yet). `special` holds the vectorised math numpy lacks. `torch_blas`
+(kernel_source `torch-blas`, only where torch is installed) puts matmul and the f32 fused
+matmuls on PyTorch's CPU BLAS, registered before the numpy kernel at each of its keys.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from lowering.cpu.kernels.linalg import register_linalg
 from lowering.cpu.kernels.movement import register_movement
 from lowering.cpu.kernels.nn import register_nn
 from lowering.cpu.kernels.reduction import register_reduction
+from lowering.cpu.kernels.torch_blas import register_torch_blas_matmul
 from runtime.binding_table import KernelBindingTable
 
 FAMILIES = (
     register_elementwise,
     register_cast,
     register_reduction,
+    register_torch_blas_matmul,  # before linalg: vendor BLAS first, the tie-breaker (torch_blas)
     register_linalg,
     register_nn,
     register_movement,

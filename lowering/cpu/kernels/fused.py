@@ -7,7 +7,9 @@ kernel uses (silu, gelu in f64, relu exact), so for f32 every intermediate is ro
 where the decomposition rounds it: the result equals the primitive chain's bit for bit on the
 same BLAS build (checked in tests/passes/test_fuse_patterns.py). f16/bf16 skip the
 decomposition's intermediate roundings to the narrow dtype, so they may differ from it by the
-narrow dtype's rounding.
+narrow dtype's rounding. Where torch is installed, f32 also has `torch-blas` siblings registered
+first (`torch_blas._matmul_bias_act_torch`, `_gated_mlp_torch`): the same steps with the matmuls
+on PyTorch's CPU BLAS, equal to the chain run on that BLAS.
 
 Cost: the CPU parts' own cost functions summed (FLOPs and the numpy calls' overheads) with the
 bytes of the boundary operands only: fusion never materialises an intermediate in the output
@@ -17,6 +19,7 @@ dtype or hands it back to the executor.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -34,6 +37,14 @@ from lowering.cpu.kernels._common import (
     operand_bytes,
 )
 from lowering.cpu.kernels.linalg import matmul_cost
+from lowering.cpu.kernels.torch_blas import (
+    TORCH_BLAS,
+    _gated_mlp_torch,
+    _matmul_bias_act_torch,
+    _mm,
+    _torch,
+)
+from lowering.cpu.kernels.torch_blas import available as torch_available
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.dtypes import compute_dtype
@@ -57,6 +68,12 @@ def _activations(cdt: np.dtype) -> dict[str, _Act]:
         "gelu": run(special.gelu_erf, f64),
         "gelu_tanh": run(special.gelu_tanh if f64 is not None else special.gelu_tanh_f64, f64),
     }
+
+
+@cache
+def f32_activations() -> dict[str, _Act]:
+    """The f32 activations (the torch-blas fused siblings share them)."""
+    return _activations(np.dtype(np.float32))
 
 
 def _matmul_bias_act(t: str) -> Kernel:
@@ -141,9 +158,15 @@ def register_fused(table: KernelBindingTable) -> None:
     """Register matmul_bias_act and gated_mlp for F; after the elementwise family, whose cost
     functions the fused costs are composed from."""
     claim = deterministic("matmul accumulation (cancellation): no bound; f32 equals the chain")
+    acts = (special.silu, special.gelu_erf, special.gelu_tanh)
     for t in F:
         costs = _part_costs(table, t)
+        if t == "f32" and torch_available():  # vendor BLAS first: the tie-breaker (torch_blas)
+            add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act_torch, claim,
+                _mba_cost(costs), also=(_mm, _torch, *acts), source=TORCH_BLAS)  # fmt: skip
+            add(table, "gated_mlp", (t,) * 5, _gated_mlp_torch, claim, _gated_cost(costs),
+                also=(_mm, _torch, special.silu), source=TORCH_BLAS)  # fmt: skip
         add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act(t), claim, _mba_cost(costs),
-            also=(special.silu, special.gelu_erf, special.gelu_tanh))  # fmt: skip
+            also=acts)  # fmt: skip
         add(table, "gated_mlp", (t,) * 5, _gated_mlp(t), claim, _gated_cost(costs),
             also=(special.silu,))  # fmt: skip

@@ -1,10 +1,11 @@
 // RUN: fuel-opt %s -p 'fuel-enumerate-alternatives{topology="%S/../../../examples/topologies/cpu_2gpu.toml" judge="none"}' | filecheck %s
 
 // Every registered sibling on every device's backends, unpriced, in enumeration order: the cpu's
-// numpy kernels, then the Triton kernels the cuda devices load (matmul: one per tile config).
+// numpy kernels (matmul: torch-blas first where torch is installed), then the Triton kernels the
+// cuda devices load (matmul: one per tile config).
 // CHECK-LABEL: func.func @matmul_exp
 // CHECK-NEXT:    %[[W:.*]] = fuel.weight "w" : tensor<8x8xf32>
-// CHECK-NEXT:    %[[M:.*]] = fuel.matmul %{{.*}}, %[[W]] {fuel.alternatives = [#fuel.candidate<"numpy", backend "cpu", device "cpu", rev "{{[0-9a-f]+}}", l1 = 0.0, judge = none, xfer = 0.0, verdict "enumerated">
+// CHECK-NEXT:    %[[M:.*]] = fuel.matmul %{{.*}}, %[[W]] {fuel.alternatives = [{{(#fuel.candidate<"torch-blas", backend "cpu", device "cpu", [^>]*>, )?}}#fuel.candidate<"numpy", backend "cpu", device "cpu", rev "{{[0-9a-f]+}}", l1 = 0.0, judge = none, xfer = 0.0, verdict "enumerated">
 // CHECK-SAME:    #fuel.candidate<"triton", backend "cuda", device "cuda:0", rev "{{[0-9a-f]+}}", l1 = 0.0, judge = none, xfer = 0.0, verdict "enumerated">
 // CHECK-SAME:    #fuel.candidate<"triton", backend "cuda", device "cuda:1", rev "{{[0-9a-f]+}}", l1 = 0.0, judge = none, xfer = 0.0, verdict "enumerated">
 // CHECK-NEXT:    %{{.*}} = fuel.exp %[[M]] {fuel.alternatives = [#fuel.candidate<"numpy", backend "cpu", device "cpu", rev "{{[0-9a-f]+}}", l1 = 0.0, judge = none, xfer = 0.0, verdict "enumerated">
