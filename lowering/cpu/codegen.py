@@ -68,6 +68,7 @@ from lowering.triton.codegen import (
     cache_dir,
     emit_group,
     fusion_groups,
+    io_signature,
     op_key,
 )
 
@@ -581,12 +582,7 @@ class CPlan:
     @staticmethod
     def from_op(op: Any) -> CPlan:
         """From a `fuel.c_kernel` op."""
-        ft = op.function_type
-
-        def sig(types: Sequence[Any]) -> tuple[tuple[tuple[int, ...], str], ...]:
-            return tuple((shape_of(t), dtype_name(t)) for t in types)
-
-        return CPlan(op.sym_name.data, op.source.data, sig(ft.inputs.data), sig(ft.outputs.data))
+        return CPlan(op.sym_name.data, op.source.data, *io_signature(op.function_type))
 
 
 def pointer_array(n: int) -> Any:

@@ -631,6 +631,19 @@ def load_kernel(name: str, source: str, *, compiled: bool = False) -> Any:
     return _LOADED[key]
 
 
+Signature = tuple[tuple[tuple[int, ...], str], ...]
+"""(shape, dtype name) per operand of a generated kernel."""
+
+
+def io_signature(function_type: Any) -> tuple[Signature, Signature]:
+    """(inputs, outputs) of a kernel symbol's function type, as plain (shape, dtype) data."""
+
+    def sig(types: Iterable[Any]) -> Signature:
+        return tuple((shape_of(t), dtype_name(t)) for t in types)
+
+    return sig(function_type.inputs.data), sig(function_type.outputs.data)
+
+
 @dataclass(frozen=True)
 class KernelPlan:
     """A generated kernel as plain data (what a `fuel.triton_kernel` op holds)."""
@@ -645,18 +658,14 @@ class KernelPlan:
     @staticmethod
     def from_op(op: Any) -> KernelPlan:
         """From a `fuel.triton_kernel` op."""
-        ft = op.function_type
-
-        def sig(types: Iterable[Any]) -> tuple[tuple[tuple[int, ...], str], ...]:
-            return tuple((shape_of(t), dtype_name(t)) for t in types)
-
+        ins, outs = io_signature(op.function_type)
         return KernelPlan(
             op.sym_name.data,
             op.source.data,
             tuple(op.space.get_values()),
             op.block.value.data,
-            sig(ft.inputs.data),
-            sig(ft.outputs.data),
+            ins,
+            outs,
         )
 
     @property
