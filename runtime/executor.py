@@ -3,8 +3,9 @@
 Compilation resolves every kernel op through the binding table (`compile_op`, fail fast; with
 the process-wide table, a device's backends load on its first op: `ensure_backend_kernels`),
 preallocates every intermediate from a static memory plan per device that reuses a buffer
-after its last use, and turns reshapes into views. A run binds the graph inputs into the
-prebuilt argument lists and walks the schedule: per op, one Python call.
+after its last use, turns reshapes, slices and single-index gathers into views, and lets the
+producers of a concat's inputs write straight into its output. A run binds the graph inputs
+into the prebuilt argument lists and walks the schedule: per op, one Python call.
 
 Where an op runs is its `#fuel.device` placement (else its `fuel.pin`, else the host); the
 backend is the one its `#fuel.kernel` stamp names, else the device's (`cpu` for the host, the
@@ -54,7 +55,14 @@ from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
 from fuel_dialect.dispatch import CopyOp, placed_device
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
-from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
+from fuel_dialect.ops_movement import (
+    ConcatOp,
+    ConstantOp,
+    GatherOp,
+    ReshapeOp,
+    SliceOp,
+    WeightOp,
+)
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp
 from runtime.binding_table import (
     BindingTableError,
@@ -187,6 +195,14 @@ class _Compiler:
     arm_transfers: list[tuple[str, str, int]] | None = None
     lazy: list[tuple[DeviceRuntime, np.dtype, tuple[int, ...], list[Patch]]] | None = None
     top_index: int = 0
+    into: dict[SSAValue, tuple[SSAValue, tuple]] = field(default_factory=dict)
+    """Producer results written straight into a block of a concat's output: (concat result,
+    basic index of the block); see `plan_concats`."""
+    elided: set[Operation] = field(default_factory=set)
+    """Concats whose every input is written in place: nothing left to copy."""
+    input_views: set[SSAValue] = field(default_factory=set)
+    """Graph inputs and the views of them: a returned one is copied even with
+    `copy_outputs=False` (an output never aliases the caller's input)."""
     keep: list[Any] = field(default_factory=list)
     """Arrays a generated C kernel reaches only through a raw pointer: kept alive here."""
     generated: dict[str, Any] = field(default_factory=dict)
@@ -297,6 +313,10 @@ class _Compiler:
             self.resident[HOST] = self.resident.get(HOST, 0) + arr.nbytes
         elif isinstance(op, ReshapeOp):
             self.reshape(op.input, op.result)
+        elif isinstance(op, GatherOp | SliceOp) and self.select_view(op):
+            pass
+        elif op in self.elided:  # its inputs were written into its output
+            pass
         elif isinstance(op, CopyOp):
             self.copy(op)
         elif isinstance(op, KernelOp):
@@ -389,9 +409,85 @@ class _Compiler:
         return ArmProfile(dict(needs), frozenset(devices),
                           arm_latency_ns(ops, transfers, self.judge, topo))  # fmt: skip
 
-    def reshape(self, src: SSAValue, result: SSAValue) -> None:
-        """`result` is a view of `src` (static: now; per-run value: a view step)."""
+    def select_view(self, op: GatherOp | SliceOp) -> bool:
+        """Make a host `fuel.slice`, or a `fuel.gather` at one constant index, a view of its
+        input (a basic numpy index: the same elements, no copy). False: run the kernel."""
+        if placed_device(op) not in (None, HOST) or op.operands[0] in self.where:
+            return False
+        try:
+            params = compile_op(op, self.table, self.backend).params
+        except BindingTableError as e:
+            raise ExecutionError(f"cannot compile '{op.name}': {e}") from None
+        if isinstance(op, SliceOp):
+            index = tuple(map(slice, params["starts"], params["limits"], params["steps"]))
+            return self.reshape(op.input, op.result, index)
+        ids = self.static.get(op.indices) if op.indices in self.anywhere else None
+        n, axis = shape_of(op.data.type), params["axis"]
+        if ids is None or ids.size != 1 or not -n[axis] <= int(ids.flat[0]) < n[axis]:
+            return False  # a per-run index, several, or out of range (the kernel raises)
+        i = int(ids.flat[0]) % n[axis]
+        return self.reshape(op.data, op.result, (slice(None),) * axis + (slice(i, i + 1),))
+
+    def plan_concats(self, ops: Sequence[Operation]) -> None:
+        """Elide each host `fuel.concat` of `ops` whose inputs each land in a C-contiguous
+        block of its output (every dim before the axis is 1) and are each (through reshapes)
+        the only result of a distinct host kernel in the same block, not returned: those
+        kernels write into the blocks (`into`), the concat copies nothing. The output buffer
+        is allocated at the first producer; each input shares its storage, so the buffer
+        lives until the last use of the output or of any input (an input may have readers
+        other than the concat, e.g. a decode step's attention reading the updated cache)."""
+        for op in ops:
+            if not isinstance(op, ConcatOp) or placed_device(op) not in (None, HOST):
+                continue
+            shape, axis = shape_of(op.result.type), op.kernel_params()["axis"]
+            made = [_sole_producer(v, op) for v in op.operands]
+            if math.prod(shape[:axis]) != 1 or None in made or len(set(made)) != len(made):
+                continue
+            if any(r in self.into for r in made):  # already written into another concat
+                continue
+            off = 0
+            for v, r in zip(op.operands, made, strict=True):
+                assert r is not None
+                n = shape_of(v.type)[axis]
+                self.into[r] = (op.result, (slice(None),) * axis + (slice(off, off + n),))
+                off += n
+            self.elided.add(op)
+
+    def strided_ok(self, v: SSAValue) -> bool:
+        """Every reader of `v` is a host kernel (not a reshape) that walks any strides."""
+        for use in v.uses:
+            user = use.operation
+            if not isinstance(user, KernelOp) or isinstance(user, ReshapeOp | CopyOp):
+                return False
+            if placed_device(user) not in (None, HOST):
+                return False
+            try:
+                if not compile_op(user, self.table, self.backend).entry.caps.strided_input:
+                    return False
+            except BindingTableError:
+                return False  # reported when the reader itself is compiled
+        return True
+
+    def alloc_into(self, v: SSAValue) -> Any:
+        """`v`'s host buffer: its block of a concat's output if planned so, else its own."""
+        if v not in self.into:
+            return self.alloc(v)
+        dst, index = self.into[v]
+        if dst not in self.static:
+            self.static[dst] = self.alloc(dst)
+        self.storage[v] = st = self.storage[dst]  # the block keeps the whole buffer alive
+        st.refs += 1
+        return self.static[dst][index].reshape(shape_of(v.type))
+
+    def reshape(self, src: SSAValue, result: SSAValue, index: tuple | None = None) -> bool:
+        """`result` is a view of `src`, first indexed by the basic `index` if any (static:
+        now; per-run value: a view step). False (nothing done) where that view of a planned
+        buffer is not C-contiguous and a reader could not take it as is: a contiguous copy
+        (or a reshape's) would be made once, at compile time, not per run."""
         shape = shape_of(result.type)
+        if index is not None and src in self.static and src not in self.anywhere:
+            if not self.static[src][index].flags.c_contiguous and not self.strided_ok(result):
+                return False
         at = self.where.get(src)
         if at is not None:
             self.where[result] = at
@@ -399,16 +495,20 @@ class _Compiler:
             self.slots[result] = self.slots[src]
         if src in self.anywhere:
             self.anywhere.add(result)
+        if src in self.input_views:
+            self.input_views.add(result)
         if src in self.static:
-            self.static[result] = self.static[src].reshape(shape)
+            arr = self.static[src]
+            self.static[result] = (arr if index is None else arr[index]).reshape(shape)
             if src in self.storage:  # share the storage: it lives while either value does
                 self.storage[result] = st = self.storage[src]
                 st.refs += 1
-            return
+            return True
         self.patches[result] = consumers = []
         args = self.operand_list([src], contiguous=False, device=None)
-        self.items.append((view_item, [args, consumers, shape]))
+        self.items.append((view_item, [args, consumers, shape, index]))
         self.names.append(result.owner.name)  # type: ignore[union-attr]
+        return True
 
     def kernel(self, op: Operation) -> None:
         try:
@@ -417,7 +517,7 @@ class _Compiler:
             raise ExecutionError(f"cannot compile '{op.name}': {e}") from None
         contiguous = not node.entry.caps.strided_input
         ins = self.operand_list(op.operands, contiguous, HOST, op.name)
-        outs = [self.alloc(r) for r in op.results]
+        outs = [self.alloc_into(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
         if node.entry.direct is not None and not node.params:
@@ -582,6 +682,32 @@ class _Compiler:
             st.pinned = True
 
 
+_NOT_IN_PLACE = (ReshapeOp, GatherOp, SliceOp, ConcatOp, CopyOp, WeightOp, ConstantOp)
+"""Producers that may not get a planned buffer of their own (views, transfers, resident data)
+or whose own output may be elided: never asked to write into a concat's output."""
+
+
+def _sole_producer(v: SSAValue, concat: Operation) -> SSAValue | None:
+    """The host kernel result that `v` (a concat input) is, through reshapes, if neither it
+    nor a reshape on the way is returned and its op runs in the concat's block."""
+    while True:
+        if any(isinstance(u.operation, func.ReturnOp) for u in v.uses):
+            return None
+        owner = v.owner
+        if not isinstance(owner, ReshapeOp):
+            break
+        v = owner.input
+    if (
+        not isinstance(owner, KernelOp)
+        or isinstance(owner, _NOT_IN_PLACE)
+        or owner.parent is not concat.parent
+        or len(owner.results) != 1
+        or placed_device(owner) not in (None, HOST)
+    ):
+        return None
+    return v
+
+
 def _nbytes(v: SSAValue) -> int:
     return math.prod(shape_of(v.type)) * to_numpy(dtype_name(v.type)).itemsize
 
@@ -657,6 +783,7 @@ class Executor:
                       self._devices, judge, global_table=table is None)  # fmt: skip
         for a in args:
             c.patches[a] = []
+        c.input_views.update(args)
         self._compile_body(c, fn)
         self._items, self.op_names, self.memory = c.items, c.names, c.plan
         self.memory_by_device = c.plans
@@ -685,6 +812,7 @@ class Executor:
         ret = ops[-1]
         assert isinstance(ret, func.ReturnOp)
         dying: dict[int, list[SSAValue]] = {}
+        c.plan_concats(ops)
         for v, i in last_use.items():
             if i < len(ops) - 1:
                 dying.setdefault(i, []).append(v)
@@ -700,6 +828,7 @@ class Executor:
         self._outputs: list[Any] = [None] * len(ret.operands)
         self._out_static = [False] * len(ret.operands)
         self._out_where = [c.where.get(v, HOST) for v in ret.operands]
+        self._out_alias = [v in c.input_views for v in ret.operands]
         for i, v in enumerate(ret.operands):
             if v in c.anywhere:
                 self._out_where[i] = HOST
@@ -717,15 +846,20 @@ class Executor:
     ) -> dict[str, np.ndarray]:
         """Run once. Outputs are fresh copies unless `copy_outputs=False`, in which case host
         outputs are the executor's own buffers, valid until the next run (outputs resident on
-        a device are always read back into fresh arrays)."""
+        a device are always read back into fresh arrays; a view of an input is always copied:
+        an output never aliases the caller's input)."""
         self._bind(inputs)
         if self._pipelined:
             return self._run_pipelined(copy_outputs)
         self._walk()
         outs = self._outputs
-        if copy_outputs:
-            return {n: np.array(a, copy=True) for n, a in zip(self.output_names, outs, strict=True)}
-        return dict(zip(self.output_names, outs, strict=True))
+        return dict(zip(self.output_names, self._handed(outs, copy_outputs), strict=True))
+
+    def _handed(self, outs: Sequence[Any], copy_outputs: bool) -> list[Any]:
+        """Host outputs as handed back: copies, or (`copy_outputs=False`) the executor's own
+        buffers; a view of an input is always copied."""
+        return [np.array(a, copy=True) if copy_outputs or alias else a
+                for a, alias in zip(outs, self._out_alias, strict=True)]  # fmt: skip
 
     def _walk(self) -> None:
         i = 0
@@ -745,9 +879,9 @@ class Executor:
             self._walk()
             self._drain()
             outs: list[Any] = []
-            for a, at in zip(self._outputs, self._out_where, strict=True):
+            for a, at, alias in zip(self._outputs, self._out_where, self._out_alias, strict=True):
                 if at == HOST:
-                    outs.append(np.array(a, copy=True) if copy_outputs else a)
+                    outs.append(np.array(a, copy=True) if copy_outputs or alias else a)
                 else:
                     outs.append(self._read_back(a, at))
         except BaseException:

@@ -109,8 +109,11 @@ def c_dynamic_item(fn: Any, ptrs: Any, arrays: list, dyn: list[int], seen: list)
     fn(ptrs)
 
 
-def view_item(ins: list[Any], consumers: list[Patch], shape: tuple[int, ...]) -> None:
-    """A reshape of a per-run value: make the view and hand it to its consumers."""
-    v = ins[0].reshape(shape)
+def view_item(
+    ins: list[Any], consumers: list[Patch], shape: tuple[int, ...], index: tuple | None
+) -> None:
+    """A view of a per-run value (a reshape, or a basic `index` then a reshape): make it and
+    hand it to its consumers."""
+    v = (ins[0] if index is None else ins[0][index]).reshape(shape)
     for lst, j, contiguous in consumers:
         lst[j] = np.ascontiguousarray(v) if contiguous else v

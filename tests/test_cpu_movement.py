@@ -69,3 +69,41 @@ def test_gather_out_of_range_raises(bad: int) -> None:
     idx = np.array([0, bad], np.int64)
     with pytest.raises(IndexError, match=r"gather: index out of range for axis 1 of size 5"):
         run("gather", ("f32", "i64", "f32"), [data, idx], np.empty((2, 2), np.float32), {"axis": 1})
+
+
+# -- where selecting positions along one axis (a KV-cache update: pure data movement) --------
+
+WHERE_CASES = [  # (cond shape, positions set, a shape, b shape)
+    ((1, 1, 16, 1), [3], (1, 2, 1, 8), (1, 2, 16, 8)),  # one row of a decode step
+    ((1, 1, 16, 1), [], (1, 2, 1, 8), (1, 2, 16, 8)),  # none
+    ((1, 1, 16, 1), [0, 15], (1, 2, 16, 8), (1, 2, 16, 8)),  # a full along the axis
+    ((1, 1, 16, 1), list(range(0, 16, 2)), (1, 2, 1, 8), (1, 2, 16, 8)),  # many: the mask
+    ((16,), [5, 6], (), (8, 16)),  # the last axis, a 0-d a
+    ((6, 1, 1), [1], (4, 4), (6, 4, 4)),  # the first axis, a broadcast in front
+    ((1, 16, 1), [2], (1, 1, 1), (3, 16, 8)),  # b and a broadcast along other axes
+]
+
+
+@pytest.mark.parametrize(("cshape", "hits", "ashape", "bshape"), WHERE_CASES)
+@pytest.mark.parametrize("t", ALL_DTYPES)
+def test_where_along_one_axis_is_exact(cshape, hits, ashape, bshape, t: str) -> None:
+    cond = np.zeros(cshape, bool)
+    cond.reshape(-1)[hits] = True
+    a = values(t, ashape) if ashape else values(t, (1,)).reshape(())
+    b = values(t, bshape)
+    if t in ("f16", "f32", "f64", "bf16"):  # bits that only a copy keeps
+        b.reshape(-1)[:3] = np.array([-0.0, np.nan, -np.inf]).astype(b.dtype)
+    shape = np.broadcast_shapes(cshape, a.shape, b.shape)
+    out = run("where", ("i1", t, t, t), [cond, a, b], np.empty(shape, b.dtype))
+    assert out.tobytes() == np.where(cond, a, b).astype(b.dtype).tobytes()
+
+
+def test_where_axis_is_the_one_axis_cond_varies_along() -> None:
+    from lowering.cpu.kernels.elementwise import _where_axis
+
+    out = np.empty((1, 2, 16, 8))
+    assert _where_axis(np.zeros((1, 1, 16, 1), bool), out) == 2
+    assert _where_axis(np.zeros((16, 1), bool), out) == 2
+    assert _where_axis(np.zeros((2, 16, 1), bool), out) is None  # two axes: the mask
+    assert _where_axis(np.zeros((1, 1), bool), out) is None  # a scalar
+    assert _where_axis(np.zeros((16, 8), bool), np.empty((16, 8))) is None  # no broadcast

@@ -30,6 +30,7 @@ from lowering.cpu.kernels.elementwise import (
     _sign_bits,
     _unary,
     _where,
+    _where_axis,
 )
 from lowering.cpu.kernels.linalg import _matmul
 from runtime.contracts.entry import BuiltKernel
@@ -103,7 +104,7 @@ def compare(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
 
 def where(dtypes: Dtypes) -> BuiltKernel:
     """`out = b`, then `a` where `cond`."""
-    return BuiltKernel(_where())
+    return BuiltKernel(_where(), depends_on=(_where_axis,))
 
 
 def matmul(dtypes: Dtypes) -> BuiltKernel:

@@ -191,12 +191,33 @@ def _compare(uf: np.ufunc, cdt: np.dtype | None) -> Kernel:
     return compare_wide
 
 
+def _where_axis(cond: np.ndarray, out: np.ndarray) -> int | None:
+    """The one axis of `out` along which `cond` varies (every other cond dim is 1), when out
+    holds at least 8 elements per cond element; else None."""
+    n = cond.size  # > 1 and its largest dim: every other dim is 1
+    if n < 2 or n != max(cond.shape) or out.size < 8 * n:
+        return None
+    return out.ndim - cond.ndim + cond.shape.index(n)
+
+
 def _where() -> Kernel:
     def where(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         cond, a, b = inputs
         out = outputs[0]
         np.copyto(out, b)
-        np.copyto(out, a, where=cond)
+        axis = _where_axis(cond, out)
+        picked = [] if axis is None else cond.reshape(-1).nonzero()[0].tolist()
+        if axis is None or len(picked) > 4:
+            np.copyto(out, a, where=cond)
+            return
+        # cond selects a few positions along one axis (a KV-cache update): copy a's blocks
+        # there instead of testing the broadcast mask at every element
+        lead = (slice(None),) * axis
+        if a.ndim < out.ndim:
+            a = a.reshape((1,) * (out.ndim - a.ndim) + a.shape)
+        for i in picked:
+            at = (*lead, slice(i, i + 1))
+            np.copyto(out[at], a if a.shape[axis] == 1 else a[at])
 
     return where
 
@@ -257,4 +278,5 @@ def register_elementwise(table: KernelBindingTable) -> None:
             kernel = _compare(uf, cdt)
             add(table, op, (t, t, "i1"), kernel, exact("exact comparison"), cheap, direct=direct)
     for t in ALL:
-        add(table, "where", ("i1", t, t, t), _where(), exact("exact selection"), cheap)
+        add(table, "where", ("i1", t, t, t), _where(), exact("exact selection"), cheap,
+            also=(_where_axis,))  # fmt: skip
