@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region
@@ -15,6 +17,7 @@ from fuel_dialect.branch import BranchOp, YieldOp
 from passes.emit_decode_flash import inside_branch
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.fused import FusedEntry, FusedKernelRegistry, FusedMatch, default_fused_registry
+from runtime.fused_patterns import known_weights
 from runtime.plan import is_decision_point
 
 FUSED_ATTR = "fuel.fused"
@@ -97,10 +100,14 @@ def offer_fused_arm(entry: FusedEntry, match: FusedMatch, arm: list[Operation]) 
     return branch
 
 
-def fuse_patterns(module: ModuleOp, registry: FusedKernelRegistry | None = None) -> int:
-    """Offer every registered fused op at its matches; returns the number of branches made."""
+def fuse_patterns(module: ModuleOp, registry: FusedKernelRegistry | None = None,
+                  weights: Mapping[str, np.ndarray] | None = None) -> int:  # fmt: skip
+    """Offer every registered fused op at its matches; returns the number of branches made.
+    `weights` (the module's values by name) lets patterns read them, as a caller's
+    `known_weights` scope does; None keeps any scope the caller set."""
     registry = registry if registry is not None else default_fused_registry()
-    matches = find_matches(module, registry)
+    with known_weights(weights) if weights is not None else nullcontext():
+        matches = find_matches(module, registry)
     for entry, match, arm in matches:
         offer_fused_arm(entry, match, arm)
     return len(matches)
@@ -114,7 +121,9 @@ class FusePatternsPass(ModulePass):
     readers) and whose fused op has a kernel in the binding table, make an ungated
     `fuel.branch variant`: arm 0 the matched primitives, moved unchanged; arm 1 the fused op
     (with any table it needs: a half-width rope table), tagged `fuel.fused`. Which arm runs is
-    `fuel-bake-variants`' decision by cost.
+    `fuel-bake-variants`' decision by cost. Weight values are opaque here (the IR does not hold
+    them), so a rope whose tables are rows of a weight matches only in-process, under
+    `runtime.fused_patterns.known_weights` or `fuse_patterns(..., weights=)`.
 
     Pre: verified fuel IR. Post: the same values, some computed inside variant branches. Ops
     already inside a branch are never matched, so the pass is idempotent. Surgical: no DCE.

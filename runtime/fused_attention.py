@@ -3,7 +3,10 @@ export of a Llama-style block contains), and their builders. See `runtime.fused_
 
 * rope, the rotate-half form: `x * cos + rotate_half(x) * sin` with `rotate_half(x) =
   concat(-x[..., D/2:], x[..., :D/2])` and full-width tables whose two halves are equal (HF
-  Llama's `cat(freqs, freqs)`): `concat(c, c)`, `cos/sin(concat(f, f))` or an inline constant.
+  Llama's `cat(freqs, freqs)`): `concat(c, c)`, `cos/sin(concat(f, f))`, an inline constant,
+  or rows of a constant or weight table (a decode step's `gather(W, pos)`, a prefill's `W` or
+  its row slice). Weight values are read only under `known_weights`; otherwise a weight's halves
+  are unknown and the pattern does not match.
 * attention: `softmax(q @ transpose(k) * scale (+ causal mask)) @ v` over rank-4 heads; the
   mask an inline constant, added (0 kept, <= MASK_FLOOR masked) or selected with `where`; k and
   v optionally expanded from fewer kv heads (HF `repeat_kv`: reshape, broadcast, reshape), which
@@ -24,6 +27,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     UnitAttr,
     f64,
+    i64,
 )
 from xdsl.ir import Operation, SSAValue
 
@@ -33,6 +37,7 @@ from fuel_dialect.ops_movement import (
     BroadcastOp,
     ConcatOp,
     ConstantOp,
+    GatherOp,
     ReshapeOp,
     SliceOp,
     TransposeOp,
@@ -43,6 +48,7 @@ from runtime.fused_patterns import (
     constant_array,
     either,
     is_float,
+    known_array,
     match_softmax,
     producer,
     scalar_constant,
@@ -84,9 +90,28 @@ def rotate_half(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
     return hi.input, (lo, hi, neg, cat)
 
 
+def _row_table(t: SSAValue) -> np.ndarray | None:
+    """The values of the table whose last-dim rows `t`'s rows are: `t`'s own (a constant, a
+    known weight), or through a gather along a leading axis or a slice keeping the last dim."""
+    if (g := producer(t, GatherOp)) is not None:
+        leading = g.kernel_params()["axis"] < len(shape_of(g.data.type)) - 1
+        return _row_table(g.data) if leading else None
+    if (sl := producer(t, SliceOp)) is not None:
+        lo, hi, steps = sl.bounds()
+        whole = (lo[-1], hi[-1], steps[-1]) == (0, shape_of(sl.input.type)[-1], 1)
+        return _row_table(sl.input) if whole else None
+    return known_array(t)
+
+
+def _equal_halves(arr: np.ndarray | None) -> bool:
+    h = arr.shape[-1] // 2 if arr is not None and arr.ndim else 0
+    return arr is not None and h > 0 and np.array_equal(arr[..., :h], arr[..., h:])
+
+
 def half_table(t: SSAValue, x: SSAValue) -> tuple[Any, ...] | None:
     """How to make the (S, D/2) table fuel.rope takes from a full-width table `t` of shape
-    (1.., S, D) whose halves are equal: ("value", c), ("unary", cls, f) or ("const", array)."""
+    (1.., S, D) whose halves are equal: ("value", c), ("unary", cls, f), ("const", array) or
+    ("lower", t) (`t`'s first half: rows of a table checked to have equal halves)."""
     s, xs = shape_of(t.type), shape_of(x.type)
     if len(s) < 2 or s[-2:] != xs[-2:] or math.prod(s[:-2]) != 1:
         return None
@@ -97,11 +122,10 @@ def half_table(t: SSAValue, x: SSAValue) -> tuple[Any, ...] | None:
     for cls in (CosOp, SinOp):
         if (u := producer(t, cls)) is not None and (inner := half_table(u.input, x)) is not None:
             return ("unary", cls, inner[1]) if inner[0] == "value" else None
-    arr = constant_array(t)
-    h = s[-1] // 2
-    if arr is not None and np.array_equal(arr[..., :h], arr[..., h:]):
-        return ("const", arr[..., :h].reshape(s[-2], h))
-    return None
+    if _equal_halves(arr := constant_array(t)):
+        return ("const", arr[..., : s[-1] // 2].reshape(s[-2], s[-1] // 2))  # pyright: ignore
+    # Not baked: a weight's half would duplicate data, and slicing a gathered row is cheap.
+    return ("lower", t) if arr is None and _equal_halves(_row_table(t)) else None
 
 
 def match_rope(root: Operation) -> FusedMatch | None:
@@ -127,6 +151,16 @@ def match_rope(root: Operation) -> FusedMatch | None:
     return either(root, split)
 
 
+def _first_half(t: SSAValue) -> SliceOp:
+    """`t[..., :D/2]`."""
+    s = shape_of(t.type)
+    hi = [*s[:-1], s[-1] // 2]
+    bounds = {"starts": [0] * len(s), "limits": hi, "steps": [1] * len(s)}
+    props = {k: DenseArrayBase.from_list(i64, v) for k, v in bounds.items()}
+    half = tensor_type(hi, dtype_name(t.type))
+    return SliceOp.create(operands=[t], result_types=[half], properties=props)
+
+
 def _realize(recipe: tuple[Any, ...], x: SSAValue) -> tuple[list[Operation], SSAValue]:
     """The ops making a `half_table` recipe's (S, D/2) table, and that value."""
     s = shape_of(x.type)
@@ -135,6 +169,8 @@ def _realize(recipe: tuple[Any, ...], x: SSAValue) -> tuple[list[Operation], SSA
     if recipe[0] == "const":
         data = recipe[1].ravel().tolist()
         ops.append(ConstantOp(DenseIntOrFPElementsAttr.from_list(want, data)))
+    elif recipe[0] == "lower":
+        ops.append(_first_half(recipe[1]))
     elif recipe[0] == "unary":
         ops.append(recipe[1].create(operands=[recipe[2]], result_types=[recipe[2].type]))
     value = ops[-1].results[0] if ops else recipe[1]

@@ -10,7 +10,9 @@ attention live in `runtime.fused_attention`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Any
@@ -34,7 +36,7 @@ from fuel_dialect.ops_elementwise import (
     SubOp,
 )
 from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
-from fuel_dialect.ops_movement import ConstantOp
+from fuel_dialect.ops_movement import ConstantOp, WeightOp
 from fuel_dialect.ops_nn import (
     MatmulOp,
     ReduceMaxOp,
@@ -87,6 +89,31 @@ def constant_array(v: SSAValue) -> np.ndarray | None:
         return None
     vals = np.asarray(op.value.get_values(), dtype=np.float64)
     return vals.reshape(shape_of(op.result.type))
+
+
+_WEIGHTS: ContextVar[Mapping[str, np.ndarray] | None] = ContextVar("fused_weights", default=None)
+"""The weight values patterns may read (`known_weights`); None: weights are opaque."""
+
+
+@contextmanager
+def known_weights(weights: Mapping[str, np.ndarray] | None) -> Iterator[None]:
+    """Let patterns read these weight values (a `FuelModule.weights`) while the block runs. A
+    match that reads one (rope's gathered tables) holds only for these values: the module's
+    fused arms are then as bound to its weights as to its IR."""
+    token = _WEIGHTS.set(weights)
+    try:
+        yield
+    finally:
+        _WEIGHTS.reset(token)
+
+
+def known_array(v: SSAValue) -> np.ndarray | None:
+    """`constant_array`, or the float64 value of a `fuel.weight` given to `known_weights`."""
+    op, weights = producer(v, WeightOp), _WEIGHTS.get()
+    if op is None or weights is None or (arr := weights.get(op.sym_name.data)) is None:
+        return constant_array(v)
+    arr = np.asarray(arr, dtype=np.float64)
+    return arr if arr.shape == shape_of(op.result.type) else None
 
 
 def scalar_constant(v: SSAValue) -> float | None:

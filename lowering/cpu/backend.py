@@ -162,6 +162,7 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
 
     from passes.optimize import optimize_graph
     from passes.picker_support import PickerOptions
+    from runtime.fused_patterns import known_weights
 
     if not options.optimize or is_optimized(module):
         md["optimized"] = False
@@ -169,7 +170,8 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
     picker = PickerOptions(topology=options.topology, precision=options.precision,
                            judge=options.judge)  # fmt: skip
     try:
-        optimize_graph(module.op, picker)
+        with known_weights(module.weights):  # rope tables gathered from weights: halves checked
+            optimize_graph(module.op, picker)
     except PassFailedException as e:
         raise BackendError(f"fuel-optimize failed: {e}") from None
     md["optimized"] = True

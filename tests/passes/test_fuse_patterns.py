@@ -24,6 +24,7 @@ from runtime.fused import (
     default_fused_registry,
     entry_cost,
 )
+from runtime.fused_patterns import known_weights
 from runtime.module import FuelModule
 
 RNG = np.random.default_rng(3)
@@ -225,6 +226,87 @@ def test_rope_arm_makes_the_half_tables_it_needs() -> None:
         "trig": ["fuel.cos", "fuel.reshape", "fuel.sin", "fuel.reshape", "fuel.rope"],
         "const": ["fuel.constant", "fuel.constant", "fuel.rope"],
     }
+
+
+T = 16
+"""Rows of the weight rope tables (positions a decode step gathers from)."""
+
+
+def rope_weight_module(form: str, t: str = "f32", halves: str = "equal") -> FuelModule:
+    """Rope whose tables are rows of weights `rope_cos/sin (T, HD)`, as Llama exports them:
+    "gather" (decode: `gather(W, pos)` rows, x (1, H, 1, HD)), "weight" (prefill: `W` itself,
+    T rows) or "rows" (prefill: a row slice `W[:S]`). `halves="differ"`: not a rotate-half
+    table (its two halves are unequal), which rope must not match."""
+    ang = np.outer(np.arange(T), 1.0 / 10000 ** (np.arange(0, HD, 2) / HD))
+    other = ang if halves == "equal" else ang + 0.5
+    full = np.concatenate([ang, other], -1)
+    g = GraphBuilder(seed=1)
+    seq = {"gather": 1, "weight": T, "rows": S}[form]
+    x = g.input("x", (1, H, seq, HD), t)
+    pos = g.input("pos", (1,), "i64") if form == "gather" else None
+    tables = []
+    for name, fn in (("rope_cos", np.cos), ("rope_sin", np.sin)):
+        w = g.weight(name, (T, HD), t, value=fn(full))
+        if form == "gather":
+            w = g.gather(w, pos, 0)
+        elif form == "rows":
+            w = g.slice(w, [0, 0], [S, HD])
+        tables.append(w)
+    x1 = g.slice(x, [0, 0, 0, 0], [1, H, seq, HD // 2])
+    x2 = g.slice(x, [0, 0, 0, HD // 2], [1, H, seq, HD])
+    rot = g.concat([g.neg(x2), x1], -1)
+    return g.build([g.add(g.mul(x, tables[0]), g.mul(rot, tables[1]))])
+
+
+def rope_reference(m: FuelModule, x: np.ndarray, p: int) -> np.ndarray:
+    """x * cos + rotate_half(x) * sin in float64 from the module's full-width tables."""
+    rows = np.arange(p, p + 1) if x.shape[-2] == 1 else np.arange(x.shape[-2])
+    c, s = (m.weights[n].astype(np.float64)[rows] for n in ("rope_cos", "rope_sin"))
+    h = x.shape[-1] // 2
+    return x * c + np.concatenate([-x[..., h:], x[..., :h]], -1) * s
+
+
+@pytest.mark.parametrize("form", ["gather", "weight", "rows"])
+def test_rope_of_weight_rows_matches_only_with_known_weights(form: str) -> None:
+    """Rows of a weight table match when its values are known and its halves are equal; the
+    fused arm slices the table's first half (after the gather: one row per decode step) and
+    agrees with arm 0 and with float64 at several positions."""
+    m = rope_weight_module(form)
+    assert fuse_patterns(m.op) == 0  # weight values unknown: the halves cannot be checked
+    assert fuse_patterns(m.op, weights=m.weights) == 1
+    (b,) = branches(m)
+    assert [op.name for op in b.arms[1].block.ops] == ["fuel.slice"] * 2 + [
+        "fuel.rope",
+        "fuel.yield",
+    ]
+    p = default_fused_registry().lookup("rope").precision  # pyright: ignore
+    x = RNG.standard_normal(Executor(m).input_specs[0][1])
+    for pos in (0, 5, T - 1) if form == "gather" else (0,):
+        feeds = {"x": x.astype(np.float32)} | ({"pos": np.array([pos])} if form == "gather" else {})
+        b.attributes[PICKED_ATTR] = IntegerAttr(0, i64)
+        ref = Executor(m).run(feeds)["out"]
+        b.attributes[PICKED_ATTR] = IntegerAttr(1, i64)
+        got = Executor(m).run(feeds)["out"]
+        err = np.abs(got.astype(np.float64) - ref).max()
+        assert err <= p.max_absolute + p.max_relative * np.abs(ref).max(), err
+        want = rope_reference(m, x.astype(np.float32).astype(np.float64), pos)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-6)
+
+
+def test_rope_of_weight_rows_with_unequal_halves_is_not_matched() -> None:
+    for form in ("gather", "weight", "rows"):
+        m = rope_weight_module(form, halves="differ")
+        with known_weights(m.weights):
+            assert find_matches(m.op, default_fused_registry()) == []
+        assert fuse_patterns(m.op, weights=m.weights) == 0
+
+
+def test_known_weights_scope_is_what_fuse_patterns_reads() -> None:
+    m = rope_weight_module("gather", "f64")
+    with known_weights(m.weights):
+        assert fuse_patterns(m.op) == 1
+    assert fuse_patterns(rope_weight_module("gather").op) == 0  # the scope has ended
 
 
 def test_no_arm_without_a_kernel() -> None:

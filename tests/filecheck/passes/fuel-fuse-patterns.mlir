@@ -273,6 +273,85 @@ func.func @rope_unknown_tables_not_applied(%x: tensor<1x2x4x8xf32>, %cos: tensor
   func.return %y : tensor<1x2x4x8xf32>
 }
 
+// A decode step's rope: table rows gathered at the position, the tables' halves equal (checked
+// on the values). Arm 1 slices the gathered rows' first halves: no per-step table copy.
+// CHECK-LABEL: func.func @rope_gathered
+// CHECK-SAME:    (%[[X:.*]]: tensor<1x2x1x8xf32>, %[[P:.*]]: tensor<1xi64>)
+// CHECK-NEXT:    %[[CT:.*]] = fuel.constant
+// CHECK-NEXT:    %[[COS:.*]] = fuel.gather %[[CT]], %[[P]] axis = 0
+// CHECK-NEXT:    %[[ST:.*]] = fuel.constant
+// CHECK-NEXT:    %[[SIN:.*]] = fuel.gather %[[ST]], %[[P]] axis = 0
+// CHECK-NEXT:    %[[Y:.*]] = fuel.branch variant -> tensor<1x2x1x8xf32> arm {
+// CHECK-NEXT:      %[[LO:.*]] = fuel.slice %[[X]] starts = [0, 0, 0, 0] limits = [1, 2, 1, 4]
+// CHECK-NEXT:      %[[HI:.*]] = fuel.slice %[[X]] starts = [0, 0, 0, 4] limits = [1, 2, 1, 8]
+// CHECK-NEXT:      %[[N:.*]] = fuel.neg %[[HI]]
+// CHECK-NEXT:      %[[R:.*]] = fuel.concat %[[N]], %[[LO]] axis = 3
+// CHECK-NEXT:      %[[A:.*]] = fuel.mul %[[X]], %[[COS]]
+// CHECK-NEXT:      %[[B:.*]] = fuel.mul %[[R]], %[[SIN]]
+// CHECK-NEXT:      %[[O:.*]] = fuel.add %[[A]], %[[B]]
+// CHECK-NEXT:      fuel.yield %[[O]]
+// CHECK-NEXT:    } arm {
+// CHECK-NEXT:      %[[CH:.*]] = fuel.slice %[[COS]] starts = [0, 0] limits = [1, 4] steps = [1, 1] : tensor<1x8xf32> -> tensor<1x4xf32>
+// CHECK-NEXT:      %[[SH:.*]] = fuel.slice %[[SIN]] starts = [0, 0] limits = [1, 4] steps = [1, 1] : tensor<1x8xf32> -> tensor<1x4xf32>
+// CHECK-NEXT:      %[[F:.*]] = fuel.rope %[[X]], %[[CH]], %[[SH]] {fuel.fused = "rope"}
+// CHECK-NEXT:      fuel.yield %[[F]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @rope_gathered(%x: tensor<1x2x1x8xf32>, %pos: tensor<1xi64>) -> tensor<1x2x1x8xf32> {
+  %ct = fuel.constant dense<[[1.0, 0.5, 0.25, 0.125, 1.0, 0.5, 0.25, 0.125], [0.5, 0.25, 0.125, 1.0, 0.5, 0.25, 0.125, 1.0]]> : tensor<2x8xf32>
+  %cos = fuel.gather %ct, %pos axis = 0 : tensor<2x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+  %st = fuel.constant dense<[[0.0, 0.5, -0.5, 1.0, 0.0, 0.5, -0.5, 1.0], [1.0, -1.0, 2.0, -2.0, 1.0, -1.0, 2.0, -2.0]]> : tensor<2x8xf32>
+  %sin = fuel.gather %st, %pos axis = 0 : tensor<2x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+  %x1 = fuel.slice %x starts = [0, 0, 0, 0] limits = [1, 2, 1, 4] steps = [1, 1, 1, 1] : tensor<1x2x1x8xf32> -> tensor<1x2x1x4xf32>
+  %x2 = fuel.slice %x starts = [0, 0, 0, 4] limits = [1, 2, 1, 8] steps = [1, 1, 1, 1] : tensor<1x2x1x8xf32> -> tensor<1x2x1x4xf32>
+  %n = fuel.neg %x2 : tensor<1x2x1x4xf32>
+  %r = fuel.concat %n, %x1 axis = 3 : tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32> -> tensor<1x2x1x8xf32>
+  %a = fuel.mul %x, %cos : tensor<1x2x1x8xf32>, tensor<1x8xf32> -> tensor<1x2x1x8xf32>
+  %b = fuel.mul %r, %sin : tensor<1x2x1x8xf32>, tensor<1x8xf32> -> tensor<1x2x1x8xf32>
+  %y = fuel.add %a, %b : tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32> -> tensor<1x2x1x8xf32>
+  func.return %y : tensor<1x2x1x8xf32>
+}
+
+// A sin table whose halves differ in one entry is not a rotate-half table.
+// CHECK-LABEL: func.func @rope_gathered_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @rope_gathered_not_applied(%x: tensor<1x2x1x8xf32>, %pos: tensor<1xi64>) -> tensor<1x2x1x8xf32> {
+  %ct = fuel.constant dense<[[1.0, 0.5, 0.25, 0.125, 1.0, 0.5, 0.25, 0.125], [0.5, 0.25, 0.125, 1.0, 0.5, 0.25, 0.125, 1.0]]> : tensor<2x8xf32>
+  %cos = fuel.gather %ct, %pos axis = 0 : tensor<2x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+  %st = fuel.constant dense<[[0.0, 0.5, -0.5, 1.0, 0.0, 0.5, -0.5, 1.0], [1.0, -1.0, 2.0, -2.0, 1.0, -1.0, 2.0, -4.0]]> : tensor<2x8xf32>
+  %sin = fuel.gather %st, %pos axis = 0 : tensor<2x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+  %x1 = fuel.slice %x starts = [0, 0, 0, 0] limits = [1, 2, 1, 4] steps = [1, 1, 1, 1] : tensor<1x2x1x8xf32> -> tensor<1x2x1x4xf32>
+  %x2 = fuel.slice %x starts = [0, 0, 0, 4] limits = [1, 2, 1, 8] steps = [1, 1, 1, 1] : tensor<1x2x1x8xf32> -> tensor<1x2x1x4xf32>
+  %n = fuel.neg %x2 : tensor<1x2x1x4xf32>
+  %r = fuel.concat %n, %x1 axis = 3 : tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32> -> tensor<1x2x1x8xf32>
+  %a = fuel.mul %x, %cos : tensor<1x2x1x8xf32>, tensor<1x8xf32> -> tensor<1x2x1x8xf32>
+  %b = fuel.mul %r, %sin : tensor<1x2x1x8xf32>, tensor<1x8xf32> -> tensor<1x2x1x8xf32>
+  %y = fuel.add %a, %b : tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32> -> tensor<1x2x1x8xf32>
+  func.return %y : tensor<1x2x1x8xf32>
+}
+
+// Rows of weights: their values are not in the IR, so fuel-opt cannot check the halves (the
+// pipeline in-process can: `known_weights`).
+// CHECK-LABEL: func.func @rope_gathered_weights_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @rope_gathered_weights_not_applied(%x: tensor<1x2x1x8xf32>, %pos: tensor<1xi64>) -> tensor<1x2x1x8xf32> {
+  %ct = fuel.weight "cos" : tensor<2x8xf32>
+  %cos = fuel.gather %ct, %pos axis = 0 : tensor<2x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+  %st = fuel.weight "sin" : tensor<2x8xf32>
+  %sin = fuel.gather %st, %pos axis = 0 : tensor<2x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+  %x1 = fuel.slice %x starts = [0, 0, 0, 0] limits = [1, 2, 1, 4] steps = [1, 1, 1, 1] : tensor<1x2x1x8xf32> -> tensor<1x2x1x4xf32>
+  %x2 = fuel.slice %x starts = [0, 0, 0, 4] limits = [1, 2, 1, 8] steps = [1, 1, 1, 1] : tensor<1x2x1x8xf32> -> tensor<1x2x1x4xf32>
+  %n = fuel.neg %x2 : tensor<1x2x1x4xf32>
+  %r = fuel.concat %n, %x1 axis = 3 : tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32> -> tensor<1x2x1x8xf32>
+  %a = fuel.mul %x, %cos : tensor<1x2x1x8xf32>, tensor<1x8xf32> -> tensor<1x2x1x8xf32>
+  %b = fuel.mul %r, %sin : tensor<1x2x1x8xf32>, tensor<1x8xf32> -> tensor<1x2x1x8xf32>
+  %y = fuel.add %a, %b : tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32> -> tensor<1x2x1x8xf32>
+  func.return %y : tensor<1x2x1x8xf32>
+}
+
+
 // Scaled, causally masked attention from matmul/softmax: arm 1 is fuel.attention causal.
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x3x4xf32>, %[[K:.*]]: tensor<1x2x3x4xf32>, %[[V:.*]]: tensor<1x2x3x4xf32>)
