@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -22,6 +23,7 @@ from fuel_dialect.dtypes import shape_of
 from fuel_dialect.ops_nn import AttentionOp
 from passes.picker_support import PickerOptions
 from runtime.binding_table import KernelBindingTable
+from runtime.plan import PlanError, PlanOptions, price_op
 from runtime.topology import SystemTopology
 
 FLASH_SOURCE = "numpy-flashdecode"
@@ -44,22 +46,42 @@ def inside_branch(op: Operation) -> bool:
 
 
 def flash_kernel(
-    op: AttentionOp, topo: SystemTopology, table: KernelBindingTable, default_device: str
+    op: AttentionOp, options: PlanOptions, table: KernelBindingTable
 ) -> tuple[str, KernelRefAttr, KernelRefAttr] | None:
-    """(device, reference stamp, flash stamp) for a flash-decoding kernel bound for `op` on a
-    backend of a device in the topology (the default device first), or None. The reference
-    stamp names the kernel an unstamped `op` runs there (the key's default sibling)."""
+    """(device, reference stamp, flash stamp) for the flash-decoding kernel bound for `op` on
+    a backend of a device in the topology (the default device first), or None. Where several
+    flash kernels are bound there, the cheapest at `op`'s shapes (Judge figure or Layer 1,
+    `price_op`) is chosen; ties keep sibling order. The reference stamp names the kernel an
+    unstamped `op` runs there (the key's default sibling)."""
     dtypes = op.kernel_dtypes()
-    devices = sorted(topo.devices, key=lambda d: d.name != default_device)
+    topo = options.topology or SystemTopology.cpu_only()
+    devices = sorted(topo.devices, key=lambda d: d.name != options.default_device)
     for device in devices:
         for backend in device.backends:
-            for entry in table.lookup_alternatives(op.KERNEL_OP, dtypes, backend):
-                if is_flash_source(entry.kernel_source):
-                    ref = table.lookup_with_caps(op.KERNEL_OP, dtypes, backend)
-                    stamps = (KernelRefAttr.get(op.KERNEL_OP, dtypes, backend, e.kernel_source,
-                                                e.revision_hash) for e in (ref, entry))  # fmt: skip
-                    return device.name, *stamps
+            found = [e for e in table.lookup_alternatives(op.KERNEL_OP, dtypes, backend)
+                     if is_flash_source(e.kernel_source)]  # fmt: skip
+            if not found:
+                continue
+            stamps = [KernelRefAttr.get(op.KERNEL_OP, dtypes, backend, e.kernel_source,
+                                        e.revision_hash) for e in found]  # fmt: skip
+            flash = min(stamps, key=lambda s: _price(op, s, device.name, options))
+            ref = table.lookup_with_caps(op.KERNEL_OP, dtypes, backend)
+            reference = KernelRefAttr.get(op.KERNEL_OP, dtypes, backend, ref.kernel_source,
+                                          ref.revision_hash)  # fmt: skip
+            return device.name, reference, flash
     return None
+
+
+def _price(op: AttentionOp, stamp: KernelRefAttr, device: str, options: PlanOptions) -> float:
+    """ns of `op` run with the kernel `stamp` names on `device` (inf where it cannot run)."""
+    probe = op.clone()
+    probe.attributes[KERNEL_ATTR] = stamp
+    try:
+        return price_op(probe, options).get(device, math.inf)
+    except PlanError:
+        return math.inf
+    finally:
+        probe.erase()
 
 
 def admissible(op: AttentionOp) -> bool:
@@ -74,15 +96,14 @@ class WrapDecodeAttention(RewritePattern):
     arm 1 the same attention stamped with the flash kernel, gated on `dim($0, 2) == 1` over q
     (and `value($1) <= capacity` over kv_len)."""
 
-    topo: SystemTopology
+    options: PlanOptions
     table: KernelBindingTable
-    default_device: str
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
         if inside_branch(op) or not admissible(op):
             return
-        found = flash_kernel(op, self.topo, self.table, self.default_device)
+        found = flash_kernel(op, self.options, self.table)
         if found is None:
             return
         device, *stamps = found
@@ -102,9 +123,9 @@ class WrapDecodeAttention(RewritePattern):
 
 
 def emit_decode_flash_patterns(
-    topo: SystemTopology, table: KernelBindingTable, default_device: str
+    options: PlanOptions, table: KernelBindingTable
 ) -> list[RewritePattern]:
-    return [WrapDecodeAttention(topo, table, default_device)]
+    return [WrapDecodeAttention(options, table)]
 
 
 @dataclass(frozen=True)
@@ -113,9 +134,10 @@ class EmitDecodeFlashPass(ModulePass, PickerOptions):
 
     Admissible: seq_q == 1, dtype f16/bf16/f32, head_dim <= 256, and a flash-decoding kernel
     (kernel_source `numpy-flashdecode` or containing "flash") bound at the attention's key on a
-    backend of a device in the topology. Arm 0 is the original attention (the safe reference),
-    stamped with the default kernel it runs unstamped; arm 1 is its copy stamped with the flash
-    kernel; both carry `fuel.device`. Whether arm 1 is used is
+    backend of a device in the topology (the cheapest of them where several are bound: on the
+    CPU `native-flashdecode` when fuel's C library is available). Arm 0 is the original
+    attention (the safe reference), stamped with the default kernel it runs unstamped; arm 1 is
+    its copy stamped with the flash kernel; both carry `fuel.device`. Whether arm 1 is used is
     `fuel-bake-variants`' decision. Attentions already inside a branch are left alone, so the
     pass is idempotent. Surgical: one sweep, no DCE. Options: `PickerOptions` (topology, judge).
     """
@@ -127,7 +149,6 @@ class EmitDecodeFlashPass(ModulePass, PickerOptions):
 
         opts = self.plan_options()
         table = opts.table if opts.table is not None else global_bindings()
-        topo = opts.topology or SystemTopology.cpu_only()
-        patterns = emit_decode_flash_patterns(topo, table, opts.default_device)
+        patterns = emit_decode_flash_patterns(opts, table)
         applier = GreedyRewritePatternApplier(patterns, dce_enabled=False)
         PatternRewriteWalker(applier, apply_recursively=False).rewrite_module(op)

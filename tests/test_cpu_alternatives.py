@@ -28,6 +28,7 @@ from frontends.builder import GraphBuilder
 from lowering.cpu.kernels import FAMILIES, register_cpu_kernels
 from lowering.cpu.kernels.alternatives import exact_f16_sum, f32_to_f16
 from lowering.cpu.kernels.linalg import register_linalg
+from lowering.cpu.kernels.native import register_native
 from runtime.binding_table import BindingEntry, KernelBindingTable
 from runtime.compiled import dispatched_kernel_source
 from runtime.dtypes import NUMPY_DTYPES
@@ -43,7 +44,7 @@ def _table(with_alternatives: bool) -> KernelBindingTable:
     if with_alternatives:
         register_cpu_kernels(t)
     else:
-        for register in FAMILIES:
+        for register in (*FAMILIES, register_native):  # native: hand-registered, not an alternative
             register(t)
     t.finalize()
     return t
@@ -69,7 +70,10 @@ FAMILY_SOURCES = (
     "numpy",
     "numpy-flashdecode",
     "torch-blas",
-)  # the flash kernel: tests/passes/test_decode_flash.py; torch-blas: tests/test_cpu_kernels.py
+    "native",
+    "native-flashdecode",
+)  # the flash kernel: tests/passes/test_decode_flash.py; torch-blas: tests/test_cpu_kernels.py;
+# native: tests/test_cpu_native.py
 ALTS = sorted(
     (op, d, e.kernel_source)
     for (op, d, _), e in TABLE.iter_entries()

@@ -491,11 +491,11 @@ def _compiler_id(cmd: tuple[str, ...]) -> str:
     return res.stdout.splitlines()[0] if res.stdout else " ".join(cmd)
 
 
-def library_key(source: str) -> str:
+def library_key(source: str, flags: Sequence[str] = CFLAGS) -> str:
     """The cache key of `source`'s library: sha256 of the source, compiler, flags, machine."""
     cmd = find_compiler()
     who = _compiler_id(tuple(cmd)) if cmd else "no-compiler"
-    text = "\0".join([source, who, " ".join(CFLAGS), platform.machine()])
+    text = "\0".join([source, who, " ".join(flags), platform.machine()])
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -513,9 +513,9 @@ def register_prebuilt(source: str, path: Path) -> None:
     _PREBUILT[source_key(source)] = path
 
 
-def compile_source(source: str, dest: Path) -> None:
-    """Compile `source` into the shared library `dest` (atomically); CodegenError carries the
-    compiler's stderr."""
+def compile_source(source: str, dest: Path, flags: Sequence[str] = CFLAGS) -> None:
+    """Compile `source` into the shared library `dest` (atomically) with `flags`; CodegenError
+    carries the compiler's stderr."""
     cmd = find_compiler()
     if cmd is None:
         raise CodegenError(
@@ -527,7 +527,7 @@ def compile_source(source: str, dest: Path) -> None:
         src, so = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
         src.write_text(source)
         try:
-            res = subprocess.run([*cmd, *CFLAGS, "-o", str(so), str(src), "-lm"],
+            res = subprocess.run([*cmd, *flags, "-o", str(so), str(src), "-lm"],
                                  capture_output=True, text=True, timeout=300)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as e:
             raise CodegenError(f"C compiler {' '.join(cmd)!r} failed to run: {e}") from None
@@ -538,15 +538,15 @@ def compile_source(source: str, dest: Path) -> None:
         os.replace(so, dest)
 
 
-def library_path(source: str) -> Path:
+def library_path(source: str, flags: Sequence[str] = CFLAGS) -> Path:
     """The compiled library of `source`: a registered prebuilt one, else the cache entry
-    (compiled now if missing)."""
+    (compiled now with `flags` if missing)."""
     pre = _PREBUILT.get(source_key(source))
     if pre is not None:
         return pre
-    path = c_cache_dir() / f"k_{library_key(source)}.so"
+    path = c_cache_dir() / f"k_{library_key(source, flags)}.so"
     if not path.exists():
-        compile_source(source, path)
+        compile_source(source, path, flags)
     return path
 
 

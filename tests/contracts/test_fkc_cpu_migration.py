@@ -50,6 +50,7 @@ HAND, CONTRACTS, SIBLINGS = _hand(), _contracts(), _siblings()
 SOURCES = [d.name for d in (*vendor_dirs(), *PROVIDER_DIRS)]
 VENDOR = {d.name for d in vendor_dirs()}  # torch-blas where torch is installed: sibling 0
 HAND_ONLY_OPS = {"concat", "matmul_bias_act", "gated_mlp"}  # see lowering/cpu/contracts
+NATIVE_SOURCES = {"native", "native-flashdecode"}  # fuel's C kernels, hand-registered last
 SIBLING_KEYS = sorted((key, e.kernel_source) for key, e in SIBLINGS.iter_entries())
 MIGRATED_OPS = sorted({op for op, _, _ in CONTRACTS.iter_keys()})
 KEYS = sorted(CONTRACTS.iter_keys())
@@ -212,8 +213,10 @@ def test_full_table_sibling_order_and_sources() -> None:
         assert [e.kernel_source for e in mine[: len(vendor)]] == vendor, key  # vendor BLAS first
         assert mine[len(vendor)].kernel_source == "numpy", key
         for e in mine:
-            if contract_source(e) is None:
+            if contract_source(e) is None and e.kernel_source not in NATIVE_SOURCES:
                 hand_only.add(key[0])
+        native_at = [i for i, e in enumerate(mine) if e.kernel_source in NATIVE_SOURCES]
+        assert native_at == list(range(len(mine) - len(native_at), len(mine))), key  # last
     # concat is variadic; the fused ops' costs read the `act` param or compose the numpy parts'
     # cost functions, which a contract's cost expression cannot (lowering/cpu/contracts)
     assert hand_only == HAND_ONLY_OPS

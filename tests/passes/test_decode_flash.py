@@ -11,7 +11,9 @@ from xdsl.dialects.builtin import IntegerAttr, i64
 from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch
 from fuel_dialect.ops_nn import AttentionOp
+from lowering.cpu import native
 from lowering.cpu.kernels.flash import SOURCE, _kernel, flash_cost, flash_decode
+from lowering.cpu.kernels.native import NATIVE_FLASH
 from passes.bake_variants import BakeVariantsPass, bake_choice
 from passes.emit_decode_flash import EmitDecodeFlashPass
 from runtime.binding_table import KernelBindingTable, global_bindings
@@ -123,7 +125,16 @@ def test_pass_wraps_decode_attention_in_a_gated_variant_branch(kv_len: bool) -> 
     assert b.kind.data == "variant" and b.gate(0) == ""
     assert b.gate(1) == ("dim($0, 2) == 1 && value($1) <= 1024" if kv_len else "dim($0, 2) == 1")
     assert arm0.attributes[KERNEL_ATTR].kernel_source.data == "numpy"  # the default it runs
-    assert arm1.attributes[KERNEL_ATTR].kernel_source.data == SOURCE
+    # the cheapest flash kernel bound: fuel's C one where it is registered (one C call against
+    # numpy's ~25 calls), else numpy's
+    want = NATIVE_FLASH if native.enabled() else SOURCE
+    assert arm1.attributes[KERNEL_ATTR].kernel_source.data == want
+
+
+def test_f16_decode_gets_the_numpy_flash_kernel() -> None:
+    (b,) = branches(emit(decode(t="f16")))
+    arm1 = next(o for o in b.arms[1].walk() if isinstance(o, AttentionOp))
+    assert arm1.attributes[KERNEL_ATTR].kernel_source.data == SOURCE  # the C kernel is f32 only
 
 
 @pytest.mark.parametrize(

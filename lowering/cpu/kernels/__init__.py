@@ -9,6 +9,8 @@ max/min, softmax), `linalg` (matmul), `nn` (rms_norm, layer_norm, rope, attentio
 registered, no contract yet). `special` holds the vectorised math numpy lacks. `torch_blas`
 (kernel_source `torch-blas`, only where torch is installed) puts matmul and the f32 fused
 matmuls on PyTorch's CPU BLAS, registered before the numpy kernel at each of its keys.
+`native` (kernel_source `native`, only where a C compiler exists) puts f32 decode GEMVs,
+gated_mlp and rms_norm on fuel's own C library (`lowering.cpu.native`), after numpy.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from lowering.cpu.kernels.flash import register_flash
 from lowering.cpu.kernels.fused import register_fused
 from lowering.cpu.kernels.linalg import register_linalg
 from lowering.cpu.kernels.movement import register_movement
+from lowering.cpu.kernels.native import register_native
 from lowering.cpu.kernels.nn import register_nn
 from lowering.cpu.kernels.reduction import register_reduction
 from lowering.cpu.kernels.torch_blas import register_torch_blas_matmul
@@ -42,7 +45,8 @@ def register_cpu_kernels(table: KernelBindingTable) -> None:
     """Register every numpy CPU kernel into `table` (call `table.finalize()` afterwards)."""
     for register in FAMILIES:
         register(table)
-    register_alternatives(table)  # last: each key's numpy kernel stays sibling 0 (the default)
+    register_alternatives(table)  # each key's numpy kernel stays sibling 0 (the default)
+    register_native(table)  # last, like the contracts table's hand-only entries (native.py)
 
 
 def hand_registered_table() -> KernelBindingTable:

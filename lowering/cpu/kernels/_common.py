@@ -69,14 +69,16 @@ def add(
     direct: Callable[..., Any] | None = None,
     source: str = KERNEL_SOURCE,
     caps: KernelCaps = CAPS,
+    code: str = "",
 ) -> None:
     """Register one kernel for (op, dtypes) on the CPU backend. `also` lists the helper
-    functions a generic kernel closure calls, mixed into its revision hash; `direct` is the
-    ufunc when the kernel is exactly one positional ufunc call (the executor's fast path);
-    `source` and `caps` default to the precise numpy library's."""
+    functions a generic kernel closure calls, mixed into its revision hash, and `code` any
+    other code it runs (e.g. C source); `direct` is the ufunc when the kernel is exactly one
+    positional ufunc call (the executor's fast path); `source` and `caps` default to the
+    precise numpy library's."""
     revision = None
-    if also:
-        text = " ".join(str(revision_hash(f, source)) for f in (kernel, *also))
+    if also or code:
+        text = " ".join(str(revision_hash(f, source)) for f in (kernel, *also)) + code
         revision = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
     table.register(
         op,

@@ -1,0 +1,232 @@
+"""`native`: f32 matmul, gated_mlp and rms_norm on fuel's own C library (`lowering.cpu.native`).
+
+Registered after the `numpy` (and `torch-blas`) kernels at their keys, so they are never a
+key's default; the picker chooses them by cost. What differs is the per-call overhead, and it
+is priced as such: one ctypes call (~1.5 us) against numpy's 3 us per BLAS call, 5 numpy calls
+for gated_mlp, ~10 numpy calls for rms_norm.
+
+* `matmul` / `gated_mlp` take the C path for products of fewer than `GEMV_ROWS` rows by a 2-D
+  weight (a decode step's GEMVs, where the library streams the weight once over all threads);
+  any other shape runs the numpy kernel's code and is priced 0.5 us above it (one more Python
+  frame), so the picker leaves those shapes to numpy and torch-blas.
+* `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
+  every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
+* `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
+  reading only the first `kv_len` keys; decode shapes only (`Sq == 1`: any other raises and is
+  priced infeasible, like `numpy-flashdecode`), so `fuel-emit-decode-flash` offers it as its
+  flash arm. The exponentials and sums run in f64, rounded once.
+
+Results are bit-stable on any machine and thread count (see `fuel_native.c`): for a given
+shape the path, the summation order and every rounding are fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from lowering.cpu import native
+from lowering.cpu.kernels._common import (
+    F32,
+    F64,
+    Arrays,
+    Params,
+    Shapes,
+    add,
+    numel,
+    operand_bytes,
+    ulp,
+)
+from lowering.cpu.kernels.flash import flash_cost
+from lowering.cpu.kernels.fused import _gated_cost, _gated_mlp, _part_costs
+from lowering.cpu.kernels.linalg import matmul_claim, matmul_cost
+from lowering.cpu.kernels.nn import _NO_BOUND, _rms_norm, _rope
+from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.cost import CostEstimate, CostFn
+from runtime.precision import PrecisionGuarantee
+
+NATIVE = "native"
+NATIVE_FLASH = "native-flashdecode"
+"""The flash-decoding attention's kernel_source: `fuel-emit-decode-flash` offers it as arm 1."""
+GEMV_ROWS = 8
+"""Products with fewer rows than this take the C path (decode's one-token GEMVs): the weight
+is read once for all rows, so up to 8 rows cost about what one does."""
+CALL_NS = 1_500.0
+"""One ctypes call into the library with its pointer arguments, on the reference VM."""
+FRAME_NS = 500.0
+"""The extra Python frame of a shape that falls back to the numpy code."""
+
+_numpy_gated = _gated_mlp("f32")
+_numpy_rms = _rms_norm(F32)
+_numpy_rope = _rope(F64)
+
+
+def _rows(a: np.ndarray) -> int:
+    return math.prod(a.shape[:-1])
+
+
+def _gemv_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    """A C-path product: f32 x [..., k] (fewer than GEMV_ROWS rows) by a 2-D f32 weight."""
+    return a.dtype == F32 and b.dtype == F32 and b.ndim == 2 and _rows(a) < GEMV_ROWS
+
+
+def _writable(out: np.ndarray) -> bool:
+    return out.dtype == F32 and out.flags.c_contiguous and out.flags.writeable
+
+
+def _matmul_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """numpy matmul semantics; GEMV shapes in C, others in numpy's BLAS."""
+    a, b = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not _gemv_shape(a, b):
+        np.matmul(a, b, out=out)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    rc = native.library().fuel_native_gemm(native.ptr(a), native.ptr(b), native.ptr(y),
+                                           _rows(a), a.shape[-1], b.shape[1])  # fmt: skip
+    if rc:
+        raise MemoryError("fuel native gemm: out of memory for its partial sums")
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """silu(x @ wg) * (x @ wu) @ wd; GEMV shapes in one C call, others in the numpy kernel."""
+    x, wg, wu, wd = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not (_gemv_shape(x, wg) and wu.shape == wg.shape and _gemv_shape(x, wd)):
+        _numpy_gated(inputs, outputs, params)
+        return
+    m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
+    g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p = native.ptr
+    rc = native.library().fuel_native_gated_mlp(p(x), p(wg), p(wu), p(wd), p(g), p(u), p(y),
+                                                m, k, f, n)  # fmt: skip
+    if rc:
+        raise MemoryError("fuel native gated_mlp: out of memory for its partial sums")
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """x / sqrt(mean(x^2, last dim) + eps) * w, each row in C (the mean of squares in f64)."""
+    x, w = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not (x.dtype == w.dtype == F32 and w.shape == x.shape[-1:] and x.size):
+        _numpy_rms(inputs, outputs, params)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    native.library().fuel_native_rms_norm(native.ptr(x), native.ptr(w), native.ptr(y), _rows(x),
+                                          x.shape[-1], float(params["eps"]))  # fmt: skip
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _flash_decode_native(with_kv_len: bool) -> Kernel:
+    def flash_decode_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        """One query per head over the live prefix of the keys, split-KV, in C (f32)."""
+        q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
+        if q.shape[2] != 1:
+            raise ValueError(f"flash decoding takes one query per head (Sq == 1), got q {q.shape}")
+        (bsz, hq, _, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
+        kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
+        lib, out = native.library(), outputs[0]
+        y = out if _writable(out) else np.empty(out.shape, F32)
+        part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2), np.float64)
+        p = native.ptr
+        lib.fuel_native_flash_decode(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sk, d, dv,
+                                     kv_len, float(params["scale"]))  # fmt: skip
+        if y is not out:
+            np.copyto(out, y, casting="unsafe")
+
+    return flash_decode_native
+
+
+def _flash_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """`flash.flash_cost`'s FLOPs and bytes (infeasible unless Sq == 1), one C call."""
+    base = flash_cost(shapes, dtypes, params)
+    return CostEstimate(base.flops, base.bytes_moved, math.inf if math.isinf(base.flops)
+                        else CALL_NS)  # fmt: skip
+
+
+def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """x (..., S, D) rotated by cos/sin (S, D/2) in C: the numpy kernel's f64 arithmetic."""
+    x, c, s = (np.ascontiguousarray(a) for a in inputs)
+    out = outputs[0]
+    if not (x.dtype == c.dtype == s.dtype == F32):
+        _numpy_rope(inputs, outputs, params)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p = native.ptr
+    native.library().fuel_native_rope(
+        p(x),
+        p(c),
+        p(s),
+        p(y),
+        _rows(x) // x.shape[-2],
+        x.shape[-2],
+        x.shape[-1],
+        int(bool(params["interleaved"])),
+    )
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _matmul_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    base = matmul_cost(shapes, dtypes, params)
+    gemv = len(shapes[1]) == 2 and numel(shapes[0][:-1]) < GEMV_ROWS
+    overhead = CALL_NS if gemv else base.overhead_ns + FRAME_NS
+    return CostEstimate(base.flops, base.bytes_moved, overhead)
+
+
+def _gated_native_cost(costs: dict) -> CostFn:
+    composed = _gated_cost(costs)
+
+    def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+        base = composed(shapes, dtypes, params)
+        gemv = numel(shapes[0][:-1]) < GEMV_ROWS
+        return CostEstimate(base.flops, base.bytes_moved,
+                            CALL_NS if gemv else base.overhead_ns + FRAME_NS)  # fmt: skip
+
+    return cost
+
+
+def _rope_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    return CostEstimate(3.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
+
+
+def _rms_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    return CostEstimate(4.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
+
+
+def register_native(table: KernelBindingTable) -> None:
+    """Register the native f32 kernels (after numpy's at each key); no-op where they are
+    disabled or no C compiler exists (`native.enabled`). Compiles nothing: the library is
+    built on the first call."""
+    if not native.enabled():
+        return
+    code = native.revision_text()
+    t = "f32"
+    claim = PrecisionGuarantee(bit_stable=True, notes="matmul accumulation (cancellation): "
+                               "no bound; bits fixed by the shapes")  # fmt: skip
+    add(table, "matmul", (t, t, t), _matmul_native, matmul_claim(t), _matmul_cost,
+        also=(_gemv_shape, _writable), source=NATIVE, code=code)  # fmt: skip
+    add(table, "gated_mlp", (t,) * 5, _gated_mlp_native, claim,
+        _gated_native_cost(_part_costs(table, t)), also=(_gemv_shape, _numpy_gated),
+        source=NATIVE, code=code)  # fmt: skip
+    add(table, "rms_norm", (t, t, t), _rms_norm_native, PrecisionGuarantee(bit_stable=True,
+        notes=_NO_BOUND), _rms_cost, also=(_numpy_rms,), source=NATIVE, code=code)  # fmt: skip
+    add(table, "rope", (t,) * 4, _rope_native, ulp(1, "computed in f64: exact products, one "
+        "rounding, then the final one (the numpy kernel's operations)"), _rope_cost,
+        also=(_numpy_rope,), source=NATIVE, code=code)  # fmt: skip
+    attn = PrecisionGuarantee(bit_stable=True, notes="softmax-weighted sums (cancellation): "
+                              "no bound; exponentials and sums in f64")  # fmt: skip
+    for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
+        add(table, "attention", key, _flash_decode_native(with_kv_len), attn, _flash_native_cost,
+            also=(_writable,), source=NATIVE_FLASH, code=code)  # fmt: skip
+
+
+__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "register_native"]

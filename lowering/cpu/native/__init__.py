@@ -1,0 +1,117 @@
+"""fuel's native CPU library: hand-written C for the memory-bound kernels of a decode step.
+
+`fuel_native.c` (beside this file) holds f32 products of a few rows by a weight (decode's
+GEMVs: `fuel_native_gemm`), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up
+in one pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
+`fuel_native_rope` and flash decoding (`fuel_native_flash_decode`: one query per head over a
+KV cache's live prefix, split-KV),
+run by a persistent thread pool that splits output columns (or rows), never a sum, so results
+do not depend on the thread count. Why: on the reference 2-core VM a decode step's products
+read weights from cache/DRAM at 12-18 GB/s through numpy's OpenBLAS GEMV plus several numpy
+calls per fused op; one C call per op reads them at the machine's bandwidth.
+
+The library is compiled from source by the system C compiler on first use (`-O3`, no
+fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
+`lowering.cpu.codegen`), loaded with ctypes (which releases the GIL during a call). The kernels
+(`lowering.cpu.kernels.native`) are registered only where a C compiler is found and
+`FUEL_NATIVE` is not `0`. Threads: `FUEL_NUM_THREADS`, else the CPUs this process may run on
+(at most `MAX_THREADS`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SOURCE_PATH = Path(__file__).resolve().with_name("fuel_native.c")
+FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-ffp-contract=off",
+         "-fno-math-errno")  # fmt: skip
+"""-O3 vectorizes the column loops; no fast-math and no FMA contraction keep every output's
+rounding fixed (so the AVX2 clone and the baseline one agree bit for bit)."""
+MAX_THREADS = 8
+"""Memory-bound kernels stop scaling well before the core count of a big host."""
+
+_LIB: list[Any] = []
+_LOCK = threading.Lock()
+
+
+def enabled() -> bool:
+    """The native kernels may be registered: `FUEL_NATIVE` is not `0` and a C compiler exists
+    (checked without compiling)."""
+    from lowering.cpu.codegen import find_compiler
+
+    return os.environ.get("FUEL_NATIVE", "1") != "0" and find_compiler() is not None
+
+
+def threads() -> int:
+    """The pool size: `FUEL_NUM_THREADS` if set (>= 1), else this process's CPUs, capped."""
+    env = os.environ.get("FUEL_NUM_THREADS", "")
+    if env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"FUEL_NUM_THREADS must be an integer, got {env!r}") from None
+    return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
+
+
+@functools.cache
+def source() -> str:
+    """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `fuel_native.c`."""
+    from lowering.cpu.codegen import helper_source
+
+    return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + SOURCE_PATH.read_text()
+
+
+_F = ctypes.c_void_p
+_L = ctypes.c_long
+_SIGNATURES = {
+    "fuel_native_threads": ([ctypes.c_int], ctypes.c_int),
+    "fuel_native_gemm": ([_F, _F, _F, _L, _L, _L], ctypes.c_int),
+    "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
+    "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
+    "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_flash_splits": ([_L], _L),
+    "fuel_native_flash_decode": ([_F] * 5 + [_L] * 7 + [ctypes.c_double], None),
+}
+
+
+def library() -> Any:
+    """The loaded library (compiled on the first call in a process, then cached on disk), its
+    pool started; `CodegenError` if it cannot be built."""
+    if _LIB:
+        return _LIB[0]
+    from lowering.cpu.codegen import CodegenError, library_path
+
+    with _LOCK:
+        if not _LIB:
+            path = library_path(source(), FLAGS)
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as e:
+                raise CodegenError(f"cannot load fuel's native library {path}: {e}") from None
+            for name, (args, res) in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = args, res
+            lib.fuel_native_threads(threads())
+            _LIB.append(lib)
+    return _LIB[0]
+
+
+def ptr(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array."""
+    return a.__array_interface__["data"][0]
+
+
+def revision_text() -> str:
+    """What the native kernels' revision hashes cover: the compiled source and the flags."""
+    return source() + "\n" + " ".join(FLAGS)
+
+
+__all__ = ["FLAGS", "SOURCE_PATH", "enabled", "library", "ptr", "revision_text", "source",
+           "threads"]  # fmt: skip

@@ -1,0 +1,522 @@
+/* fuel's native CPU kernels: f32 GEMV-shaped products (a few rows times a weight), the
+ * SiLU-gated MLP on them, and rms_norm; a small persistent thread pool runs them.
+ *
+ * Loaded by lowering/cpu/native/__init__.py, which prepends <math.h> and `fuel_silu` (the C
+ * codegen's helper, special.silu's algorithm in double) and compiles this file once per
+ * machine (-O3, no fast-math, no FMA contraction).
+ *
+ * Results are bit-stable everywhere: every output element is computed by one thread in a
+ * fixed order that depends only on the shapes (threads split the *columns*, never a sum), and
+ * without FMA contraction or reassociation the AVX2 clone and the baseline one round alike.
+ * A product sums over k in blocks of 8: a pairwise sum of the block's 8 terms, added to the
+ * running total (error ~ (k/8 + 3) u instead of k u for a plain loop).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define FUEL_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FUEL_CLONES
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#define FUEL_PAUSE() __builtin_ia32_pause()
+#else
+#define FUEL_PAUSE() ((void)0)
+#endif
+
+/* -- the pool --------------------------------------------------------------------------- */
+/* `fuel_native_threads(n)` starts n - 1 workers once. A parallel call cuts its work into
+ * chunks (column blocks or row blocks) and publishes (fn, args, chunks) with a new generation
+ * in `ticket` ((generation << 32) | next unclaimed chunk); every thread, the caller included,
+ * claims chunks by compare-and-swap until none is left; the caller then waits for the chunks
+ * others claimed. A worker that wakes late (descheduled on a busy machine) finds nothing to
+ * claim, so the caller never waits for a thread that has not started: the dynamic split
+ * degrades to one thread instead of stalling (a static split stalls a whole timeslice). A
+ * stale worker cannot claim a newer task's chunk: the CAS compares the generation too.
+ * Idle workers poll ~2 ms (a decode step issues its products microseconds apart), then
+ * sleep on the condition variable; every wait pauses a few times, then yields the core. `call_mu` serializes calls (ctypes releases the GIL). */
+
+typedef void (*fuel_chunk)(void *args, long chunk);
+
+#define FUEL_MAX_THREADS 64
+static int n_threads = 0;
+static _Atomic uint64_t ticket = 0;
+static _Atomic long done = 0;
+static _Atomic(fuel_chunk) task_fn;
+static _Atomic(void *) task_args;
+static _Atomic long task_chunks;
+static pthread_mutex_t sleep_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleep_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t call_mu = PTHREAD_MUTEX_INITIALIZER;
+static const double SPIN_NS = 2e6;
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return 1e9 * (double)t.tv_sec + (double)t.tv_nsec;
+}
+
+/* Claim and run chunks of generation `gen` until none is left (or a newer task is out). */
+static void run_chunks(uint64_t gen) {
+  for (;;) {
+    uint64_t t = atomic_load(&ticket);
+    if (t >> 32 != gen) return;
+    fuel_chunk fn = atomic_load(&task_fn);
+    void *args = atomic_load(&task_args);
+    long chunk = (long)(uint32_t)t;
+    if (chunk >= atomic_load(&task_chunks)) return;
+    if (!atomic_compare_exchange_weak(&ticket, &t, t + 1)) continue;
+    fn(args, chunk);
+    atomic_fetch_add(&done, 1);
+  }
+}
+
+/* One step of a wait: a few pauses, then yield the core to any other runnable thread (on a
+ * busy machine a spinning thread must not take the core from the thread it waits for). */
+static void relax(long spins) {
+  if (spins < 64)
+    FUEL_PAUSE();
+  else
+    sched_yield();
+}
+
+static void *worker(void *unused) {
+  (void)unused;
+  uint64_t seen = 0;
+  for (;;) {
+    long spins = 0;
+    double start = now_ns();
+    while (atomic_load(&ticket) >> 32 == seen) {
+      if (++spins < 64 || ((spins & 15) || now_ns() - start < SPIN_NS)) {
+        relax(spins);
+        continue;
+      }
+      pthread_mutex_lock(&sleep_mu);
+      while (atomic_load(&ticket) >> 32 == seen) pthread_cond_wait(&sleep_cv, &sleep_mu);
+      pthread_mutex_unlock(&sleep_mu);
+    }
+    seen = atomic_load(&ticket) >> 32;
+    run_chunks(seen);
+  }
+  return 0;
+}
+
+int fuel_native_threads(int n) {
+  pthread_mutex_lock(&call_mu);
+  if (n_threads == 0) {
+    if (n < 1) n = 1;
+    if (n > FUEL_MAX_THREADS) n = FUEL_MAX_THREADS;
+    int started = 1;
+    for (int i = 1; i < n; i++) {
+      pthread_t t;
+      if (pthread_create(&t, 0, worker, 0) != 0) break;
+      pthread_detach(t);
+      started++;
+    }
+    n_threads = started;
+  }
+  pthread_mutex_unlock(&call_mu);
+  return n_threads;
+}
+
+/* fn(args, c) for every chunk c < chunks, on the pool (inline for one chunk or one thread). */
+static void parallel_for(fuel_chunk fn, void *args, long chunks) {
+  if (chunks <= 1 || n_threads <= 1) {
+    for (long c = 0; c < chunks; c++) fn(args, c);
+    return;
+  }
+  uint64_t gen = (atomic_load(&ticket) >> 32) + 1;
+  atomic_store(&task_fn, fn);
+  atomic_store(&task_args, args);
+  atomic_store(&task_chunks, chunks);
+  atomic_store(&done, 0);
+  pthread_mutex_lock(&sleep_mu);
+  atomic_store(&ticket, gen << 32);
+  pthread_cond_broadcast(&sleep_cv);
+  pthread_mutex_unlock(&sleep_mu);
+  run_chunks(gen);
+  for (long spins = 0; atomic_load(&done) < chunks; spins++) relax(spins);
+}
+
+/* Below this many bytes of work a kernel runs on the calling thread alone: waking a worker
+ * costs more than it saves. */
+static const long PARALLEL_BYTES = 128 * 1024;
+
+/* -- products --------------------------------------------------------------------------- */
+/* y [m, n] = x [m, k] @ w [k, n] (row-major, f32) for a few rows m: memory-bound, so the plan
+ * is about reading w in long sequential runs. w is cut into tiles of KB rows by CW columns
+ * (whole rows when n <= MAX_CW); a tile is one chunk, streamed top to bottom, and writes its
+ * partial product to its own slot; the partials of a column range are then summed in K order.
+ * Tiles depend only on (m, k, n), so the sums and the bits do not depend on the threads. */
+
+static const long TILE_BYTES = 256 * 1024, MAX_CW = 4096, MIN_KB = 64;
+
+typedef struct {
+  long m, k, n, cw, kb, ct, kt;
+} gemm_plan;
+
+static gemm_plan plan_gemm(long m, long k, long n) {
+  gemm_plan p = {m, k, n, n <= MAX_CW ? n : MAX_CW / 2, 0, 0, 0};
+  p.kb = TILE_BYTES / (4 * p.cw) / 8 * 8;
+  if (p.kb < MIN_KB) p.kb = MIN_KB;
+  if (k * n * 4 < PARALLEL_BYTES || p.kb >= k) p.kb = k; /* one K block: no partials */
+  p.ct = (n + p.cw - 1) / p.cw;
+  p.kt = (k + p.kb - 1) / p.kb;
+  return p;
+}
+
+/* y[r, c0:c1] = x[r, i0:i1] @ w[i0:i1, c0:c1] for r < m; x rows have stride ldx, w and y rows
+ * stride n. Sums over i in blocks of 8 (pairwise inside a block) added in order. */
+FUEL_CLONES
+static void gemm_tile(const float *restrict x, long ldx, const float *restrict w,
+                      float *restrict y, long m, long n, long i0, long i1, long c0, long c1) {
+  const long len = c1 - c0;
+  for (long r = 0; r < m; r++)
+    for (long j = 0; j < len; j++) y[r * n + c0 + j] = 0.0f;
+  long i = i0;
+  for (; i + 8 <= i1; i += 8) {
+    const float *restrict w0 = w + i * n + c0;
+    for (long r = 0; r < m; r++) {
+      const float *restrict xr = x + r * ldx + i;
+      const float a0 = xr[0], a1 = xr[1], a2 = xr[2], a3 = xr[3];
+      const float a4 = xr[4], a5 = xr[5], a6 = xr[6], a7 = xr[7];
+      float *restrict yr = y + r * n + c0;
+      for (long j = 0; j < len; j++) {
+        float s01 = a0 * w0[j] + a1 * w0[n + j];
+        float s23 = a2 * w0[2 * n + j] + a3 * w0[3 * n + j];
+        float s45 = a4 * w0[4 * n + j] + a5 * w0[5 * n + j];
+        float s67 = a6 * w0[6 * n + j] + a7 * w0[7 * n + j];
+        yr[j] += (s01 + s23) + (s45 + s67);
+      }
+    }
+  }
+  for (; i < i1; i++) {
+    const float *restrict wi = w + i * n + c0;
+    for (long r = 0; r < m; r++) {
+      const float a = x[r * ldx + i];
+      float *restrict yr = y + r * n + c0;
+      for (long j = 0; j < len; j++) yr[j] += a * wi[j];
+    }
+  }
+}
+
+/* Tile `chunk` of plan p: into y itself with one K block, else into partial slot kb. */
+static void gemm_run_tile(const gemm_plan *p, const float *x, const float *w, float *y,
+                          float *part, long chunk) {
+  long ci = chunk % p->ct, ki = chunk / p->ct;
+  long c0 = ci * p->cw, c1 = c0 + p->cw < p->n ? c0 + p->cw : p->n;
+  long i0 = ki * p->kb, i1 = i0 + p->kb < p->k ? i0 + p->kb : p->k;
+  float *dst = p->kt == 1 ? y : part + ki * p->m * p->n;
+  gemm_tile(x, p->k, w, dst, p->m, p->n, i0, i1, c0, c1);
+}
+
+/* y = sum of the kt partials in K order, over all m rows and columns [c0, c1). */
+FUEL_CLONES
+static void gemm_reduce(const gemm_plan *p, const float *restrict part, float *restrict y,
+                        long c0, long c1) {
+  const long mn = p->m * p->n;
+  for (long r = 0; r < p->m; r++) {
+    float *restrict yr = y + r * p->n;
+    for (long j = c0; j < c1; j++) yr[j] = part[r * p->n + j];
+    for (long b = 1; b < p->kt; b++) {
+      const float *restrict pb = part + b * mn + r * p->n;
+      for (long j = c0; j < c1; j++) yr[j] += pb[j];
+    }
+  }
+}
+
+/* Scratch for the partials (grown, never shrunk; guarded by call_mu). */
+static float *scratch;
+static long scratch_len;
+
+static float *scratch_floats(long n) {
+  if (n > scratch_len) {
+    float *grown = realloc(scratch, (size_t)n * sizeof(float));
+    if (!grown) return 0;
+    scratch = grown, scratch_len = n;
+  }
+  return scratch;
+}
+
+typedef struct {
+  gemm_plan p;
+  const float *x, *w;
+  float *y, *part;
+  long rw; /* columns per reduction chunk */
+} gemm_args;
+
+/* Columns per chunk of a pass over the [m, n] partials: all of them when small. */
+static long reduce_width(long m, long n, long kt) {
+  return m * n * kt < 65536 ? n : 1024;
+}
+
+static void gemm_chunk(void *q, long chunk) {
+  gemm_args *a = q;
+  gemm_run_tile(&a->p, a->x, a->w, a->y, a->part, chunk);
+}
+
+static void reduce_chunk(void *q, long chunk) {
+  gemm_args *a = q;
+  long c0 = chunk * a->rw, c1 = c0 + a->rw < a->p.n ? c0 + a->rw : a->p.n;
+  gemm_reduce(&a->p, a->part, a->y, c0, c1);
+}
+
+/* The product of a plan: tiles on the pool, then the K-order sums (1024-column chunks). */
+static int gemm_execute(const gemm_plan *p, const float *x, const float *w, float *y,
+                        float *part) {
+  gemm_args a = {*p, x, w, y, part, reduce_width(p->m, p->n, p->kt)};
+  parallel_for(gemm_chunk, &a, p->ct * p->kt);
+  if (p->kt > 1) parallel_for(reduce_chunk, &a, (p->n + a.rw - 1) / a.rw);
+  return 0;
+}
+
+/* y [m, n] = x [m, k] @ w [k, n]; all C-contiguous f32; meant for m <= 8 (w read once).
+ * Returns 0, or -1 if the partials' scratch cannot be allocated. */
+int fuel_native_gemm(const float *x, const float *w, float *y, long m, long k, long n) {
+  gemm_plan p = plan_gemm(m, k, n);
+  pthread_mutex_lock(&call_mu);
+  float *part = p.kt > 1 ? scratch_floats(p.kt * m * n) : 0;
+  int rc = p.kt > 1 && !part ? -1 : gemm_execute(&p, x, w, y, part);
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* -- SiLU-gated MLP --------------------------------------------------------------------- */
+
+typedef struct {
+  gemm_plan up;
+  const float *x, *wg, *wu;
+  float *g, *u, *pg, *pu;
+  long rw; /* columns per finishing chunk */
+} gate_args;
+
+/* chunks [0, T) tile x @ wg, [T, 2T) tile x @ wu (T tiles each) */
+static void gate_chunk(void *q, long chunk) {
+  gate_args *a = q;
+  long t = a->up.ct * a->up.kt;
+  if (chunk < t)
+    gemm_run_tile(&a->up, a->x, a->wg, a->g, a->pg, chunk);
+  else
+    gemm_run_tile(&a->up, a->x, a->wu, a->u, a->pu, chunk - t);
+}
+
+/* Column chunks of the hidden state: the K-order sums, then g = silu(g) * u, silu in double
+ * rounded to f32 (the numpy kernel's silu), the product in f32. */
+static void gate_finish(void *q, long chunk) {
+  gate_args *a = q;
+  const long f = a->up.n, c0 = chunk * a->rw, c1 = c0 + a->rw < f ? c0 + a->rw : f;
+  if (a->up.kt > 1) {
+    gemm_reduce(&a->up, a->pg, a->g, c0, c1);
+    gemm_reduce(&a->up, a->pu, a->u, c0, c1);
+  }
+  for (long r = 0; r < a->up.m; r++)
+    for (long j = c0; j < c1; j++) {
+      float *g = a->g + r * f + j;
+      *g = (float)fuel_silu((double)*g);
+      *g = *g * a->u[r * f + j];
+    }
+}
+
+/* y [m, n] = (silu(x @ wg) * (x @ wu)) @ wd with x [m, k], wg/wu [k, f], wd [f, n]; g and u
+ * are [m, f] scratch (g ends holding the gated hidden state). Returns 0, or -1 if the
+ * partials' scratch cannot be allocated. */
+int fuel_native_gated_mlp(const float *x, const float *wg, const float *wu, const float *wd,
+                          float *g, float *u, float *y, long m, long k, long f, long n) {
+  gemm_plan up = plan_gemm(m, k, f), down = plan_gemm(m, f, n);
+  long up_part = up.kt > 1 ? up.kt * m * f : 0, down_part = down.kt > 1 ? down.kt * m * n : 0;
+  pthread_mutex_lock(&call_mu);
+  float *part = scratch_floats(2 * up_part + down_part + 1);
+  int rc = -1;
+  if (part) {
+    gate_args a = {up, x, wg, wu, g, u, part, part + up_part, reduce_width(m, f, 2 * up.kt)};
+    parallel_for(gate_chunk, &a, 2 * up.ct * up.kt);
+    parallel_for(gate_finish, &a, (f + a.rw - 1) / a.rw);
+    rc = gemm_execute(&down, g, wd, y, part + 2 * up_part);
+  }
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* -- rms_norm --------------------------------------------------------------------------- */
+
+/* y[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps)) * w for each of `rows` rows of length d; the
+ * mean of squares in double, the scale rounded to f32 once, each output x * scale * w in f32
+ * (the numpy kernel's last two steps). */
+FUEL_CLONES
+static void rms_rows(const float *restrict x, const float *restrict w, float *restrict y,
+                     long r0, long r1, long d, double eps) {
+  for (long r = r0; r < r1; r++) {
+    const float *restrict xr = x + r * d;
+    float *restrict yr = y + r * d;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    long j = 0;
+    for (; j + 4 <= d; j += 4) {
+      s0 += (double)xr[j] * xr[j];
+      s1 += (double)xr[j + 1] * xr[j + 1];
+      s2 += (double)xr[j + 2] * xr[j + 2];
+      s3 += (double)xr[j + 3] * xr[j + 3];
+    }
+    for (; j < d; j++) s0 += (double)xr[j] * xr[j];
+    const float inv = (float)(1.0 / sqrt(((s0 + s1) + (s2 + s3)) / (double)d + eps));
+    for (j = 0; j < d; j++) yr[j] = (xr[j] * inv) * w[j];
+  }
+}
+
+typedef struct {
+  const float *x, *w;
+  float *y;
+  long rows, d, per;
+  double eps;
+} rms_args;
+
+static void rms_chunk(void *p, long chunk) {
+  rms_args *a = p;
+  long r0 = chunk * a->per, r1 = r0 + a->per < a->rows ? r0 + a->per : a->rows;
+  rms_rows(a->x, a->w, a->y, r0, r1, a->d, a->eps);
+}
+
+/* Row blocks of about PARALLEL_BYTES each. */
+void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, long d,
+                          double eps) {
+  long per = PARALLEL_BYTES / (4 * d) > 1 ? PARALLEL_BYTES / (4 * d) : 1;
+  rms_args a = {x, w, y, rows, d, per, eps};
+  pthread_mutex_lock(&call_mu);
+  parallel_for(rms_chunk, &a, (rows + per - 1) / per);
+  pthread_mutex_unlock(&call_mu);
+}
+
+/* -- flash decoding: one query per head over a KV cache's live prefix ----------------------- */
+
+/* out[b, h] = softmax(scale * q[b, h] . k[b, h / g, j] for j < kv_len) @ v[b, h / g] with
+ * g = hq / hkv (grouped-query heads), split-KV: the live keys are cut into splits of
+ * SPLIT_KEYS; each (head, split) is one chunk computing its partial max m, sum of exponentials
+ * l = sum exp(s - m) and weighted values o = sum exp(s - m) v; a reduction pass then combines
+ * the splits with w = exp(m - max m): out = sum w o / sum w l. Each q . k in f32 in blocks of
+ * 8 (pairwise inside a block, like the products) times scale in f32; the exponentials and
+ * sums in double, rounded once. kv_len 0: zeros. The splits depend only on kv_len, so the
+ * bits do not depend on the thread count. */
+#define SPLIT_KEYS 256
+
+typedef struct {
+  const float *q, *k, *v;
+  float *out;
+  long hq, hkv, sk, d, dv, kv_len, splits;
+  float scale;
+  double *part; /* per chunk: m, l, o[dv] */
+} flash_args;
+
+FUEL_CLONES
+static float dot_f32(const float *restrict a, const float *restrict b, long n) {
+  float acc = 0.0f;
+  long i = 0;
+  for (; i + 8 <= n; i += 8) {
+    float s01 = a[i] * b[i] + a[i + 1] * b[i + 1];
+    float s23 = a[i + 2] * b[i + 2] + a[i + 3] * b[i + 3];
+    float s45 = a[i + 4] * b[i + 4] + a[i + 5] * b[i + 5];
+    float s67 = a[i + 6] * b[i + 6] + a[i + 7] * b[i + 7];
+    acc += (s01 + s23) + (s45 + s67);
+  }
+  for (; i < n; i++) acc += a[i] * b[i];
+  return acc;
+}
+
+FUEL_CLONES
+static void axpy_f64(double *restrict acc, double p, const float *restrict v, long n) {
+  for (long i = 0; i < n; i++) acc[i] += p * (double)v[i];
+}
+
+/* chunk = (b * hq + h) * splits + split */
+static void flash_chunk(void *p, long chunk) {
+  flash_args *a = p;
+  long row = chunk / a->splits, split = chunk % a->splits;
+  long b = row / a->hq, h = row % a->hq, kvh = h / (a->hq / a->hkv);
+  long j0 = split * SPLIT_KEYS, j1 = j0 + SPLIT_KEYS < a->kv_len ? j0 + SPLIT_KEYS : a->kv_len;
+  const float *qr = a->q + row * a->d;
+  const float *kb = a->k + (b * a->hkv + kvh) * a->sk * a->d;
+  const float *vb = a->v + (b * a->hkv + kvh) * a->sk * a->dv;
+  double *part = a->part + chunk * (a->dv + 2), *o = part + 2, s[SPLIT_KEYS];
+  double m = -INFINITY, l = 0.0;
+  for (long j = j0; j < j1; j++) {
+    s[j - j0] = (double)(dot_f32(qr, kb + j * a->d, a->d) * a->scale);
+    if (s[j - j0] > m) m = s[j - j0];
+  }
+  for (long c = 0; c < a->dv; c++) o[c] = 0.0;
+  if (m != -INFINITY) /* else every score is -inf (or the split is empty): it adds nothing */
+    for (long j = j0; j < j1; j++) {
+      double e = exp(s[j - j0] - m);
+      l += e;
+      axpy_f64(o, e, vb + j * a->dv, a->dv);
+    }
+  part[0] = m, part[1] = l;
+}
+
+static void flash_reduce(flash_args *a, long row) {
+  const long stride = a->dv + 2;
+  const double *first = a->part + row * a->splits * stride;
+  float *out = a->out + row * a->dv;
+  double mx = -INFINITY, l = 0.0;
+  for (long s = 0; s < a->splits; s++)
+    if (first[s * stride] > mx) mx = first[s * stride];
+  if (mx == -INFINITY) { /* no live key, or every score -inf: zeros */
+    for (long c = 0; c < a->dv; c++) out[c] = 0.0f;
+    return;
+  }
+  double w[a->splits]; /* exp(m_s - max m): 0 for a split that adds nothing */
+  for (long s = 0; s < a->splits; s++) {
+    w[s] = first[s * stride] == -INFINITY ? 0.0 : exp(first[s * stride] - mx);
+    l += w[s] * first[s * stride + 1];
+  }
+  for (long c = 0; c < a->dv; c++) {
+    double acc = 0.0;
+    for (long s = 0; s < a->splits; s++) acc += w[s] * first[s * stride + 2 + c];
+    out[c] = (float)(acc / l);
+  }
+}
+
+/* q [b, hq, 1, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, 1, dv]; kv_len is
+ * clamped to [0, sk] by the caller; part holds b * hq * splits * (dv + 2) doubles with
+ * splits = max(1, ceil(kv_len / SPLIT_KEYS)) (`fuel_native_flash_splits`). */
+long fuel_native_flash_splits(long kv_len) {
+  return kv_len <= SPLIT_KEYS ? 1 : (kv_len + SPLIT_KEYS - 1) / SPLIT_KEYS;
+}
+
+void fuel_native_flash_decode(const float *q, const float *k, const float *v, float *out,
+                              double *part, long bsz, long hq, long hkv, long sk, long d,
+                              long dv, long kv_len, double scale) {
+  long splits = fuel_native_flash_splits(kv_len);
+  flash_args a = {q, k, v, out, hq, hkv, sk, d, dv, kv_len, splits, (float)scale, part};
+  long chunks = bsz * hq * splits, work = bsz * hkv * kv_len * (d + dv) * 4;
+  pthread_mutex_lock(&call_mu);
+  if (work < PARALLEL_BYTES)
+    for (long c = 0; c < chunks; c++) flash_chunk(&a, c);
+  else
+    parallel_for(flash_chunk, &a, chunks);
+  for (long r = 0; r < bsz * hq; r++) flash_reduce(&a, r);
+  pthread_mutex_unlock(&call_mu);
+}
+
+/* -- rope --------------------------------------------------------------------------------- */
+
+/* Rotary embedding of x [outer, s, d] by cos/sin [s, d/2]: pairs (x[i], x[i + d/2]), or
+ * (x[2i], x[2i+1]) if interleaved, become (a c - b s, b c + a s), each computed in double
+ * (the f32 products are exact there) and rounded once: the numpy kernel's arithmetic. */
+void fuel_native_rope(const float *x, const float *cs, const float *sn, float *out, long outer,
+                      long s, long d, int interleaved) {
+  const long h = d / 2, ia = interleaved ? 2 : 1, ib = interleaved ? 1 : h;
+  for (long o = 0; o < outer; o++)
+    for (long t = 0; t < s; t++) {
+      const float *xr = x + (o * s + t) * d, *c = cs + t * h, *sr = sn + t * h;
+      float *yr = out + (o * s + t) * d;
+      for (long i = 0; i < h; i++) {
+        double a = xr[i * ia], b = xr[i * ia + ib];
+        yr[i * ia] = (float)(a * c[i] - b * sr[i]);
+        yr[i * ia + ib] = (float)(b * c[i] + a * sr[i]);
+      }
+    }
+}

@@ -1,0 +1,278 @@
+"""fuel's native C kernels (`lowering.cpu.native`, kernel_source `native`): numerics against
+float64, the numpy fallbacks, bit-stability across thread counts, cost-based choice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lowering.cpu import native
+from lowering.cpu.kernels import native as nk
+from lowering.cpu.kernels.fused import _gated_mlp
+from lowering.cpu.kernels.linalg import matmul_cost
+from runtime.binding_table import global_bindings
+
+pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
+
+ROOT = Path(__file__).resolve().parent.parent
+F32 = np.float32
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def normwise(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(got - ref).max() / max(1.0, np.abs(ref).max()))
+
+
+def silu64(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+# (x shape, w shape): GEMV rows 1..7, k not a multiple of 8, n across chunk and line edges,
+# weights below and above the parallel threshold, batch dims
+GEMV = [((1, 512), (512, 1408)), ((3, 1408), (1408, 512)), ((7, 100), (100, 33)),
+        ((1, 5), (5, 3)), ((1, 1, 512), (512, 2048)), ((2, 3, 257), (257, 130)),
+        ((1, 9), (9, 1)), ((1, 1000), (1000, 1000))]  # fmt: skip
+
+
+@pytest.mark.parametrize(("xs", "ws"), GEMV)
+def test_matmul_gemv_against_float64(xs: tuple[int, ...], ws: tuple[int, ...]) -> None:
+    g = rng()
+    x, w = g.standard_normal(xs).astype(F32), g.standard_normal(ws).astype(F32)
+    out = np.full((*xs[:-1], ws[1]), np.nan, F32)
+    nk._matmul_native([x, w], [out], {})
+    ref = x.astype(np.float64) @ w.astype(np.float64)
+    # blocked f32 summation: ~ (k/8 + 3) u of sum|x||w| per element; random data sits far below
+    assert normwise(out, ref) < 2e-6 * np.sqrt(xs[-1] / 64 + 1)
+
+
+def test_matmul_other_shapes_are_numpy_bit_for_bit() -> None:
+    g = rng(1)
+    for xs, ws in [((8, 64), (64, 32)), ((2, 5, 16), (2, 16, 8)), ((32, 128), (128, 64))]:
+        x, w = g.standard_normal(xs).astype(F32), g.standard_normal(ws).astype(F32)
+        out = np.empty(np.broadcast_shapes(xs[:-1], ws[:-2] + (1,))[:-1] + (xs[-2], ws[-1]), F32)
+        nk._matmul_native([x, w], [out], {})
+        assert np.array_equal(out, np.matmul(x, w))
+    x64 = g.standard_normal((1, 16))
+    w64 = g.standard_normal((16, 4))
+    out64 = np.empty((1, 4))
+    nk._matmul_native([x64, w64], [out64], {})  # f64: numpy's path (C only runs f32)
+    assert np.array_equal(out64, x64 @ w64)
+
+
+def test_matmul_strided_operands_and_output() -> None:
+    g = rng(2)
+    x = g.standard_normal((4, 300)).astype(F32)[::2, ::2]  # (2, 150), strided
+    w = g.standard_normal((150, 80)).astype(F32).T.copy().T  # F-ordered view
+    out = np.zeros((2, 160), F32)[:, ::2]  # a strided output
+    nk._matmul_native([x, w], [out], {})
+    assert normwise(out, x.astype(np.float64) @ w.astype(np.float64)) < 1e-6
+    want = np.empty((2, 80), F32)
+    nk._matmul_native([np.ascontiguousarray(x), np.ascontiguousarray(w)], [want], {})
+    assert np.array_equal(out, want)  # the path and the bits depend on shapes and values only
+
+
+def test_gated_mlp_against_float64_and_numpy_kernel() -> None:
+    g = rng(3)
+    for m, k, f, n in [(1, 512, 1408, 512), (3, 64, 200, 48), (1, 8, 16, 8)]:
+        x = g.standard_normal((1, m, k)).astype(F32)
+        wg, wu = (g.standard_normal((k, f)).astype(F32) / np.sqrt(k) for _ in range(2))
+        wd = g.standard_normal((f, n)).astype(F32) / np.sqrt(f)
+        out = np.empty((1, m, n), F32)
+        nk._gated_mlp_native([x, wg, wu, wd], [out], {})
+        x64 = x.astype(np.float64)
+        h = silu64(x64 @ wg.astype(np.float64)) * (x64 @ wu.astype(np.float64))
+        ref = h @ wd.astype(np.float64)
+        assert normwise(out, ref) < 4e-6
+        numpy_out = np.empty_like(out)
+        _gated_mlp("f32")([x, wg, wu, wd], [numpy_out], {})
+        assert normwise(out, numpy_out.astype(np.float64)) < 4e-6
+
+
+def test_gated_mlp_many_rows_is_the_numpy_kernel() -> None:
+    g = rng(4)
+    x = g.standard_normal((16, 32)).astype(F32)
+    ws = [g.standard_normal(s).astype(F32) for s in ((32, 48), (32, 48), (48, 24))]
+    got, want = np.empty((16, 24), F32), np.empty((16, 24), F32)
+    nk._gated_mlp_native([x, *ws], [got], {})
+    _gated_mlp("f32")([x, *ws], [want], {})
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 512), (5, 768), (3000, 64), (2, 3, 7)])
+def test_rms_norm_against_float64(shape: tuple[int, ...]) -> None:
+    g = rng(5)
+    x = (g.standard_normal(shape) * 3).astype(F32)
+    w = g.standard_normal(shape[-1]).astype(F32)
+    out = np.empty_like(x)
+    nk._rms_norm_native([x, w], [out], {"eps": 1e-5})
+    x64 = x.astype(np.float64)
+    ref = x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5) * w
+    # two f32 roundings per element (x * inv, then * w) plus inv's own: <= 3 ulp-ish of |ref|
+    assert np.all(np.abs(out - ref) <= 4 * np.finfo(F32).eps * np.abs(ref) + 1e-30)
+
+
+def test_rms_norm_specials_and_empty() -> None:
+    x = np.array([[0.0, 0.0], [np.inf, 1.0], [np.nan, 1.0]], F32)
+    out = np.empty_like(x)
+    nk._rms_norm_native([x, np.ones(2, F32)], [out], {"eps": 1e-6})
+    assert np.array_equal(out[0], [0.0, 0.0])
+    assert np.isnan(out[1, 0]) or out[1, 0] == np.inf  # inf / sqrt(inf): numpy gives nan too
+    assert np.isnan(out[2]).all()
+    empty = np.empty((0, 4), F32)
+    nk._rms_norm_native([empty, np.ones(4, F32)], [np.empty_like(empty)], {"eps": 1e-6})
+
+
+_BITS_SCRIPT = """
+import hashlib, numpy as np
+from lowering.cpu.kernels import native as nk
+g = np.random.default_rng(7)
+h = hashlib.sha256()
+for m, k, n in [(1, 512, 1408), (5, 1000, 777), (2, 64, 4096)]:
+    x = g.standard_normal((m, k)).astype(np.float32)
+    w = g.standard_normal((k, n)).astype(np.float32)
+    y = np.empty((m, n), np.float32)
+    nk._matmul_native([x, w], [y], {})
+    h.update(y.tobytes())
+x = g.standard_normal((1, 256)).astype(np.float32)
+ws = [g.standard_normal(s).astype(np.float32) for s in ((256, 2048), (256, 2048), (2048, 256))]
+y = np.empty((1, 256), np.float32)
+nk._gated_mlp_native([x, *ws], [y], {})
+h.update(y.tobytes())
+x = g.standard_normal((4000, 96)).astype(np.float32)
+y = np.empty_like(x)
+nk._rms_norm_native([x, np.ones(96, np.float32)], [y], {"eps": 1e-5})
+h.update(y.tobytes())
+q = g.standard_normal((1, 32, 1, 64)).astype(np.float32)
+k, v = (g.standard_normal((1, 8, 512, 64)).astype(np.float32) for _ in range(2))
+y = np.empty_like(q)
+nk._flash_decode_native(True)([q, k, v, np.array(300)], [y], {"scale": 0.125, "causal": False})
+h.update(y.tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_bits_do_not_depend_on_the_thread_count() -> None:
+    digests = set()
+    for n in ("1", "3"):
+        res = subprocess.run([sys.executable, "-c", _BITS_SCRIPT], capture_output=True, text=True,
+                             cwd=ROOT, env={"PATH": "/usr/bin:/bin", "FUEL_NUM_THREADS": n,
+                                            "HOME": str(Path.home())}, timeout=120)  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        digests.add(res.stdout.strip())
+    assert len(digests) == 1
+
+
+def test_concurrent_callers_get_their_own_results() -> None:
+    g = rng(8)
+    w = g.standard_normal((512, 1024)).astype(F32)
+    xs = [g.standard_normal((1, 512)).astype(F32) for _ in range(4)]
+    want = [x @ w for x in xs]
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        out = np.empty((1, 1024), F32)
+        for _ in range(50):
+            nk._matmul_native([xs[i], w], [out], {})
+            if normwise(out, want[i]) > 1e-5:
+                errors.append(f"thread {i}")
+                return
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_bad_thread_count_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUEL_NUM_THREADS", "two")
+    with pytest.raises(ValueError, match="FUEL_NUM_THREADS must be an integer"):
+        native.threads()
+
+
+def test_costs_choose_native_for_gemv_only() -> None:
+    dt = ["f32"] * 3
+    gemv = [(1, 1, 512), (512, 1408), (1, 1, 1408)]
+    gemm = [(64, 512), (512, 1408), (64, 1408)]
+    assert nk._matmul_cost(gemv, dt, {}).overhead_ns < matmul_cost(gemv, dt, {}).overhead_ns
+    assert nk._matmul_cost(gemm, dt, {}).overhead_ns > matmul_cost(gemm, dt, {}).overhead_ns
+
+
+def test_registered_after_numpy_with_the_c_source_in_the_revision() -> None:
+    table = global_bindings()
+    for op, n in (("matmul", 3), ("gated_mlp", 5), ("rms_norm", 3)):
+        sources = [e.kernel_source for e in table.lookup_alternatives(op, ("f32",) * n, "cpu")]
+        assert "native" in sources and sources.index("native") > sources.index("numpy")
+    entry = next(e for e in table.lookup_alternatives("rms_norm", ("f32",) * 3, "cpu")
+                 if e.kernel_source == "native")  # fmt: skip
+    assert entry.revision_hash != 0 and entry.precision.bit_stable
+
+
+def attention64(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, causal: bool,
+                scale: float) -> np.ndarray:  # fmt: skip
+    """float64 reference of fuel.attention (GQA by repeating kv heads)."""
+    g = q.shape[1] // k.shape[1]
+    k, v = (np.repeat(a.astype(np.float64), g, axis=1) for a in (k, v))
+    s = q.astype(np.float64) @ k.swapaxes(-1, -2) * scale
+    sq, sk = s.shape[-2:]
+    j, i = np.arange(sk)[None, :], np.arange(sq)[:, None]
+    valid = (j < kv_len) & ((j <= i + kv_len - sq) if causal else True)
+    s = np.where(valid, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    e = np.exp(s - m)
+    denom = e.sum(-1, keepdims=True)
+    denom[denom == 0] = 1.0
+    return e @ v / denom
+
+
+@pytest.mark.parametrize(("b", "hq", "hkv", "sk", "d", "kv_len"),
+                         [(1, 8, 2, 256, 64, 65), (2, 4, 4, 10, 16, 3), (1, 2, 1, 5, 8, 0),
+                          (1, 12, 4, 512, 64, 512), (1, 4, 2, 33, 24, 99),
+                          (1, 4, 1, 1100, 32, 1030), (2, 2, 2, 600, 16, 257)])  # fmt: skip
+def test_flash_decode_against_float64(b: int, hq: int, hkv: int, sk: int, d: int,
+                                      kv_len: int) -> None:  # fmt: skip
+    g = rng(9)
+    q = g.standard_normal((b, hq, 1, d)).astype(F32)
+    k, v = (g.standard_normal((b, hkv, sk, d)).astype(F32) for _ in range(2))
+    out = np.full((b, hq, 1, d), np.nan, F32)
+    params = {"scale": 1 / np.sqrt(d), "causal": True}  # one query: causal keeps every live key
+    nk._flash_decode_native(True)([q, k, v, np.array(kv_len)], [out], params)
+    ref = attention64(q, k, v, min(max(kv_len, 0), sk), False, params["scale"])
+    assert normwise(out, ref) < 1e-6
+    full = np.empty_like(out)
+    nk._flash_decode_native(False)([q, k, v], [full], params)
+    assert normwise(full, attention64(q, k, v, sk, False, params["scale"])) < 1e-6
+
+
+def test_flash_decode_refuses_prefill() -> None:
+    q = np.zeros((1, 2, 3, 8), F32)
+    k = np.zeros((1, 2, 3, 8), F32)
+    with pytest.raises(ValueError, match="one query per head"):
+        nk._flash_decode_native(False)([q, k, k], [np.empty_like(q)], {"scale": 1.0})
+    shapes = [(1, 2, 3, 8)] * 4
+    assert nk._flash_native_cost(shapes, ["f32"] * 4, {}).overhead_ns == float("inf")
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_is_the_numpy_kernel_bit_for_bit(interleaved: bool) -> None:
+    from lowering.cpu.kernels.nn import _rope
+
+    g = rng(11)
+    for shape in [(1, 8, 1, 64), (2, 3, 5, 16), (7, 2)]:
+        x = g.standard_normal(shape).astype(F32)
+        c, s = (g.standard_normal((shape[-2], shape[-1] // 2)).astype(F32) for _ in range(2))
+        got, want = np.empty_like(x), np.empty_like(x)
+        params = {"interleaved": interleaved}
+        nk._rope_native([x, c, s], [got], params)
+        _rope(np.dtype(np.float64))([x, c, s], [want], params)
+        assert np.array_equal(got, want)
