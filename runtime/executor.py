@@ -61,6 +61,7 @@ from fuel_dialect.ops_movement import (
     GatherOp,
     ReshapeOp,
     SliceOp,
+    TransposeOp,
     WeightOp,
 )
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp
@@ -94,6 +95,7 @@ from runtime.work_items import (
     copy_out_item,
     copy_peer_item,
     device_item,
+    native_program_item,
     view_item,
 )
 
@@ -207,9 +209,17 @@ class _Compiler:
     """Arrays a generated C kernel reaches only through a raw pointer: kept alive here."""
     generated: dict[str, Any] = field(default_factory=dict)
     """Generated Triton kernels by symbol name (one load per `fuel.triton_kernel`)."""
+    encoded: dict[int, Any] = field(default_factory=dict)
+    """id(args) of a top-level item -> its `lowering.cpu.native.Record`: the same call, as a
+    record of a native program (see `fuse_native_runs`)."""
+    native: bool = False
+    """fuel's native library may run programs here (`lowering.cpu.native.enabled()`)."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
+        from lowering.cpu import native
+
+        self.native = native.enabled()
 
     def hold(self, device: str, nbytes: int) -> None:
         counts = self.live if self.arm_bytes is None else self.arm_bytes
@@ -311,7 +321,7 @@ class _Compiler:
             self.static[op.result] = arr
             self.anywhere.add(op.result)
             self.resident[HOST] = self.resident.get(HOST, 0) + arr.nbytes
-        elif isinstance(op, ReshapeOp):
+        elif isinstance(op, ReshapeOp) or (isinstance(op, TransposeOp) and moves_unit_dims(op)):
             self.reshape(op.input, op.result)
         elif isinstance(op, GatherOp | SliceOp) and self.select_view(op):
             pass
@@ -520,12 +530,24 @@ class _Compiler:
         outs = [self.alloc_into(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
+        from lowering.cpu.kernels.native import encode_ufunc
+
+        static = all(a is not None for a in ins)  # no per-run operand
         if node.entry.direct is not None and not node.params:
             ins.extend(outs)  # one positional call straight into the ufunc; patches still index ins
             self.items.append((node.entry.direct, ins))
+            if static and self.native and self.arm_bytes is None:
+                self.encode(ins, encode_ufunc(node.entry.direct, ins))
         else:
-            self.items.append((node.entry.kernel, [ins, outs, node.params]))
+            self.items.append((node.entry.kernel, args := [ins, outs, node.params]))
+            encode = getattr(node.entry.kernel, "encode", None)
+            if encode is not None and static and self.native and self.arm_bytes is None:
+                self.encode(args, encode(ins, outs, node.params))
         self.names.append(op.name)
+
+    def encode(self, args: list[Any], record: Any) -> None:
+        if record is not None:
+            self.encoded[id(args)] = record
 
     def c_launch(self, op: CLaunchOp) -> None:
         """A generated C kernel (`fuel.c_launch`): one ctypes call on a prebuilt pointer array.
@@ -708,6 +730,57 @@ def _sole_producer(v: SSAValue, concat: Operation) -> SSAValue | None:
     return v
 
 
+def fuse_native_runs(
+    items: list[tuple[Any, list[Any]]], names: list[str], encoded: Mapping[int, Any], keep: list
+) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
+    """Each run of >= 2 consecutive items that have native records (at least one of them a
+    kernel's, not only ufunc adds) becomes one item calling the native program of their
+    records, in order: the same calls, one Python call. The program reaches every array only
+    through raw pointers, so the replaced items' arguments (weights, planned buffers), the
+    records' scratch arrays and the program's words are kept alive in `keep`."""
+    from lowering.cpu import native
+
+    out_items: list[tuple[Any, list[Any]]] = []
+    out_names: list[str] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        recs = [encoded[id(items[i][1])] for i in run]
+        ufunc = (native.OP_ADD, native.OP_MUL)
+        if len(run) >= 2 and any(r.words[0] not in ufunc for r in recs):
+            fn, words, n = native.program(recs)
+            keep.extend([words, *(r.keep for r in recs), *(items[i][1] for i in run)])
+            kernels = [names[i] for i in run]
+            out_items.append((native_program_item, [fn, words.ctypes.data, n, kernels]))
+            out_names.append(
+                f"native program [{', '.join(k.removeprefix('fuel.') for k in kernels)}]"
+            )
+        else:
+            out_items.extend(items[i] for i in run)
+            out_names.extend(names[i] for i in run)
+        run.clear()
+
+    for i, item in enumerate(items):
+        if id(item[1]) in encoded:
+            run.append(i)
+            continue
+        flush()
+        out_items.append(item)
+        out_names.append(names[i])
+    flush()
+    return out_items, out_names
+
+
+def moves_unit_dims(op: TransposeOp) -> bool:
+    """A host transpose that only moves size-1 dims (decode's (1, 1, H, D) -> (1, H, 1, D)):
+    the elements keep their row-major order, so it is a reshape (a view, no item)."""
+    if placed_device(op) not in (None, HOST):
+        return False
+    s, perm = shape_of(op.input.type), op.perm.get_values()
+    kept = [p for p in perm if s[p] != 1]
+    return kept == sorted(kept)
+
+
 def _nbytes(v: SSAValue) -> int:
     return math.prod(shape_of(v.type)) * to_numpy(dtype_name(v.type)).itemsize
 
@@ -785,6 +858,11 @@ class Executor:
             c.patches[a] = []
         c.input_views.update(args)
         self._compile_body(c, fn)
+        self.call_names = list(c.names)
+        """The op of every call a run makes, in order (`op_names` per schedule item: a native
+        program item stands for several calls)."""
+        if c.encoded and not (c.used or c.marks):  # host only, no top-level branch indices
+            c.items, c.names = fuse_native_runs(c.items, c.names, c.encoded, c.keep)
         self._items, self.op_names, self.memory = c.items, c.names, c.plan
         self.memory_by_device = c.plans
         self.wait_set = c.wait_set

@@ -117,3 +117,11 @@ def view_item(
     v = (ins[0] if index is None else ins[0][index]).reshape(shape)
     for lst, j, contiguous in consumers:
         lst[j] = np.ascontiguousarray(v) if contiguous else v
+
+
+def native_program_item(fn: Any, words: int, n: int, kernels: list[str]) -> None:
+    """Run a native program (`lowering.cpu.native.program`): n kernel calls in one C call."""
+    failed = fn(words, n)
+    if failed >= 0:
+        raise MemoryError(f"'{kernels[failed]}' (record {failed} of the native program) could "
+                          "not allocate its scratch")  # fmt: skip

@@ -148,7 +148,7 @@ def test_equivalence_gate_branchless_order_is_the_plan_order() -> None:
     # The gate compares against a plan of the graph as optimized: fusion changes the op set.
     plan = compile_plan(m.op, CPU_ONLY.plan_options())
     want = [op.name for op in plan.order if op in plan.decisions]
-    ran = [n for n in Executor(m).op_names if n != "fuel.reshape"]
+    ran = [n for n in Executor(m).call_names if n != "fuel.reshape"]
     assert ran == want
     assert [op.name for op in graph.dispatch_order() if is_decision_point(op)] == want
 

@@ -163,3 +163,32 @@ def test_concat_of_a_returned_value_is_not_elided() -> None:
     got = ex.run({"x": x_}, copy_outputs=False)
     assert not np.shares_memory(got["u"], got["c"])
     assert got["c"].tobytes() == np.concatenate([-x_, x_ + 1]).tobytes()
+
+
+@pytest.mark.parametrize(("shape", "perm", "view"), [
+    ((1, 1, 8, 4), (0, 2, 1, 3), True),  # decode's heads transpose: only unit dims move
+    ((2, 1, 3), (1, 0, 2), True),
+    ((1, 2, 8, 4), (0, 2, 1, 3), False),  # 2 and 8 swap: a real transpose
+    ((3, 4), (1, 0), False),
+])  # fmt: skip
+def test_transpose_of_unit_dims_is_a_view(shape: tuple[int, ...], perm: tuple[int, ...],
+                                          view: bool) -> None:  # fmt: skip
+    g = GraphBuilder(seed=0)
+    x = g.input("x", shape)
+    m = g.build({"y": g.neg(g.transpose(g.neg(x), perm))})  # a planned buffer: no view step
+    ex = Executor(m)
+    assert ("fuel.transpose" in ex.op_names) != view
+    for seed in (0, 1):
+        x_ = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        want = np.ascontiguousarray(np.transpose(x_, perm))
+        assert ex.run({"x": x_})["y"].tobytes() == want.tobytes()
+
+
+def test_returned_unit_transpose_of_an_input_does_not_alias_it() -> None:
+    g = GraphBuilder(seed=0)
+    x = g.input("x", (1, 1, 4))
+    ex = Executor(g.build({"y": g.transpose(x, (1, 0, 2))}))
+    x_ = np.arange(4, dtype=np.float32).reshape(1, 1, 4)
+    y = ex.run({"x": x_}, copy_outputs=False)["y"]
+    x_[...] = -1
+    assert y.ravel().tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -142,6 +142,7 @@ def _flash_decode_native(with_kv_len: bool) -> Kernel:
         if y is not out:
             np.copyto(out, y, casting="unsafe")
 
+    flash_decode_native.encode = _encode_flash  # type: ignore[attr-defined]
     return flash_decode_native
 
 
@@ -173,6 +174,82 @@ def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     )
     if y is not out:
         np.copyto(out, y)
+
+
+# -- program records: the same calls, encoded for `native.program` (see the executor) --------
+# Each returns None where the kernel would not take its C path (the Python call then runs).
+
+R = native.Record
+_p = native.ptr
+
+
+def _encode_matmul(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (a, b), out = ins, outs[0]
+    if not (native.contiguous_f32(a, b, out) and _gemv_shape(a, b)):
+        return None
+    return R([native.OP_GEMM, _p(a), _p(b), _p(out), _rows(a), a.shape[-1], b.shape[1]])
+
+
+def _encode_gated(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, wg, wu, wd), out = ins, outs[0]
+    if not (native.contiguous_f32(x, wg, wu, wd, out) and _gemv_shape(x, wg)
+            and wu.shape == wg.shape and _gemv_shape(x, wd)):  # fmt: skip
+        return None
+    m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
+    g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+    words = [native.OP_GATED, _p(x), _p(wg), _p(wu), _p(wd), _p(g), _p(u), _p(out), m, k, f, n]
+    return R(words, [g, u])
+
+
+def _encode_rms(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, w), out = ins, outs[0]
+    if not (native.contiguous_f32(x, w, out) and w.shape == x.shape[-1:] and x.size):
+        return None
+    eps = native.f64_bits(float(params["eps"]))
+    return R([native.OP_RMS, _p(x), _p(w), _p(out), _rows(x), x.shape[-1], eps])
+
+
+def _encode_rope(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, c, s), out = ins, outs[0]
+    if not native.contiguous_f32(x, c, s, out):
+        return None
+    outer, seq, d = _rows(x) // x.shape[-2], x.shape[-2], x.shape[-1]
+    flag = int(bool(params["interleaved"]))
+    return R([native.OP_ROPE, _p(x), _p(c), _p(s), _p(out), outer, seq, d, flag])
+
+
+def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (q, k, v), out, n = ins[:3], outs[0], ins[3] if len(ins) > 3 else None
+    if not (native.contiguous_f32(q, k, v, out) and q.shape[2] == 1):
+        return None
+    if n is not None and not (n.dtype == np.int64 and n.size == 1 and n.flags.c_contiguous):
+        return None
+    (bsz, hq, _, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
+    part = np.empty(bsz * hq * native.library().fuel_native_flash_splits(sk) * (dv + 2))
+    words = [native.OP_FLASH, _p(q), _p(k), _p(v), _p(out), _p(part), bsz, hq, hkv, sk, d, dv,
+             0 if n is None else _p(n), native.f64_bits(float(params["scale"]))]  # fmt: skip
+    return R(words, [part])
+
+
+_UFUNC_OPS = {np.add: native.OP_ADD, np.multiply: native.OP_MUL}
+
+
+def encode_ufunc(fn: object, arrays: Arrays) -> native.Record | None:
+    """A direct `np.add` / `np.multiply` call on same-shape C-contiguous f32 arrays (IEEE: the
+    program computes exactly what numpy does), else None."""
+    op = _UFUNC_OPS.get(fn)  # type: ignore[call-overload]
+    if op is None or len(arrays) != 3 or not native.contiguous_f32(*arrays):
+        return None
+    a, b, out = arrays
+    if not (a.shape == b.shape == out.shape):
+        return None
+    return R([op, _p(a), _p(b), _p(out), a.size])
+
+
+_matmul_native.encode = _encode_matmul  # type: ignore[attr-defined]
+_gated_mlp_native.encode = _encode_gated  # type: ignore[attr-defined]
+_rms_norm_native.encode = _encode_rms  # type: ignore[attr-defined]
+_rope_native.encode = _encode_rope  # type: ignore[attr-defined]
 
 
 def _matmul_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
@@ -229,4 +306,4 @@ def register_native(table: KernelBindingTable) -> None:
             also=(_writable,), source=NATIVE_FLASH, code=code)  # fmt: skip
 
 
-__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "register_native"]
+__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "register_native"]

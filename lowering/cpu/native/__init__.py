@@ -24,6 +24,7 @@ import ctypes
 import functools
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ _SIGNATURES = {
     "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
     "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
     "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_program": ([_F, _L], _L),
     "fuel_native_flash_splits": ([_L], _L),
     "fuel_native_flash_decode": ([_F] * 5 + [_L] * 7 + [ctypes.c_double], None),
 }
@@ -108,10 +110,45 @@ def ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL = range(1, 8)
+"""Program record opcodes (`fuel_native_program` in fuel_native.c)."""
+ARITY = {OP_GEMM: 6, OP_GATED: 11, OP_RMS: 6, OP_ROPE: 8, OP_FLASH: 13, OP_ADD: 4, OP_MUL: 4}
+
+
+def f64_bits(x: float) -> int:
+    """A double's bits as the int64 a program record carries."""
+    return int(np.array(x, np.float64).view(np.int64))
+
+
+@dataclass
+class Record:
+    """One kernel call of a program: its words (opcode, then ARITY[opcode] arguments) and the
+    scratch arrays it points into (kept alive by whoever holds the record)."""
+
+    words: list[int]
+    keep: list[np.ndarray] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.words) != 1 + ARITY[self.words[0]]:
+            raise ValueError(f"record {self.words[:1]} has {len(self.words) - 1} arguments")
+
+
+def contiguous_f32(*arrays: Any) -> bool:
+    """Every array is a C-contiguous f32 ndarray (what a program record may point to)."""
+    return all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
+               for a in arrays)  # fmt: skip
+
+
+def program(records: list[Record]) -> tuple[Any, np.ndarray, int]:
+    """(the library's program entry, the encoded words, the record count) of `records`."""
+    words = np.array([w for r in records for w in r.words], np.int64)
+    return library().fuel_native_program, words, len(records)
+
+
 def revision_text() -> str:
     """What the native kernels' revision hashes cover: the compiled source and the flags."""
     return source() + "\n" + " ".join(FLAGS)
 
 
-__all__ = ["FLAGS", "SOURCE_PATH", "enabled", "library", "ptr", "revision_text", "source",
-           "threads"]  # fmt: skip
+__all__ = ["FLAGS", "SOURCE_PATH", "Record", "contiguous_f32", "enabled", "f64_bits", "library",
+           "program", "ptr", "revision_text", "source", "threads"]  # fmt: skip

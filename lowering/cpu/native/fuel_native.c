@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -155,7 +156,7 @@ static const long PARALLEL_BYTES = 128 * 1024;
  * partial product to its own slot; the partials of a column range are then summed in K order.
  * Tiles depend only on (m, k, n), so the sums and the bits do not depend on the threads. */
 
-static const long TILE_BYTES = 256 * 1024, MAX_CW = 4096, MIN_KB = 64;
+static const long TILE_BYTES = 128 * 1024, MAX_CW = 4096, MIN_KB = 64;
 
 typedef struct {
   long m, k, n, cw, kb, ct, kt;
@@ -395,11 +396,11 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
 
 /* out[b, h] = softmax(scale * q[b, h] . k[b, h / g, j] for j < kv_len) @ v[b, h / g] with
  * g = hq / hkv (grouped-query heads), split-KV: the live keys are cut into splits of
- * SPLIT_KEYS; each (head, split) is one chunk computing its partial max m, sum of exponentials
- * l = sum exp(s - m) and weighted values o = sum exp(s - m) v; a reduction pass then combines
- * the splits with w = exp(m - max m): out = sum w o / sum w l. Each q . k in f32 in blocks of
- * 8 (pairwise inside a block, like the products) times scale in f32; the exponentials and
- * sums in double, rounded once. kv_len 0: zeros. The splits depend only on kv_len, so the
+ * SPLIT_KEYS; each (kv head, split) is one chunk computing, for each query head of the group,
+ * its partial max m, sum of exponentials l = sum exp(s - m) and weighted values
+ * o = sum exp(s - m) v; a reduction pass then combines the splits with w = exp(m - max m):
+ * out = sum w o / sum w l. Each q . k in f32 over 8 lanes (`dot_f32`) times scale in f32; the
+ * exponentials and sums in double, rounded once. kv_len 0: zeros. The splits depend only on kv_len, so the
  * bits do not depend on the thread count. */
 #define SPLIT_KEYS 256
 
@@ -411,19 +412,16 @@ typedef struct {
   double *part; /* per chunk: m, l, o[dv] */
 } flash_args;
 
+/* a . b in f32 over 8 lanes (lane l sums the terms i = l mod 8 in order), the lanes then
+ * added pairwise: a fixed order the compiler vectorizes without reassociating. */
 FUEL_CLONES
 static float dot_f32(const float *restrict a, const float *restrict b, long n) {
-  float acc = 0.0f;
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   long i = 0;
-  for (; i + 8 <= n; i += 8) {
-    float s01 = a[i] * b[i] + a[i + 1] * b[i + 1];
-    float s23 = a[i + 2] * b[i + 2] + a[i + 3] * b[i + 3];
-    float s45 = a[i + 4] * b[i + 4] + a[i + 5] * b[i + 5];
-    float s67 = a[i + 6] * b[i + 6] + a[i + 7] * b[i + 7];
-    acc += (s01 + s23) + (s45 + s67);
-  }
-  for (; i < n; i++) acc += a[i] * b[i];
-  return acc;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) lane[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; i++, l++) lane[l] += a[i] * b[i];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 FUEL_CLONES
@@ -431,29 +429,34 @@ static void axpy_f64(double *restrict acc, double p, const float *restrict v, lo
   for (long i = 0; i < n; i++) acc[i] += p * (double)v[i];
 }
 
-/* chunk = (b * hq + h) * splits + split */
+/* chunk = (b * hkv + kv head) * splits + split: the g query heads of one kv head together,
+ * so each key and value row is read once for all of them. */
 static void flash_chunk(void *p, long chunk) {
   flash_args *a = p;
-  long row = chunk / a->splits, split = chunk % a->splits;
-  long b = row / a->hq, h = row % a->hq, kvh = h / (a->hq / a->hkv);
+  const long g = a->hq / a->hkv, stride = a->dv + 2;
+  long grp = chunk / a->splits, split = chunk % a->splits, b = grp / a->hkv, kvh = grp % a->hkv;
   long j0 = split * SPLIT_KEYS, j1 = j0 + SPLIT_KEYS < a->kv_len ? j0 + SPLIT_KEYS : a->kv_len;
-  const float *qr = a->q + row * a->d;
   const float *kb = a->k + (b * a->hkv + kvh) * a->sk * a->d;
   const float *vb = a->v + (b * a->hkv + kvh) * a->sk * a->dv;
-  double *part = a->part + chunk * (a->dv + 2), *o = part + 2, s[SPLIT_KEYS];
-  double m = -INFINITY, l = 0.0;
-  for (long j = j0; j < j1; j++) {
-    s[j - j0] = (double)(dot_f32(qr, kb + j * a->d, a->d) * a->scale);
-    if (s[j - j0] > m) m = s[j - j0];
-  }
-  for (long c = 0; c < a->dv; c++) o[c] = 0.0;
-  if (m != -INFINITY) /* else every score is -inf (or the split is empty): it adds nothing */
+  double s[SPLIT_KEYS];
+  for (long r = 0; r < g; r++) {
+    long row = b * a->hq + kvh * g + r; /* query head kvh * g + r reads kv head kvh */
+    const float *qr = a->q + row * a->d;
+    double *part = a->part + (row * a->splits + split) * stride, *o = part + 2;
+    double m = -INFINITY, l = 0.0;
     for (long j = j0; j < j1; j++) {
-      double e = exp(s[j - j0] - m);
-      l += e;
-      axpy_f64(o, e, vb + j * a->dv, a->dv);
+      s[j - j0] = (double)(dot_f32(qr, kb + j * a->d, a->d) * a->scale);
+      if (s[j - j0] > m) m = s[j - j0];
     }
-  part[0] = m, part[1] = l;
+    for (long c = 0; c < a->dv; c++) o[c] = 0.0;
+    if (m != -INFINITY) /* else every score is -inf (or the split is empty): it adds nothing */
+      for (long j = j0; j < j1; j++) {
+        double e = exp(s[j - j0] - m);
+        l += e;
+        axpy_f64(o, e, vb + j * a->dv, a->dv);
+      }
+    part[0] = m, part[1] = l;
+  }
 }
 
 static void flash_reduce(flash_args *a, long row) {
@@ -491,7 +494,7 @@ void fuel_native_flash_decode(const float *q, const float *k, const float *v, fl
                               long dv, long kv_len, double scale) {
   long splits = fuel_native_flash_splits(kv_len);
   flash_args a = {q, k, v, out, hq, hkv, sk, d, dv, kv_len, splits, (float)scale, part};
-  long chunks = bsz * hq * splits, work = bsz * hkv * kv_len * (d + dv) * 4;
+  long chunks = bsz * hkv * splits, work = bsz * hq * kv_len * (d + dv) * 4;
   pthread_mutex_lock(&call_mu);
   if (work < PARALLEL_BYTES)
     for (long c = 0; c < chunks; c++) flash_chunk(&a, c);
@@ -520,3 +523,69 @@ void fuel_native_rope(const float *x, const float *cs, const float *sn, float *o
       }
     }
 }
+
+/* -- programs: a run of kernels in one call --------------------------------------------------- */
+
+/* A decode step calls these kernels ~100 times; from Python each call costs microseconds, and
+ * more after a weight stream has evicted the interpreter's working set from cache. The
+ * executor encodes a run of consecutive calls whose buffers never move as one program: records
+ * [opcode, args...] back to back (pointers and integers as int64, doubles by their bits), run
+ * here in order. Returns -1, or the index of the record that failed (out of memory). */
+enum { OP_GEMM = 1, OP_GATED = 2, OP_RMS = 3, OP_ROPE = 4, OP_FLASH = 5, OP_ADD = 6, OP_MUL = 7 };
+
+static double bits_f64(int64_t v) {
+  double d;
+  memcpy(&d, &v, sizeof d);
+  return d;
+}
+
+#define P(i) ((void *)(intptr_t)a[i])
+long fuel_native_program(const int64_t *prog, long records) {
+  const int64_t *a = prog;
+  for (long r = 0; r < records; r++) {
+    const int64_t op = *a++;
+    switch (op) {
+    case OP_GEMM:
+      if (fuel_native_gemm(P(0), P(1), P(2), a[3], a[4], a[5])) return r;
+      a += 6;
+      break;
+    case OP_GATED:
+      if (fuel_native_gated_mlp(P(0), P(1), P(2), P(3), P(4), P(5), P(6), a[7], a[8], a[9],
+                                a[10]))
+        return r;
+      a += 11;
+      break;
+    case OP_RMS:
+      fuel_native_rms_norm(P(0), P(1), P(2), a[3], a[4], bits_f64(a[5]));
+      a += 6;
+      break;
+    case OP_ROPE:
+      fuel_native_rope(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7]);
+      a += 8;
+      break;
+    case OP_FLASH: { /* a[11]: the i64 live length's address (0: all sk keys) */
+      long sk = a[8], n = a[11] ? *(const int64_t *)P(11) : sk;
+      n = n < 0 ? 0 : n > sk ? sk : n;
+      fuel_native_flash_decode(P(0), P(1), P(2), P(3), P(4), a[5], a[6], a[7], sk, a[9], a[10],
+                               n, bits_f64(a[12]));
+      a += 13;
+      break;
+    }
+    case OP_ADD:
+    case OP_MUL: { /* same-shape contiguous f32: IEEE, so exactly numpy's */
+      const float *x = P(0), *y = P(1);
+      float *out = P(2);
+      if (op == OP_ADD)
+        for (long i = 0; i < a[3]; i++) out[i] = x[i] + y[i];
+      else
+        for (long i = 0; i < a[3]; i++) out[i] = x[i] * y[i];
+      a += 4;
+      break;
+    }
+    default:
+      return r;
+    }
+  }
+  return -1;
+}
+#undef P

@@ -1,0 +1,97 @@
+"""Native programs: the executor runs consecutive native kernel calls (and same-shape f32
+adds/muls) whose buffers never move as one C call (`runtime.executor.fuse_native_runs`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from frontends.builder import GraphBuilder
+from lowering.cpu import native
+from passes.optimize import optimize_graph
+from runtime.executor import ExecutionError, Executor
+from runtime.module import FuelModule
+
+pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
+
+D, F, H, HD = 64, 160, 4, 16  # hidden, mlp, heads, head dim
+
+
+def block(seed: int = 0) -> FuelModule:
+    """A decode-shaped block: rms_norm -> projections -> rope -> attention over a cache ->
+    output projection + residual -> rms_norm -> MLP + residual, on one token."""
+    g = GraphBuilder(seed=seed)
+    x = g.input("x", (1, D))
+    k = g.input("k", (1, H, 8, HD))
+    v = g.input("v", (1, H, 8, HD))
+    h = g.rms_norm(x, g.weight("n1", (D,)), eps=1e-5)
+    q = g.reshape(g.matmul(h, g.weight("wq", (D, D))), (1, H, 1, HD))
+    cos, sin = g.weight("cos", (1, HD // 2)), g.weight("sin", (1, HD // 2))
+    q = g.rope(q, cos, sin)
+    a = g.reshape(g.attention(q, k, v, scale=0.25), (1, D))
+    x2 = g.add(x, g.matmul(a, g.weight("wo", (D, D))))
+    h2 = g.rms_norm(x2, g.weight("n2", (D,)), eps=1e-5)
+    up = g.mul(g.silu(g.matmul(h2, g.weight("wg", (D, F)))), g.matmul(h2, g.weight("wu", (D, F))))
+    return g.build({"y": g.add(x2, g.matmul(up, g.weight("wd", (F, D))))})
+
+
+def feeds(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((1, D)).astype(np.float32),
+            "k": rng.standard_normal((1, H, 8, HD)).astype(np.float32),
+            "v": rng.standard_normal((1, H, 8, HD)).astype(np.float32)}  # fmt: skip
+
+
+def optimized() -> FuelModule:
+    m = block()
+    optimize_graph(m.op)
+    return m
+
+
+def test_runs_of_native_kernels_become_one_program() -> None:
+    ex = Executor(optimized())
+    programs = [n for n in ex.op_names if n.startswith("native program")]
+    assert programs, ex.op_names
+    assert any("gated_mlp" in n or "matmul" in n for n in programs)
+
+
+def test_programs_compute_exactly_what_the_kernels_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = optimized()
+    fused = Executor(m)
+    monkeypatch.setattr(native, "enabled", lambda: False)  # the executor then calls each kernel
+    plain = Executor(m)
+    assert not any(n.startswith("native program") for n in plain.op_names)
+    assert len(plain.op_names) > len(fused.op_names)
+    for seed in (0, 1, 2):  # graph inputs change between runs; the programs' pointers do not
+        got, want = fused.run(feeds(seed))["y"], plain.run(feeds(seed))["y"]
+        assert got.tobytes() == want.tobytes()
+
+
+def test_program_results_match_float64() -> None:
+    m = block()
+    ref = Executor(m).run(feeds(3))["y"].astype(np.float64)  # the numpy kernels
+    got = Executor(optimized()).run(feeds(3))["y"]
+    assert np.abs(got - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())
+
+
+def test_outputs_are_fresh_and_repeat_runs_agree() -> None:
+    ex = Executor(optimized())
+    first = ex.run(feeds(4))["y"]
+    again = ex.run(feeds(4))["y"]
+    assert first is not again and first.tobytes() == again.tobytes()
+
+
+def test_a_failing_record_names_its_kernel() -> None:
+    from runtime.work_items import native_program_item
+
+    with pytest.raises(MemoryError, match="'fuel.gated_mlp' \\(record 1"):
+        native_program_item(lambda words, n: 1, 0, 2, ["fuel.matmul", "fuel.gated_mlp"])
+
+
+def test_a_failing_program_is_an_execution_error_naming_it() -> None:
+    ex = Executor(optimized())
+    i = next(i for i, n in enumerate(ex.op_names) if n.startswith("native program"))
+    fn, args = ex._items[i]
+    ex._items[i] = (fn, [lambda words, n: 0, *args[1:]])  # the library reports record 0 failed
+    with pytest.raises(ExecutionError, match="native program .* could not allocate"):
+        ex.run(feeds(0))
