@@ -94,6 +94,8 @@ VENDOR_FIRST = (
         ("matmul", ("f64",) * 3),
         ("matmul_bias_act", ("f32",) * 4),
         ("gated_mlp", ("f32",) * 5),
+        ("attention", ("f32",) * 4),
+        ("attention", ("f32", "f32", "f32", "i64", "f32")),
     }  # fmt: skip
     if importlib.util.find_spec("torch")
     else set()

@@ -14,6 +14,7 @@ from fuel_dialect.ops_nn import AttentionOp
 from lowering.cpu import native
 from lowering.cpu.kernels.flash import SOURCE, _kernel, flash_cost, flash_decode
 from lowering.cpu.kernels.native import NATIVE_FLASH
+from lowering.cpu.kernels.torch_blas import available as torch_available
 from passes.bake_variants import BakeVariantsPass, bake_choice
 from passes.emit_decode_flash import EmitDecodeFlashPass
 from runtime.binding_table import KernelBindingTable, global_bindings
@@ -25,6 +26,8 @@ from runtime.plan import PlanOptions
 from runtime.topology import SystemTopology
 
 RNG = np.random.default_rng(7)
+
+DEFAULT = "torch-blas" if torch_available() else "numpy"  # f32 attention's sibling 0
 
 
 def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, n: int, scale: float) -> np.ndarray:
@@ -124,7 +127,7 @@ def test_pass_wraps_decode_attention_in_a_gated_variant_branch(kv_len: bool) -> 
     arm0, arm1 = (next(o for o in b.arms[i].walk() if isinstance(o, AttentionOp)) for i in (0, 1))
     assert b.kind.data == "variant" and b.gate(0) == ""
     assert b.gate(1) == ("dim($0, 2) == 1 && value($1) <= 1024" if kv_len else "dim($0, 2) == 1")
-    assert arm0.attributes[KERNEL_ATTR].kernel_source.data == "numpy"  # the default it runs
+    assert arm0.attributes[KERNEL_ATTR].kernel_source.data == DEFAULT  # the default it runs
     # the cheapest flash kernel bound: fuel's C one where it is registered (one C call against
     # numpy's ~25 calls), else numpy's
     want = NATIVE_FLASH if native.enabled() else SOURCE
@@ -214,5 +217,5 @@ def test_judge_measured_flash_wins_the_bake() -> None:
 def test_flash_kernel_is_a_sibling_not_the_default() -> None:
     t: KernelBindingTable = global_bindings()
     key = ("attention", ("f32", "f32", "f32", "i64", "f32"), "cpu")
-    assert t.lookup_with_caps(*key).kernel_source == "numpy"
+    assert t.lookup_with_caps(*key).kernel_source == DEFAULT
     assert SOURCE in [e.kernel_source for e in t.lookup_alternatives(*key)]

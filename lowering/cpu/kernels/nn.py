@@ -19,7 +19,7 @@ the input strides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -100,13 +100,15 @@ def _mask(sq: int, sk: int, kv_len: int, causal: bool) -> np.ndarray:
     return valid
 
 
-def _sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, params: Params) -> np.ndarray:
-    """(B, Hq, Sq, Dv) attention in the dtype of q (f32 or f64); see the module docstring."""
+def _sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, params: Params,
+          mm: Callable[..., np.ndarray] = np.matmul) -> np.ndarray:  # fmt: skip
+    """(B, Hq, Sq, Dv) attention in the dtype of q (f32 or f64); see the module docstring. `mm`
+    computes the two batched products (numpy's BLAS, or torch's for the torch-blas sibling)."""
     bsz, hq, sq, d = q.shape
     hkv, sk = k.shape[1], k.shape[2]
     g = hq // hkv
     qg = q.reshape(bsz, hkv, g * sq, d)  # heads h = kv * g + r share kv head `kv`
-    scores = np.matmul(qg, k.swapaxes(-1, -2))
+    scores = mm(qg, k.swapaxes(-1, -2))
     scores *= params["scale"]
     valid = _mask(sq, sk, kv_len, params["causal"])
     s5 = scores.reshape(bsz, hkv, g, sq, sk)
@@ -116,17 +118,18 @@ def _sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, params: Para
     np.exp(np.subtract(scores, m, out=scores), out=scores)
     denom = np.add.reduce(scores, axis=-1, keepdims=True)
     denom[denom == 0] = 1.0  # zero rows stay zero
-    out = np.matmul(scores, v)
+    out = mm(scores, v)
     out /= denom
     return out.reshape(bsz, hq, sq, v.shape[-1])
 
 
-def _attention(cdt: np.dtype, with_kv_len: bool) -> Kernel:
+def _attention(cdt: np.dtype, with_kv_len: bool,
+               mm: Callable[..., np.ndarray] = np.matmul) -> Kernel:  # fmt: skip
     def attention(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         q, k, v = (_compute(a, cdt) for a in inputs[:3])
         sk = k.shape[2]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
-        np.copyto(outputs[0], _sdpa(q, k, v, kv_len, params), casting="unsafe")
+        np.copyto(outputs[0], _sdpa(q, k, v, kv_len, params, mm), casting="unsafe")
 
     return attention
 

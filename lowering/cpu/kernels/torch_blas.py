@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from lowering.cpu.kernels._common import F32, Arrays, Params, add
+from lowering.cpu.kernels._common import F32, Arrays, Params, add, deterministic
 from lowering.cpu.kernels.linalg import matmul_claim, matmul_cost
 from runtime.binding_table import KernelBindingTable
+from runtime.contracts.entry import BuiltKernel
 
 TORCH_BLAS = "torch-blas"
 MATMUL_DTYPES = ("f32", "f64")
@@ -121,13 +123,31 @@ def _gated_mlp_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     _mm(g, wd, outputs[0])
 
 
+def attention_torch(dtypes: Sequence[str], kv_len: bool) -> BuiltKernel:
+    """The numpy attention kernel (f32) with its two batched products on torch's BLAS: where
+    torch-blas runs a graph's matmuls, its attentions must not wake numpy's OpenBLAS pool as
+    well (two spinning BLAS pools on the same cores slowed a Llama prefill ~4x)."""
+    from lowering.cpu.kernels import nn
+
+    kernel = nn._attention(F32, kv_len, _mm)
+    return BuiltKernel(kernel, depends_on=(nn._sdpa, nn._mask, nn._compute, _mm, _torch))
+
+
 def register_torch_blas_matmul(table: KernelBindingTable) -> None:
-    """matmul f32/f64; call before `register_linalg` (vendor BLAS first). No-op without torch."""
+    """matmul f32/f64 and attention f32; call before `register_linalg` and `register_nn`
+    (vendor BLAS first). No-op without torch."""
     if not available():
         return
+    from lowering.cpu.kernels.nn import attention_cost
+
     for t in MATMUL_DTYPES:
         add(table, "matmul", (t, t, t), _matmul_torch, matmul_claim(t), matmul_cost,
             also=(_mm, _torch), source=TORCH_BLAS)  # fmt: skip
+    claim = deterministic("softmax-weighted sums (cancellation): no bound")
+    for key, kv_len in ((("f32",) * 4, False), (("f32", "f32", "f32", "i64", "f32"), True)):
+        built = attention_torch(key, kv_len)
+        add(table, "attention", key, built.kernel, claim, attention_cost,
+            also=built.depends_on, source=TORCH_BLAS)  # fmt: skip
 
 
 __all__ = [

@@ -2,11 +2,11 @@
 // RUN: printf '[[devices]]\nname = "cpu"\nbackends = ["nocpu"]\n' > %t.toml
 // RUN: fuel-opt %s -p 'fuel-emit-decode-flash{judge="none" topology="%t.toml"}' | filecheck %s --check-prefix=NOKERNEL
 
-// One query over a KV cache with a live length: arm 0 the reference, arm 1 flash decoding.
+// One query over a KV cache with a live length: arm 0 the reference (the key's default sibling: numpy, or torch-blas where torch is installed), arm 1 flash decoding.
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME:    (%[[Q:.*]]: tensor<1x8x1x64xf32>, %[[K:.*]]: tensor<1x2x4096x64xf32>, %[[V:.*]]: tensor<1x2x4096x64xf32>, %[[N:.*]]: tensor<i64>)
 // CHECK-NEXT:    %[[O:.*]] = fuel.branch variant (%[[Q]], %[[N]] : tensor<1x8x1x64xf32>, tensor<i64>) -> tensor<1x8x1x64xf32> arm {
-// CHECK-NEXT:      %[[A:.*]] = fuel.attention %[[Q]], %[[K]], %[[V]] kv_len(%[[N]] : tensor<i64>) causal scale = 1.250000e-01 {fuel.kernel = #fuel.kernel<"attention", [f32, f32, f32, i64, f32], "cpu", "numpy", "{{.*}}">, fuel.device = #fuel.device<"cpu">}
+// CHECK-NEXT:      %[[A:.*]] = fuel.attention %[[Q]], %[[K]], %[[V]] kv_len(%[[N]] : tensor<i64>) causal scale = 1.250000e-01 {fuel.kernel = #fuel.kernel<"attention", [f32, f32, f32, i64, f32], "cpu", "{{numpy|torch-blas}}", "{{.*}}">, fuel.device = #fuel.device<"cpu">}
 // CHECK-NEXT:      fuel.yield %[[A]] : tensor<1x8x1x64xf32>
 // CHECK-NEXT:    } arm if "dim($0, 2) == 1 && value($1) <= 4096" {
 // CHECK-NEXT:      %[[F:.*]] = fuel.attention %[[Q]], %[[K]], %[[V]] kv_len(%[[N]] : tensor<i64>) causal scale = 1.250000e-01 {fuel.kernel = #fuel.kernel<"attention", [f32, f32, f32, i64, f32], "cpu", "numpy-flashdecode", "{{.*}}">, fuel.device = #fuel.device<"cpu">}
