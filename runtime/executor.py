@@ -581,7 +581,12 @@ class _Compiler:
         if dyn:
             self.items.append((c_dynamic_item, [fn, ptrs, arrays, dyn, [None] * len(arrays)]))
         else:
-            self.items.append((fn, [ptrs]))
+            self.items.append((fn, args := [ptrs]))
+            if self.native and self.arm_bytes is None:  # a native program may call it too
+                from lowering.cpu import native
+
+                addr = ctypes.cast(fn, ctypes.c_void_p).value
+                self.encode(args, native.Record([native.OP_CALL, addr, ctypes.addressof(ptrs)]))
         self.names.append(f"{op.name} @{sym.sym_name.data}")
 
     def device_kernel(self, op: Operation, device: str) -> None:
@@ -734,10 +739,11 @@ def fuse_native_runs(
     items: list[tuple[Any, list[Any]]], names: list[str], encoded: Mapping[int, Any], keep: list
 ) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
     """Each run of >= 2 consecutive items that have native records (at least one of them a
-    kernel's, not only ufunc adds) becomes one item calling the native program of their
-    records, in order: the same calls, one Python call. The program reaches every array only
-    through raw pointers, so the replaced items' arguments (weights, planned buffers), the
-    records' scratch arrays and the program's words are kept alive in `keep`."""
+    native kernel's, not only ufunc adds or generated C calls) becomes one item calling the
+    native program of their records, in order: the same calls, one Python call. The program
+    reaches every array only through raw pointers, so the replaced items' arguments (weights,
+    planned buffers), the records' scratch arrays and the program's words are kept alive in
+    `keep`."""
     from lowering.cpu import native
 
     out_items: list[tuple[Any, list[Any]]] = []
@@ -746,7 +752,7 @@ def fuse_native_runs(
 
     def flush() -> None:
         recs = [encoded[id(items[i][1])] for i in run]
-        ufunc = (native.OP_ADD, native.OP_MUL)
+        ufunc = (native.OP_ADD, native.OP_MUL, native.OP_CALL)  # alone: no native kernel yet
         if len(run) >= 2 and any(r.words[0] not in ufunc for r in recs):
             fn, words, n = native.program(recs)
             keep.extend([words, *(r.keep for r in recs), *(items[i][1] for i in run)])

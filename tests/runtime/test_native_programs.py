@@ -3,6 +3,8 @@ adds/muls) whose buffers never move as one C call (`runtime.executor.fuse_native
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,26 @@ def test_a_failing_program_is_an_execution_error_naming_it() -> None:
     ex._items[i] = (fn, [lambda words, n: 0, *args[1:]])  # the library reports record 0 failed
     with pytest.raises(ExecutionError, match="native program .* could not allocate"):
         ex.run(feeds(0))
+
+
+def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generated C group (codegen=c) between native kernels runs inside their program."""
+    from lowering.bundle import write_bundle
+    from runtime.bundle import load_bundle
+
+    g = GraphBuilder(seed=5)
+    x = g.input("x", (1, D))
+    h = g.rms_norm(g.relu(x), g.weight("n", (D,)), eps=1e-5)
+    z = g.add(g.matmul(h, g.weight("w1", (D, F))), g.weight("b", (F,)))
+    z = g.sub(g.mul(g.relu(z), g.weight("s", (F,))), g.weight("t", (F,)))  # one C group
+    y = g.matmul(z, g.weight("w2", (F, D)))
+    path = write_bundle(g.build({"y": y}), tmp_path / "b.bundle",
+                        options={"cpu": {"codegen": "c"}})  # fmt: skip
+    fused = load_bundle(path).executor()
+    programs = [n for n in fused.op_names if n.startswith("native program")]
+    assert any("c_launch" in n for n in programs), fused.op_names
+    monkeypatch.setattr(native, "enabled", lambda: False)
+    plain = load_bundle(path).executor()
+    assert not any(n.startswith("native program") for n in plain.op_names)
+    x_ = np.random.default_rng(6).standard_normal((1, D)).astype(np.float32)
+    assert fused.run({"x": x_})["y"].tobytes() == plain.run({"x": x_})["y"].tobytes()

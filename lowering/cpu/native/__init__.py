@@ -110,9 +110,11 @@ def ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL = range(1, 8)
-"""Program record opcodes (`fuel_native_program` in fuel_native.c)."""
-ARITY = {OP_GEMM: 6, OP_GATED: 11, OP_RMS: 6, OP_ROPE: 8, OP_FLASH: 13, OP_ADD: 4, OP_MUL: 4}
+OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL = range(1, 9)
+"""Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
+C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
+ARITY = {OP_GEMM: 6, OP_GATED: 11, OP_RMS: 6, OP_ROPE: 8, OP_FLASH: 13, OP_ADD: 4, OP_MUL: 4,
+         OP_CALL: 2}  # fmt: skip
 
 
 def f64_bits(x: float) -> int:

@@ -531,7 +531,7 @@ void fuel_native_rope(const float *x, const float *cs, const float *sn, float *o
  * executor encodes a run of consecutive calls whose buffers never move as one program: records
  * [opcode, args...] back to back (pointers and integers as int64, doubles by their bits), run
  * here in order. Returns -1, or the index of the record that failed (out of memory). */
-enum { OP_GEMM = 1, OP_GATED = 2, OP_RMS = 3, OP_ROPE = 4, OP_FLASH = 5, OP_ADD = 6, OP_MUL = 7 };
+enum { OP_GEMM = 1, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL };
 
 static double bits_f64(int64_t v) {
   double d;
@@ -582,6 +582,10 @@ long fuel_native_program(const int64_t *prog, long records) {
       a += 4;
       break;
     }
+    case OP_CALL: /* a generated C kernel (lowering/cpu/codegen.py): fn(void **args) */
+      ((void (*)(void **))P(0))((void **)P(1));
+      a += 2;
+      break;
     default:
       return r;
     }
