@@ -276,3 +276,24 @@ def test_rope_is_the_numpy_kernel_bit_for_bit(interleaved: bool) -> None:
         nk._rope_native([x, c, s], [got], params)
         _rope(np.dtype(np.float64))([x, c, s], [want], params)
         assert np.array_equal(got, want)
+
+
+def _child_gemv(q: object) -> None:
+    g = rng(12)
+    x, w = g.standard_normal((1, 512)).astype(F32), g.standard_normal((512, 1408)).astype(F32)
+    out = np.empty((1, 1408), F32)
+    nk._matmul_native([x, w], [out], {})
+    q.put(normwise(out, x.astype(np.float64) @ w.astype(np.float64)))  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_runs_on_its_own_thread() -> None:
+    import multiprocessing as mp
+
+    _child_gemv(queue := __import__("queue").Queue())  # the pool is up in this process
+    assert queue.get() < 1e-6
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_gemv, args=(q,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0 and q.get(timeout=5) < 1e-6

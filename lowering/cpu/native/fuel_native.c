@@ -108,9 +108,19 @@ static void *worker(void *unused) {
   return 0;
 }
 
+/* A forked child has none of the workers (only the forking thread survives a fork) and may
+ * inherit a lock a worker held: it runs everything on its one thread, with fresh locks. */
+static void after_fork_in_child(void) {
+  pthread_mutex_t fresh_mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
+  sleep_mu = fresh_mu, call_mu = fresh_mu, sleep_cv = fresh_cv;
+  n_threads = 1;
+}
+
 int fuel_native_threads(int n) {
   pthread_mutex_lock(&call_mu);
   if (n_threads == 0) {
+    pthread_atfork(0, 0, after_fork_in_child);
     if (n < 1) n = 1;
     if (n > FUEL_MAX_THREADS) n = FUEL_MAX_THREADS;
     int started = 1;
