@@ -297,3 +297,15 @@ def test_a_forked_child_runs_on_its_own_thread() -> None:
     p.start()
     p.join(60)
     assert p.exitcode == 0 and q.get(timeout=5) < 1e-6
+
+
+def test_a_broken_compiler_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from lowering.cpu.codegen import CodegenError
+
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))  # nothing cached: it must compile
+    monkeypatch.setenv("CC", "false")  # runs, fails
+    monkeypatch.setattr(native, "_LIB", [])
+    with pytest.raises(CodegenError, match="(?s)C compile failed.*FUEL_NATIVE=0"):
+        native.library()

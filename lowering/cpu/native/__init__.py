@@ -92,7 +92,11 @@ def library() -> Any:
 
     with _LOCK:
         if not _LIB:
-            path = library_path(source(), FLAGS)
+            try:
+                path = library_path(source(), FLAGS)
+            except CodegenError as e:
+                raise CodegenError(f"{e}\n(fuel's native kernels need it; FUEL_NATIVE=0 runs "
+                                   "without them)") from None  # fmt: skip
             try:
                 lib = ctypes.CDLL(str(path))
             except OSError as e:
