@@ -289,8 +289,8 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
     full = global_bindings()
     for k in kernels:
         meta, kid = k.get("meta", {}), k.get("id")
-        if meta.get("kind") == "c":
-            continue  # a generated C kernel: see _install_c_kernels
+        if meta.get("kind") in ("c", "native"):
+            continue  # a generated C kernel or the native library: see _install_c_kernels
         try:
             op, dtypes, source = meta["op"], tuple(meta["dtypes"]), meta["source"]
             want = int(k["revision"], 16)
@@ -298,6 +298,9 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
             raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
         entry = next((e for e in full.lookup_alternatives(op, dtypes, "cpu")
                       if e.kernel_source == source), None)  # fmt: skip
+        if entry is None and source.startswith("native"):  # no compiler here: the bundle's copy
+            entry = next((e for e in _native_table().lookup_alternatives(op, dtypes, "cpu")
+                          if e.kernel_source == source), None)  # fmt: skip
         if entry is None:
             raise BundleError(f"{path}: kernel {kid} is not in this fuel's binding table")
         if entry.revision_hash != want:
@@ -306,6 +309,22 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
                 f"{want:016x}, this fuel has {entry.revision_hash:016x}; recompile the bundle"
             )
         _register(table, op, dtypes, entry)
+
+
+_NATIVE_TABLE: list[KernelBindingTable] = []
+
+
+def _native_table() -> KernelBindingTable:
+    """The global table plus fuel's native kernels, registered although no C compiler is here
+    (a bundle ships the library: `_install_native`)."""
+    if not _NATIVE_TABLE:
+        from lowering.cpu.kernels.native import register_native
+        from runtime.binding_table import global_bindings
+
+        table = global_bindings().copy()
+        register_native(table, force=True)
+        _NATIVE_TABLE.append(table)
+    return _NATIVE_TABLE[0]
 
 
 def _register(table: KernelBindingTable, op: str, dtypes: tuple[str, ...], e: BindingEntry,
@@ -502,6 +521,38 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
                           "bundle (not a compiled module)")  # fmt: skip
 
 
+def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes]) -> None:
+    """Where this machine has no C compiler, run the bundle's (hash-verified) copy of fuel's
+    native library; it must be built from exactly this fuel's source, for this machine."""
+    import platform
+
+    k = next((k for k in kernels if k.get("meta", {}).get("kind") == "native"), None)
+    if k is None:
+        return
+    from lowering.cpu import native
+    from lowering.cpu.codegen import c_cache_dir
+    from runtime.fsutil import atomic_write_bytes
+
+    if native.enabled():
+        return  # compiled (and cached) here from the same source
+    names = sorted(k.get("files", {}))
+    src = next((files[n] for n in names if n.endswith(".c")), None)
+    lib = next((files[n] for n in names if n.endswith(".so")), None)
+    if src is None or lib is None:
+        raise BundleError(f"{path}: the native library lacks its .c source or .so file")
+    if src.decode() != native.source():
+        raise BundleError(f"{path}: the bundle's native library was built from another fuel's "
+                          "source; recompile the bundle with this fuel")  # fmt: skip
+    built, here = k["meta"].get("machine"), platform.machine()
+    if built != here:
+        raise BundleError(f"{path}: the native library was built for {built}; this machine is "
+                          f"{here}: recompile the bundle here")  # fmt: skip
+    so = c_cache_dir() / f"bundle_{sha256(lib)[:24]}.so"
+    if not so.is_file() or sha256(so.read_bytes()) != sha256(lib):
+        atomic_write_bytes(so, lib)
+    native.install_prebuilt(so)
+
+
 @dataclass
 class LoadedBundle:
     """A verified bundle: its module (IR + weights), manifest, picker record and the table of
@@ -597,6 +648,7 @@ def _cpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, byt
     """The table of the cpu target's declared kernels, its C kernels installed, its stamps
     checked against `module` (module.mlir)."""
     kernels = manifest["targets"]["cpu"].get("kernels", [])
+    _install_native(path, kernels, files)
     table = _resolve_kernels(path, kernels)
     _install_c_kernels(path, kernels, files, module)
     _check_stamps(path, module, {k["id"] for k in kernels})

@@ -216,13 +216,13 @@ class _Compiler:
     """id(args) of a top-level item -> its `lowering.cpu.native.Record`: the same call, as a
     record of a native program (see `fuse_native_runs`)."""
     native: bool = False
-    """fuel's native library may run programs here (`lowering.cpu.native.enabled()`)."""
+    """fuel's native library may run programs here (`lowering.cpu.native.available()`)."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
         from lowering.cpu import native
 
-        self.native = native.enabled()
+        self.native = native.available()
 
     def hold(self, device: str, nbytes: int) -> None:
         counts = self.live if self.arm_bytes is None else self.arm_bytes

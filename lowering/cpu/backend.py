@@ -21,9 +21,13 @@ Options (`fuel compile --option KEY=VALUE`, all strings):
 | judge | path, `none` | the Judge report the picker reads (default: `none`: reproducible) |
 | codegen | none (default), c | generate C for host fusion groups (needs `$CC` or `cc`) |
 
-`codegen` defaults to `none`: a bundle then holds no machine code, builds need no compiler and
-its bytes do not depend on the compiler found; `codegen=c` is the fast path for dispatch-bound
-graphs (one C call per fused group instead of one numpy call per op).
+`codegen` defaults to `none`: no C is generated per graph; `codegen=c` is the fast path for
+dispatch-bound graphs (one C call per fused group instead of one numpy call per op). Where a C
+compiler exists the picker may also choose fuel's native kernels (`lowering.cpu.native`: decode
+GEMVs, gated MLP, norms, rope, flash decoding); a bundle that stamps any of them carries the
+library's source and build (`native_artifact`), so it runs on a machine without a compiler. A
+bundle holds no machine code only where neither is used (FUEL_NATIVE=0 and codegen=none): then
+its bytes do not depend on the compiler found.
 """
 
 from __future__ import annotations
@@ -231,8 +235,30 @@ def artifacts_stage(module: FuelModule, md: dict[str, Any]) -> list[KernelArtifa
         }  # fmt: skip
         out[kid] = KernelArtifact(kid, entry.revision_hash, "cpu", {}, meta)
     out |= {a.kernel_id: a for a in c_artifacts(module)}
+    if any(a.meta.get("source", "").startswith("native") for a in out.values()):
+        out[NATIVE_LIBRARY] = native_artifact()
     md["kernels"] = len(out)
     return list(out.values())
+
+
+NATIVE_LIBRARY = "native/fuel_native"
+"""The artifact id of fuel's native C library in a bundle that stamps native kernels."""
+
+
+def native_artifact() -> KernelArtifact:
+    """fuel's native library (`lowering.cpu.native`) as a bundle artifact: its compiled source
+    and library, so the bundle runs where no C compiler is (same machine architecture)."""
+    import platform
+
+    from lowering.cpu import native
+    from lowering.cpu.codegen import library_path, source_key
+
+    source = native.source()
+    files = {f"{NATIVE_LIBRARY}.c": source.encode(),
+             f"{NATIVE_LIBRARY}.so": library_path(source, native.FLAGS).read_bytes()}  # fmt: skip
+    meta = {"kind": "native", "machine": platform.machine(), "cflags": list(native.FLAGS)}
+    return KernelArtifact(NATIVE_LIBRARY, int(source_key(source)[:16], 16), CPU_TARGET, files,
+                          meta)  # fmt: skip
 
 
 def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:

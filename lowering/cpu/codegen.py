@@ -508,6 +508,11 @@ _PREBUILT: dict[str, Path] = {}
 """source_key -> a verified prebuilt library (from a bundle): used instead of compiling."""
 
 
+def prebuilt(key: str) -> Path | None:
+    """The registered prebuilt library for source key `key`, if any."""
+    return _PREBUILT.get(key)
+
+
 def register_prebuilt(source: str, path: Path) -> None:
     """Use the library at `path` for `source` (a bundle's .so, after hash verification)."""
     _PREBUILT[source_key(source)] = path

@@ -14,6 +14,7 @@ import pytest
 from lowering import bundle as writer
 from lowering.backend import BackendError, backend_for, lower
 from lowering.bundle import build_bundle, write_bundle
+from lowering.cpu.backend import NATIVE_LIBRARY
 from runtime.bundle import BundleError, load_bundle, read_container
 from runtime.cli import main as fuel_main
 from runtime.executor import Executor
@@ -72,7 +73,8 @@ def test_manifest_and_picker_record(bundles: tuple[Path, Path]) -> None:
     m = lb.manifest
     assert m["format_version"] == 1 and m["entry"] == "main"
     assert m["signature"]["inputs"] == [{"name": "x", "shape": [1, 16, 64], "dtype": "f32"}]
-    assert set(m["files"]) == {"module.mlir", "weights.safetensors", "picker.json"}
+    native_lib = {f"targets/cpu/{NATIVE_LIBRARY}.{ext}" for ext in ("c", "so")}
+    assert set(m["files"]) - native_lib == {"module.mlir", "weights.safetensors", "picker.json"}
     cpu = m["targets"]["cpu"]
     assert cpu["fingerprint"]["kind"] == "cpu"
     ids = [k["id"] for k in cpu["kernels"]]
@@ -171,8 +173,10 @@ def test_cpu_backend_options_and_stages(decoder: FuelModule) -> None:
     with pytest.raises(BackendError, match="no backend lowers for target 'tpu'"):
         backend_for("tpu")
     arts = lower(FuelModule(decoder.op.clone(), decoder.weights), "cpu", {"judge": "none"})
-    assert all(a.backend == "cpu" and not a.files and a.revision for a in arts)
-    assert {a.meta["op"] for a in arts} >= {"matmul", "add"}
+    assert all(a.backend == "cpu" and a.revision for a in arts)
+    # only fuel's native library carries files (its source and build), where its kernels run
+    assert all(not a.files for a in arts if a.kernel_id != NATIVE_LIBRARY)
+    assert {a.meta.get("op") for a in arts} >= {"matmul", "add"}
 
 
 def test_kernels_of_other_targets_are_stored_per_target(

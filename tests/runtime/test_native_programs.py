@@ -60,7 +60,7 @@ def test_runs_of_native_kernels_become_one_program() -> None:
 def test_programs_compute_exactly_what_the_kernels_do(monkeypatch: pytest.MonkeyPatch) -> None:
     m = optimized()
     fused = Executor(m)
-    monkeypatch.setattr(native, "enabled", lambda: False)  # the executor then calls each kernel
+    monkeypatch.setattr(native, "available", lambda: False)  # the executor calls each kernel
     plain = Executor(m)
     assert not any(n.startswith("native program") for n in plain.op_names)
     assert len(plain.op_names) > len(fused.op_names)
@@ -115,8 +115,45 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
     fused = load_bundle(path).executor()
     programs = [n for n in fused.op_names if n.startswith("native program")]
     assert any("c_launch" in n for n in programs), fused.op_names
-    monkeypatch.setattr(native, "enabled", lambda: False)
+    monkeypatch.setattr(native, "available", lambda: False)
     plain = load_bundle(path).executor()
     assert not any(n.startswith("native program") for n in plain.op_names)
     x_ = np.random.default_rng(6).standard_normal((1, D)).astype(np.float32)
     assert fused.run({"x": x_})["y"].tobytes() == plain.run({"x": x_})["y"].tobytes()
+
+
+_RUN_BUNDLE = """
+import sys
+import numpy as np
+from lowering.cpu import native
+from runtime.bundle import load_bundle
+assert not native.enabled()  # no C compiler in this process
+y = load_bundle(sys.argv[1]).executor().run({"x": np.load(sys.argv[2])})["y"]
+print(y.tobytes().hex())
+"""
+
+
+def test_a_bundle_runs_its_native_kernels_where_no_compiler_is(tmp_path: Path) -> None:
+    """The bundle ships fuel's native library (source + .so): a machine without a C
+    compiler loads it instead of compiling, and computes the same bits."""
+    import os
+    import subprocess
+    import sys
+
+    from lowering.bundle import write_bundle
+    from runtime.bundle import load_bundle
+
+    g = GraphBuilder(seed=7)
+    x = g.input("x", (1, D))
+    h = g.rms_norm(x, g.weight("n", (D,)), eps=1e-5)
+    y = g.matmul(g.matmul(h, g.weight("w1", (D, F))), g.weight("w2", (F, D)))
+    path = write_bundle(g.build({"y": y}), tmp_path / "b.bundle", options={"cpu": {}})
+    x_ = np.random.default_rng(8).standard_normal((1, D)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x_)
+    want = load_bundle(path).executor().run({"x": x_})["y"].tobytes().hex()
+    env = dict(os.environ, CC="/nonexistent/cc", FUEL_CACHE_DIR=str(tmp_path / "cache"))
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-c", _RUN_BUNDLE, str(path), str(tmp_path / "x.npy")]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == want

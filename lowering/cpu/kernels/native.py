@@ -279,11 +279,11 @@ def _rms_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEsti
     return CostEstimate(4.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
 
 
-def register_native(table: KernelBindingTable) -> None:
+def register_native(table: KernelBindingTable, force: bool = False) -> None:
     """Register the native f32 kernels (after numpy's at each key); no-op where they are
-    disabled or no C compiler exists (`native.enabled`). Compiles nothing: the library is
-    built on the first call."""
-    if not native.enabled():
+    disabled or no C compiler exists (`native.enabled`), unless `force` (a bundle that ships
+    the compiled library). Compiles nothing: the library is built on the first call."""
+    if not (force or native.enabled()):
         return
     code = native.revision_text()
     t = "f32"

@@ -14,7 +14,9 @@ The library is compiled from source by the system C compiler on first use (`-O3`
 fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
 `lowering.cpu.codegen`), loaded with ctypes (which releases the GIL during a call). The kernels
 (`lowering.cpu.kernels.native`) are registered only where a C compiler is found and
-`FUEL_NATIVE` is not `0`. Threads: `FUEL_NUM_THREADS`, else the CPUs this process may run on
+`FUEL_NATIVE` is not `0`. A kernel bundle whose kernels use the library ships its source and
+compiled copy (`lowering.cpu.backend.native_artifact`); loading it where no compiler is
+installs that copy (`install_prebuilt`, after checking the source is this fuel's). Threads: `FUEL_NUM_THREADS`, else the CPUs this process may run on
 (at most `MAX_THREADS`).
 """
 
@@ -48,6 +50,24 @@ def enabled() -> bool:
     from lowering.cpu.codegen import find_compiler
 
     return os.environ.get("FUEL_NATIVE", "1") != "0" and find_compiler() is not None
+
+
+def available() -> bool:
+    """The library can be loaded here: `enabled()`, or a kernel bundle installed its prebuilt
+    copy (`install_prebuilt`) and `FUEL_NATIVE` is not `0`."""
+    from lowering.cpu.codegen import prebuilt, source_key
+
+    if os.environ.get("FUEL_NATIVE", "1") == "0":
+        return False
+    return enabled() or prebuilt(source_key(source())) is not None
+
+
+def install_prebuilt(library_file: Path) -> None:
+    """Use `library_file` (a bundle's verified copy of this library, built from exactly
+    `source()`) instead of compiling: a bundle runs its native kernels where no compiler is."""
+    from lowering.cpu.codegen import register_prebuilt
+
+    register_prebuilt(source(), library_file)
 
 
 def threads() -> int:
@@ -156,5 +176,6 @@ def revision_text() -> str:
     return source() + "\n" + " ".join(FLAGS)
 
 
-__all__ = ["FLAGS", "SOURCE_PATH", "Record", "contiguous_f32", "enabled", "f64_bits", "library",
-           "program", "ptr", "revision_text", "source", "threads"]  # fmt: skip
+__all__ = ["FLAGS", "SOURCE_PATH", "Record", "available", "contiguous_f32", "enabled", "f64_bits",
+           "install_prebuilt", "library", "program", "ptr", "revision_text", "source",
+           "threads"]  # fmt: skip
