@@ -4,11 +4,11 @@ Compilation resolves every kernel op through the binding table (`compile_op`, fa
 the process-wide table, a device's backends load on its first op: `ensure_backend_kernels`),
 preallocates every intermediate from a static memory plan per device that reuses a buffer
 after its last use, turns reshapes, slices and single-index gathers into views, and lets the
-producers of a concat's inputs write straight into its output. A run binds the graph inputs
-into the prebuilt argument lists and walks the schedule: per op, one Python call, except that
-each run of consecutive calls into fuel's native C library (and same-shape f32 adds, and
-generated C kernels) whose buffers never move is one native program: one C call
-(`fuse_native_runs`; a decode step: ~100 Python calls -> ~40).
+producers of a concat's inputs write straight into its output (`runtime.views`). A run binds
+the graph inputs into the prebuilt argument lists and walks the schedule: per op, one Python
+call, except that each run of consecutive calls into fuel's native C library (and same-shape
+f32 adds, and generated C kernels) whose buffers never move is one native program: one C call
+(`runtime.work_items.fuse_native_runs`; a decode step: ~100 Python calls -> ~40).
 
 Where an op runs is its `#fuel.device` placement (else its `fuel.pin`, else the host); the
 backend is the one its `#fuel.kernel` stamp names, else the device's (`cpu` for the host, the
@@ -59,7 +59,6 @@ from fuel_dialect.dispatch import CopyOp, placed_device
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import (
-    ConcatOp,
     ConstantOp,
     GatherOp,
     ReshapeOp,
@@ -88,6 +87,7 @@ from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
 from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
+from runtime.views import ViewPlanner, moves_unit_dims
 from runtime.work_items import (
     Patch,
     Slot,
@@ -98,8 +98,7 @@ from runtime.work_items import (
     copy_out_item,
     copy_peer_item,
     device_item,
-    native_program_item,
-    view_item,
+    fuse_native_runs,
 )
 
 HOST = "cpu"
@@ -159,7 +158,7 @@ class _Devices:
 
 
 @dataclass
-class _Compiler:
+class _Compiler(ViewPlanner):
     """Walks the entry function once, building the schedule and the memory plans."""
 
     table: KernelBindingTable
@@ -214,7 +213,7 @@ class _Compiler:
     """Generated Triton kernels by symbol name (one load per `fuel.triton_kernel`)."""
     encoded: dict[int, Any] = field(default_factory=dict)
     """id(args) of a top-level item -> its `lowering.cpu.native.Record`: the same call, as a
-    record of a native program (see `fuse_native_runs`)."""
+    record of a native program (see `runtime.work_items.fuse_native_runs`)."""
     native: bool = False
     """fuel's native library may run programs here (`lowering.cpu.native.available()`)."""
 
@@ -422,107 +421,6 @@ class _Compiler:
         return ArmProfile(dict(needs), frozenset(devices),
                           arm_latency_ns(ops, transfers, self.judge, topo))  # fmt: skip
 
-    def select_view(self, op: GatherOp | SliceOp) -> bool:
-        """Make a host `fuel.slice`, or a `fuel.gather` at one constant index, a view of its
-        input (a basic numpy index: the same elements, no copy). False: run the kernel."""
-        if placed_device(op) not in (None, HOST) or op.operands[0] in self.where:
-            return False
-        try:
-            params = compile_op(op, self.table, self.backend).params
-        except BindingTableError as e:
-            raise ExecutionError(f"cannot compile '{op.name}': {e}") from None
-        if isinstance(op, SliceOp):
-            index = tuple(map(slice, params["starts"], params["limits"], params["steps"]))
-            return self.reshape(op.input, op.result, index)
-        ids = self.static.get(op.indices) if op.indices in self.anywhere else None
-        n, axis = shape_of(op.data.type), params["axis"]
-        if ids is None or ids.size != 1 or not -n[axis] <= int(ids.flat[0]) < n[axis]:
-            return False  # a per-run index, several, or out of range (the kernel raises)
-        i = int(ids.flat[0]) % n[axis]
-        return self.reshape(op.data, op.result, (slice(None),) * axis + (slice(i, i + 1),))
-
-    def plan_concats(self, ops: Sequence[Operation]) -> None:
-        """Elide each host `fuel.concat` of `ops` whose inputs each land in a C-contiguous
-        block of its output (every dim before the axis is 1) and are each (through reshapes)
-        the only result of a distinct host kernel in the same block, not returned: those
-        kernels write into the blocks (`into`), the concat copies nothing. The output buffer
-        is allocated at the first producer; each input shares its storage, so the buffer
-        lives until the last use of the output or of any input (an input may have readers
-        other than the concat, e.g. a decode step's attention reading the updated cache)."""
-        for op in ops:
-            if not isinstance(op, ConcatOp) or placed_device(op) not in (None, HOST):
-                continue
-            shape, axis = shape_of(op.result.type), op.kernel_params()["axis"]
-            made = [_sole_producer(v, op) for v in op.operands]
-            if math.prod(shape[:axis]) != 1 or None in made or len(set(made)) != len(made):
-                continue
-            if any(r in self.into for r in made):  # already written into another concat
-                continue
-            off = 0
-            for v, r in zip(op.operands, made, strict=True):
-                assert r is not None
-                n = shape_of(v.type)[axis]
-                self.into[r] = (op.result, (slice(None),) * axis + (slice(off, off + n),))
-                off += n
-            self.elided.add(op)
-
-    def strided_ok(self, v: SSAValue) -> bool:
-        """Every reader of `v` is a host kernel (not a reshape) that walks any strides."""
-        for use in v.uses:
-            user = use.operation
-            if not isinstance(user, KernelOp) or isinstance(user, ReshapeOp | CopyOp):
-                return False
-            if placed_device(user) not in (None, HOST):
-                return False
-            try:
-                if not compile_op(user, self.table, self.backend).entry.caps.strided_input:
-                    return False
-            except BindingTableError:
-                return False  # reported when the reader itself is compiled
-        return True
-
-    def alloc_into(self, v: SSAValue) -> Any:
-        """`v`'s host buffer: its block of a concat's output if planned so, else its own."""
-        if v not in self.into:
-            return self.alloc(v)
-        dst, index = self.into[v]
-        if dst not in self.static:
-            self.static[dst] = self.alloc(dst)
-        self.storage[v] = st = self.storage[dst]  # the block keeps the whole buffer alive
-        st.refs += 1
-        return self.static[dst][index].reshape(shape_of(v.type))
-
-    def reshape(self, src: SSAValue, result: SSAValue, index: tuple | None = None) -> bool:
-        """`result` is a view of `src`, first indexed by the basic `index` if any (static:
-        now; per-run value: a view step). False (nothing done) where that view of a planned
-        buffer is not C-contiguous and a reader could not take it as is: a contiguous copy
-        (or a reshape's) would be made once, at compile time, not per run."""
-        shape = shape_of(result.type)
-        if index is not None and src in self.static and src not in self.anywhere:
-            if not self.static[src][index].flags.c_contiguous and not self.strided_ok(result):
-                return False
-        at = self.where.get(src)
-        if at is not None:
-            self.where[result] = at
-        if src in self.slots:
-            self.slots[result] = self.slots[src]
-        if src in self.anywhere:
-            self.anywhere.add(result)
-        if src in self.input_views:
-            self.input_views.add(result)
-        if src in self.static:
-            arr = self.static[src]
-            self.static[result] = (arr if index is None else arr[index]).reshape(shape)
-            if src in self.storage:  # share the storage: it lives while either value does
-                self.storage[result] = st = self.storage[src]
-                st.refs += 1
-            return True
-        self.patches[result] = consumers = []
-        args = self.operand_list([src], contiguous=False, device=None)
-        self.items.append((view_item, [args, consumers, shape, index]))
-        self.names.append(result.owner.name)  # type: ignore[union-attr]
-        return True
-
     def kernel(self, op: Operation) -> None:
         try:
             node = compile_op(op, self.table, self.backend)
@@ -710,84 +608,6 @@ class _Compiler:
         st = self.storage.get(v)
         if st is not None:
             st.pinned = True
-
-
-_NOT_IN_PLACE = (ReshapeOp, GatherOp, SliceOp, ConcatOp, CopyOp, WeightOp, ConstantOp)
-"""Producers that may not get a planned buffer of their own (views, transfers, resident data)
-or whose own output may be elided: never asked to write into a concat's output."""
-
-
-def _sole_producer(v: SSAValue, concat: Operation) -> SSAValue | None:
-    """The host kernel result that `v` (a concat input) is, through reshapes, if neither it
-    nor a reshape on the way is returned and its op runs in the concat's block."""
-    while True:
-        if any(isinstance(u.operation, func.ReturnOp) for u in v.uses):
-            return None
-        owner = v.owner
-        if not isinstance(owner, ReshapeOp):
-            break
-        v = owner.input
-    if (
-        not isinstance(owner, KernelOp)
-        or isinstance(owner, _NOT_IN_PLACE)
-        or owner.parent is not concat.parent
-        or len(owner.results) != 1
-        or placed_device(owner) not in (None, HOST)
-    ):
-        return None
-    return v
-
-
-def fuse_native_runs(
-    items: list[tuple[Any, list[Any]]], names: list[str], encoded: Mapping[int, Any], keep: list
-) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
-    """Each run of >= 2 consecutive items that have native records (at least one of them a
-    native kernel's, not only ufunc adds or generated C calls) becomes one item calling the
-    native program of their records, in order: the same calls, one Python call. The program
-    reaches every array only through raw pointers, so the replaced items' arguments (weights,
-    planned buffers), the records' scratch arrays and the program's words are kept alive in
-    `keep`."""
-    from lowering.cpu import native
-
-    out_items: list[tuple[Any, list[Any]]] = []
-    out_names: list[str] = []
-    run: list[int] = []
-
-    def flush() -> None:
-        recs = [encoded[id(items[i][1])] for i in run]
-        ufunc = (native.OP_ADD, native.OP_MUL, native.OP_CALL)  # alone: no native kernel yet
-        if len(run) >= 2 and any(r.words[0] not in ufunc for r in recs):
-            fn, words, n = native.program(recs)
-            keep.extend([words, *(r.keep for r in recs), *(items[i][1] for i in run)])
-            kernels = [names[i] for i in run]
-            out_items.append((native_program_item, [fn, words.ctypes.data, n, kernels]))
-            out_names.append(
-                f"native program [{', '.join(k.removeprefix('fuel.') for k in kernels)}]"
-            )
-        else:
-            out_items.extend(items[i] for i in run)
-            out_names.extend(names[i] for i in run)
-        run.clear()
-
-    for i, item in enumerate(items):
-        if id(item[1]) in encoded:
-            run.append(i)
-            continue
-        flush()
-        out_items.append(item)
-        out_names.append(names[i])
-    flush()
-    return out_items, out_names
-
-
-def moves_unit_dims(op: TransposeOp) -> bool:
-    """A host transpose that only moves size-1 dims (decode's (1, 1, H, D) -> (1, H, 1, D)):
-    the elements keep their row-major order, so it is a reshape (a view, no item)."""
-    if placed_device(op) not in (None, HOST):
-        return False
-    s, perm = shape_of(op.input.type), op.perm.get_values()
-    kept = [p for p in perm if s[p] != 1]
-    return kept == sorted(kept)
 
 
 def _nbytes(v: SSAValue) -> int:

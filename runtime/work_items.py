@@ -7,6 +7,7 @@ by the executor's compile step, so a run is a loop over `(fn, args)` tuples.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -125,3 +126,45 @@ def native_program_item(fn: Any, words: int, n: int, kernels: list[str]) -> None
     if failed >= 0:
         raise MemoryError(f"'{kernels[failed]}' (record {failed} of the native program) could "
                           "not allocate its scratch")  # fmt: skip
+
+
+def fuse_native_runs(
+    items: list[tuple[Any, list[Any]]], names: list[str], encoded: Mapping[int, Any], keep: list
+) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
+    """Each run of >= 2 consecutive items that have native records (at least one of them a
+    native kernel's, not only ufunc adds or generated C calls) becomes one item calling the
+    native program of their records, in order: the same calls, one Python call. The program
+    reaches every array only through raw pointers, so the replaced items' arguments (weights,
+    planned buffers), the records' scratch arrays and the program's words are kept alive in
+    `keep`."""
+    from lowering.cpu import native
+
+    out_items: list[tuple[Any, list[Any]]] = []
+    out_names: list[str] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        recs = [encoded[id(items[i][1])] for i in run]
+        ufunc = (native.OP_ADD, native.OP_MUL, native.OP_CALL)  # alone: no native kernel yet
+        if len(run) >= 2 and any(r.words[0] not in ufunc for r in recs):
+            fn, words, n = native.program(recs)
+            keep.extend([words, *(r.keep for r in recs), *(items[i][1] for i in run)])
+            kernels = [names[i] for i in run]
+            out_items.append((native_program_item, [fn, words.ctypes.data, n, kernels]))
+            out_names.append(
+                f"native program [{', '.join(k.removeprefix('fuel.') for k in kernels)}]"
+            )
+        else:
+            out_items.extend(items[i] for i in run)
+            out_names.extend(names[i] for i in run)
+        run.clear()
+
+    for i, item in enumerate(items):
+        if id(item[1]) in encoded:
+            run.append(i)
+            continue
+        flush()
+        out_items.append(item)
+        out_names.append(names[i])
+    flush()
+    return out_items, out_names

@@ -1,5 +1,5 @@
 """Native programs: the executor runs consecutive native kernel calls (and same-shape f32
-adds/muls) whose buffers never move as one C call (`runtime.executor.fuse_native_runs`)."""
+adds/muls) whose buffers never move as one C call (`runtime.work_items.fuse_native_runs`)."""
 
 from __future__ import annotations
 
