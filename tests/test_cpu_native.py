@@ -96,14 +96,35 @@ def test_gated_mlp_against_float64_and_numpy_kernel() -> None:
         assert normwise(out, numpy_out.astype(np.float64)) < 4e-6
 
 
-def test_gated_mlp_many_rows_is_the_numpy_kernel() -> None:
+def test_gated_mlp_many_rows_equals_the_blas_kernel_bit_for_bit() -> None:
+    """Prefill rows: the same products as the torch-blas kernel (numpy's where torch is
+    missing) and a C silu * up that rounds exactly like numpy's f64 silu."""
+    from lowering.cpu.kernels import torch_blas
+
     g = rng(4)
     x = g.standard_normal((16, 32)).astype(F32)
     ws = [g.standard_normal(s).astype(F32) for s in ((32, 48), (32, 48), (48, 24))]
     got, want = np.empty((16, 24), F32), np.empty((16, 24), F32)
     nk._gated_mlp_native([x, *ws], [got], {})
-    _gated_mlp("f32")([x, *ws], [want], {})
+    same = torch_blas._gated_mlp_torch if torch_blas.available() else _gated_mlp("f32")
+    same([x, *ws], [want], {})
     assert np.array_equal(got, want)
+
+
+def test_silu_mul_rounds_like_the_numpy_silu() -> None:
+    from lowering.cpu.kernels.fused import f32_activations
+
+    g = rng(13)
+    x = np.concatenate([g.standard_normal(200_000) * 8, g.standard_normal(200_000) * 200,
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, -88.7, -745.0, -700.5,
+                         -699.9, 1e-40, -1e-40, 3e38, -3e38]]).astype(F32)  # fmt: skip
+    u = g.standard_normal(x.size).astype(F32)
+    got = x.copy()
+    native.library().fuel_native_silu_mul(native.ptr(got), native.ptr(u), got.size)
+    want = x.copy()
+    f32_activations()["silu"](want, want)
+    want *= u
+    assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 512), (5, 768), (3000, 64), (2, 3, 7)])

@@ -35,9 +35,10 @@ import numpy as np
 
 SOURCE_PATH = Path(__file__).resolve().with_name("fuel_native.c")
 FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-ffp-contract=off",
-         "-fno-math-errno")  # fmt: skip
+         "-fno-math-errno", "-fno-trapping-math")  # fmt: skip
 """-O3 vectorizes the column loops; no fast-math and no FMA contraction keep every output's
-rounding fixed (so the AVX2 clone and the baseline one agree bit for bit)."""
+rounding fixed (so the AVX2 clone and the baseline one agree bit for bit). -fno-trapping-math
+only lets selects be if-converted (silu's branches), which changes no value."""
 MAX_THREADS = 8
 """Memory-bound kernels stop scaling well before the core count of a big host."""
 
@@ -98,6 +99,7 @@ _SIGNATURES = {
     "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
     "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
     "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_silu_mul": ([_F, _F, _L], None),
     "fuel_native_program": ([_F, _L], _L),
     "fuel_native_flash_splits": ([_L], _L),
     "fuel_native_flash_decode": ([_F] * 5 + [_L] * 7 + [ctypes.c_double], None),
