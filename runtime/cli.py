@@ -120,7 +120,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             atomic_write_bytes(Path(args.output_dir) / output_file_name(name), _npy_bytes(a))
     med = statistics.median(times)
     print(f"ran {len(ex)} kernels, {len(times)} run(s), median {med * 1e3:.3f} ms/run")
+    if args.profile:
+        _print_profile(ex.profile_items(inputs, max(5, args.repeat)))
     return 0
+
+
+def _print_profile(rows: list[tuple[str, int, float]], top: int = 25) -> None:
+    """The slowest schedule items (by name): items per run, median ms per run, share."""
+    total = sum(r[2] for r in rows) or 1.0
+    print(f"profile: {len(rows)} distinct schedule items, {total * 1e3:.3f} ms/run in items")
+    print(f"  {'item':<60} {'count':>5} {'ms/run':>8} {'share':>6}")
+    for name, count, secs in rows[:top]:
+        label = name if len(name) <= 60 else name[:57] + "..."
+        print(f"  {label:<60} {count:>5} {secs * 1e3:>8.3f} {secs / total:>6.1%}")
+    if len(rows) > top:
+        print(f"  ... {len(rows) - top} more")
 
 
 def _compile_options(args: argparse.Namespace) -> dict[str, dict[str, str]]:
@@ -197,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
+    r.add_argument("--profile", action="store_true",
+                   help="then time each schedule item and print the slowest")  # fmt: skip
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
     r.add_argument("--target", help="a bundle's target to run (default: the best this machine "
                    "runs: its GPU's sm_XY, else cpu)")  # fmt: skip

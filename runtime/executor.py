@@ -768,6 +768,34 @@ class Executor:
         return [np.array(a, copy=True) if copy_outputs or alias else a
                 for a, alias in zip(outs, self._out_alias, strict=True)]  # fmt: skip
 
+    def profile_items(
+        self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], runs: int = 20
+    ) -> list[tuple[str, int, float]]:
+        """Time every schedule item alone over `runs` runs (after one untimed run): one row
+        per distinct item name, `(name, items per run, median seconds per run)`, slowest
+        first. A native program's name lists its kernels. Host schedules only (a device's
+        work completes asynchronously: its items would time their submission)."""
+        import statistics
+        import time
+
+        if self._pipelined:
+            raise ExecutionError("profiling times host schedules; this one drives devices")
+        self._bind(inputs)
+        self._walk()
+        per_run = []
+        for _ in range(max(1, runs)):
+            t = [0.0] * len(self._items)
+            for i, (fn, args) in enumerate(self._items):
+                t0 = time.perf_counter()
+                fn(*args)
+                t[i] = time.perf_counter() - t0
+            per_run.append(t)
+        rows: dict[str, tuple[int, float]] = {}
+        for i, name in enumerate(self.op_names):
+            n, total = rows.get(name, (0, 0.0))
+            rows[name] = (n + 1, total + statistics.median(t[i] for t in per_run))
+        return sorted(((n, c, s) for n, (c, s) in rows.items()), key=lambda r: -r[2])
+
     def _walk(self) -> None:
         i = 0
         try:

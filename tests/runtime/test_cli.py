@@ -132,3 +132,22 @@ def test_output_names_never_escape_the_output_dir() -> None:
     assert output_file_name("y") == "y.npy"
     assert output_file_name("/model/Add_output_0") == "_model_Add_output_0.npy"
     assert output_file_name("../x") == "_x.npy"
+
+
+def test_run_profile_lists_the_schedule_items(saved_mlp: Path, capsys) -> None:
+    assert fuel_main(["run", str(saved_mlp), "--random-inputs", "--profile"]) == 0
+    text = capsys.readouterr().out
+    assert "profile: 2 distinct schedule items" in text
+    rows = [line.split() for line in text.splitlines() if line.startswith("  fuel.")]
+    assert {r[0] for r in rows} == {"fuel.matmul", "fuel.tanh"}
+    assert all(int(r[1]) == 1 and float(r[2]) >= 0 and r[3].endswith("%") for r in rows)
+
+
+def test_profile_items_covers_every_item_once(saved_mlp: Path) -> None:
+    from runtime.executor import Executor
+    from runtime.module import FuelModule
+
+    ex = Executor(FuelModule.load(saved_mlp))
+    rows = ex.profile_items({"x": np.ones((2, 4), np.float32)}, runs=3)
+    assert sum(count for _, count, _ in rows) == len(ex)
+    assert [s for _, _, s in rows] == sorted((s for _, _, s in rows), reverse=True)
