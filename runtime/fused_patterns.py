@@ -29,6 +29,7 @@ from fuel_dialect.ops_elementwise import (
     ExpOp,
     GeluOp,
     MulOp,
+    PowOp,
     ReluOp,
     RsqrtOp,
     SigmoidOp,
@@ -220,17 +221,27 @@ def match_softmax(root: Operation) -> FusedMatch | None:
     return FusedMatch(root, (m, d, e, s, root), (d.lhs,), {"axis": m.norm_axes()[0]})
 
 
+def _square(v: SSAValue) -> tuple[Operation, SSAValue] | None:
+    """`x * x` or `pow(x, 2)` (torch.export's `x.pow(2)`) defining `v` -> (op, x)."""
+    if (sq := producer(v, MulOp)) is not None and sq.lhs == sq.rhs:
+        return sq, sq.lhs
+    if (p := producer(v, PowOp)) is not None and scalar_constant(p.rhs) == 2.0:
+        return p, p.lhs
+    return None
+
+
 def _rms_scale(v: SSAValue) -> tuple[Any, ...] | None:
-    """rsqrt(mean(x*x, -1, keepdim) + eps) -> (ops, x, eps)."""
+    """rsqrt(mean(x*x, -1, keepdim) + eps) -> (ops, x, eps); x*x may be pow(x, 2)."""
     r = producer(v, RsqrtOp)
     a = producer(r.input, AddOp) if r is not None else None
 
     def split(mean_v: SSAValue, eps_v: SSAValue) -> tuple[Any, ...] | None:
         mean, eps = row_reduce(mean_v, ReduceMeanOp), scalar_constant(eps_v)
-        sq = producer(mean.input, MulOp) if mean is not None else None
-        if sq is None or sq.lhs != sq.rhs or not last_axis(mean) or eps is None or eps <= 0:
+        found = _square(mean.input) if mean is not None else None
+        if found is None or not last_axis(mean) or eps is None or eps <= 0:
             return None
-        return (sq, mean, a, r), sq.lhs, eps
+        sq, x = found
+        return (sq, mean, a, r), x, eps
 
     return either(a, split)
 

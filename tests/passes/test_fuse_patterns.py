@@ -462,3 +462,19 @@ def test_adopt_publishes_the_kernel_once_and_the_picker_and_executor_run_it(
     assert plan.decisions[fused].winner.entry.kernel_source == "runtime-test"
     np.testing.assert_allclose(Executor(m).run(ins)["out"], ref, rtol=1e-5, atol=1e-5)
     assert runs
+
+
+def test_rms_norm_with_pow_square_matches_and_agrees() -> None:
+    """torch.export writes the square as x.pow(2): the same fused arm, the same numbers."""
+    g = GraphBuilder(seed=3)
+    x = g.input("x", (3, 16))
+    ms = g.reduce_mean(g.pow(x, g.constant(2.0)), axes=[-1], keepdim=True)
+    n = g.mul(x, g.rsqrt(g.add(ms, g.constant(1e-5))))
+    m = g.build({"out": g.mul(n, g.weight("w", (16,)))})
+    xs = {"x": np.random.default_rng(4).standard_normal((3, 16)).astype(np.float32)}
+    ref = Executor(m).run(xs)["out"]
+    assert fuse_patterns(m.op) == 1
+    (b,) = [op for op in m.op.walk() if isinstance(op, BranchOp)]
+    b.attributes[PICKED_ATTR] = IntegerAttr(1, i64)
+    got = Executor(m).run(xs)["out"]
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)

@@ -90,6 +90,39 @@ func.func @rms_norm(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<2x8xf32> {
   func.return %y : tensor<2x8xf32>
 }
 
+// The square written as pow(x, 2) (torch.export's x.pow(2)): the same fused arm.
+// CHECK-LABEL: func.func @rms_norm_pow
+// CHECK:         fuel.pow
+// CHECK:       } arm {
+// CHECK-NEXT:      %{{.*}} = fuel.rms_norm %{{.*}}, %{{.*}} eps = 1.000000e-05 {fuel.fused = "rms_norm"}
+func.func @rms_norm_pow(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<2x8xf32> {
+  %two = fuel.constant dense<2.0> : tensor<f32>
+  %eps = fuel.constant dense<1.0e-05> : tensor<f32>
+  %sq = fuel.pow %x, %two : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32>
+  %ms = fuel.reduce_mean %sq axes = [-1] keepdim : tensor<2x8xf32> -> tensor<2x1xf32>
+  %a = fuel.add %ms, %eps : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
+  %r = fuel.rsqrt %a : tensor<2x1xf32>
+  %n = fuel.mul %x, %r : tensor<2x8xf32>, tensor<2x1xf32> -> tensor<2x8xf32>
+  %y = fuel.mul %n, %w : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+
+// pow(x, 3) is not a square: nothing fused.
+// CHECK-LABEL: func.func @rms_norm_pow_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @rms_norm_pow_not_applied(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<2x8xf32> {
+  %three = fuel.constant dense<3.0> : tensor<f32>
+  %eps = fuel.constant dense<1.0e-05> : tensor<f32>
+  %sq = fuel.pow %x, %three : tensor<2x8xf32>, tensor<f32> -> tensor<2x8xf32>
+  %ms = fuel.reduce_mean %sq axes = [-1] keepdim : tensor<2x8xf32> -> tensor<2x1xf32>
+  %a = fuel.add %ms, %eps : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
+  %r = fuel.rsqrt %a : tensor<2x1xf32>
+  %n = fuel.mul %x, %r : tensor<2x8xf32>, tensor<2x1xf32> -> tensor<2x8xf32>
+  %y = fuel.mul %n, %w : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+
 // The mean runs over a dim other than the last: fuel.rms_norm normalises the last only.
 // CHECK-LABEL: func.func @rms_norm_axis_not_applied
 // CHECK-NOT:     fuel.branch
