@@ -487,35 +487,47 @@ def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
                               "manifest does not declare")  # fmt: skip
 
 
+def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
+                     files: Mapping[str, bytes]) -> tuple[str, Path]:  # fmt: skip
+    """(C source, cached library file) of a compiled library the bundle ships for kernel
+    entry `k` (a generated C kernel, or fuel's native library): built for this machine, both
+    files present (their hashes are verified with the rest); the .so is copied, content-
+    addressed, into the C kernel cache."""
+    import platform
+
+    from lowering.cpu.codegen import c_cache_dir
+    from runtime.fsutil import atomic_write_bytes
+
+    built, here = k["meta"].get("machine"), platform.machine()
+    if built != here:
+        raise BundleError(f"{path}: {what} was built for {built}; this machine is {here}: "
+                          "recompile the bundle here")  # fmt: skip
+    names = sorted(k.get("files", {}))
+    src = next((files[n] for n in names if n.endswith(".c")), None)
+    lib = next((files[n] for n in names if n.endswith(".so")), None)
+    if src is None or lib is None:
+        raise BundleError(f"{path}: {what} lacks its .c source or .so library")
+    so = c_cache_dir() / f"bundle_{sha256(lib)[:24]}.so"
+    if not so.is_file() or sha256(so.read_bytes()) != sha256(lib):
+        atomic_write_bytes(so, lib)
+    return src.decode(), so
+
+
 def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes],
                        module: Any) -> None:  # fmt: skip
     """Register each generated C kernel's (hash-verified) library for its source, so the
     executor loads it instead of compiling; refuse a library built for another machine."""
-    import platform
-
     c_kernels = [k for k in kernels if k.get("meta", {}).get("kind") == "c"]
     sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
     if not c_kernels and not sources:
         return
-    from lowering.cpu.codegen import c_cache_dir, register_prebuilt
-    from runtime.fsutil import atomic_write_bytes
+    from lowering.cpu.codegen import register_prebuilt
 
     have = set()
     for k in c_kernels:
-        kid, built = k.get("id"), k["meta"].get("machine")
-        if built != platform.machine():
-            raise BundleError(f"{path}: C kernel {kid} was built for {built}; this machine is "
-                              f"{platform.machine()}: recompile the bundle here")  # fmt: skip
-        names = sorted(k.get("files", {}))
-        src = next((files[n] for n in names if n.endswith(".c")), None)
-        lib = next((files[n] for n in names if n.endswith(".so")), None)
-        if src is None or lib is None:
-            raise BundleError(f"{path}: C kernel {kid} lacks its .c source or .so library")
-        so = c_cache_dir() / f"bundle_{sha256(lib)[:24]}.so"
-        if not so.is_file() or sha256(so.read_bytes()) != sha256(lib):
-            atomic_write_bytes(so, lib)
-        register_prebuilt(src.decode(), so)
-        have.add(src.decode())
+        src, so = _shipped_library(path, f"C kernel {k.get('id')}", k, files)
+        register_prebuilt(src, so)
+        have.add(src)
     if sources - have:
         raise BundleError(f"{path}: the module has a fuel.c_kernel without a library in the "
                           "bundle (not a compiled module)")  # fmt: skip
@@ -524,32 +536,17 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
 def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes]) -> None:
     """Where this machine has no C compiler, run the bundle's (hash-verified) copy of fuel's
     native library; it must be built from exactly this fuel's source, for this machine."""
-    import platform
-
     k = next((k for k in kernels if k.get("meta", {}).get("kind") == "native"), None)
     if k is None:
         return
     from lowering.cpu import native
-    from lowering.cpu.codegen import c_cache_dir
-    from runtime.fsutil import atomic_write_bytes
 
     if native.enabled():
         return  # compiled (and cached) here from the same source
-    names = sorted(k.get("files", {}))
-    src = next((files[n] for n in names if n.endswith(".c")), None)
-    lib = next((files[n] for n in names if n.endswith(".so")), None)
-    if src is None or lib is None:
-        raise BundleError(f"{path}: the native library lacks its .c source or .so file")
-    if src.decode() != native.source():
+    src, so = _shipped_library(path, "the native library", k, files)
+    if src != native.source():
         raise BundleError(f"{path}: the bundle's native library was built from another fuel's "
                           "source; recompile the bundle with this fuel")  # fmt: skip
-    built, here = k["meta"].get("machine"), platform.machine()
-    if built != here:
-        raise BundleError(f"{path}: the native library was built for {built}; this machine is "
-                          f"{here}: recompile the bundle here")  # fmt: skip
-    so = c_cache_dir() / f"bundle_{sha256(lib)[:24]}.so"
-    if not so.is_file() or sha256(so.read_bytes()) != sha256(lib):
-        atomic_write_bytes(so, lib)
     native.install_prebuilt(so)
 
 
