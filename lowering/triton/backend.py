@@ -421,6 +421,7 @@ def _launch_meta(a: Any) -> dict[str, Any]:
         "num_stages": a.num_stages,
         "shared_bytes": a.shared_bytes,
         "scratch": dict(a.scratch),
+        "specialization": {k: list(v) for k, v in a.specialization.items()},  # a.accepts(args)
     }
 
 

@@ -62,7 +62,9 @@ class TritonKernelSpec:
 
     `signature` maps every argument of `fn` (in order) to a Triton type (`"*fp32"`, `"i32"`,
     `"i64"`, `"fp32"`, `"constexpr"`); `constexprs` gives the constexpr values; `grid` holds one
-    expression per grid axis over `sizes` (see the module docstring).
+    expression per grid axis over `sizes` (see the module docstring). An integer argument named
+    like a size is launched with exactly that value: AOT compilation specialises on it
+    (`lowering.triton.aot.specialization_of`).
     """
 
     name: str

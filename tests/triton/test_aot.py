@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
-from triton_helpers import table
+import json
+import os
+import re
 
-from lowering.triton.aot import AotError, compile_kernel, compile_specs, kernel_specs, parse_target
+import pytest
+import torch
+from triton_helpers import entry, table
+
+from lowering.triton.aot import (
+    AotError,
+    AotKernel,
+    check_args,
+    compile_kernel,
+    compile_specs,
+    kernel_specs,
+    parse_target,
+    specialization_of,
+)
 from lowering.triton.kernels.elementwise import unary_kernel
-from lowering.triton.spec import TritonSpecError, eval_grid_expr, signature
+from lowering.triton.spec import TritonKernelSpec, TritonSpecError, eval_grid_expr, signature
 
 ELF = b"\x7fELF"
 
@@ -133,3 +147,168 @@ def test_movement_walks_compile() -> None:
     assert specs[-2].constexprs["BIG"] and specs[-1].constexprs["BIG"]
     for b in compile_specs(specs, "sm_90"):
         assert ".target sm_90" in b.ptx and b.cubin[:4] == ELF
+
+
+# -- value specialisation ----------------------------------------------------------------------
+
+SCALE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x, y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(y + i, tl.load(x + i, mask=m) * 2.0, mask=m)
+"""
+V4_LOAD = re.compile(r"ld\.global(?:\.\w+)*\.v4\.")
+ANY_LOAD = re.compile(r"ld\.global\.")
+
+
+def _scale_spec(n: int, tmp_path, monkeypatch) -> TritonKernelSpec:
+    """An elementwise kernel shaped like a generated one, loaded from a cache file the AOT
+    child process can import (under the interpreter it compiles there)."""
+    from lowering.triton.codegen import cache_dir, load_kernel
+
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(cache_dir()), path) if p))
+    fn = load_kernel("scale_kernel", SCALE)
+    sig = {"x": "*fp32", "y": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    return TritonKernelSpec("scale", fn, sig, {"BLOCK": 1024}, ("cdiv(n, 1024)",), {"n": n})
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_80"])
+def test_specialisation_vectorises_global_loads(target: str, tmp_path, monkeypatch) -> None:
+    even, odd = _scale_spec(4096, tmp_path, monkeypatch), _scale_spec(4100, tmp_path, monkeypatch)
+    special, ragged = compile_specs([even, odd], target)
+    (plain,) = compile_specs([even], target, specialize=False)
+    assert special.specialization == {"x": ("aligned16",), "y": ("aligned16",), "n": ("div16",)}
+    assert ragged.specialization == {"x": ("aligned16",), "y": ("aligned16",)}  # 4100 % 16
+    assert plain.specialization == {}
+    v4 = [len(V4_LOAD.findall(k.ptx)) for k in (special, ragged, plain)]
+    assert v4[0] >= 1 and v4[1:] == [0, 0], v4  # only the fully specialised one vectorises
+    assert len(ANY_LOAD.findall(plain.ptx)) > len(ANY_LOAD.findall(special.ptx))
+    assert re.search(r"st\.global(?:\.\w+)*\.v4\.", special.ptx)
+
+
+def test_specialisation_rule_follows_the_spec_values() -> None:
+    (mm,) = kernel_specs(entry("matmul", ("f16",) * 3), [(64, 40), (40, 32), (64, 32)],
+                         ("f16",) * 3)  # fmt: skip
+    got = specialization_of(mm)
+    assert {n for n, k in got.items() if k == ("aligned16",)} == {"a", "b", "c"}
+    assert {n for n, k in got.items() if k == ("div16",)} == {"M", "N"}  # K = 40, B1 unknown
+    (add,) = kernel_specs(entry("add", ("f32",) * 3), [(4, 100), (100,), (4, 100)], ("f32",) * 3)
+    assert set(specialization_of(add)) == {"a", "b", "y"}  # no size names an argument
+
+
+def _kernel(specialization) -> AotKernel:
+    return AotKernel(
+        name="scale", kernel_name="scale_kernel", target="sm_90", ptx=".entry scale_kernel",
+        cubin=b"\x7fELF" + bytes(range(40)), signature={"x": "*fp32", "n": "i32"},
+        constexprs={"BLOCK": 1024}, num_warps=4, num_stages=2, shared_bytes=0,
+        grid=("cdiv(n, 1024)",), sizes={"n": 4096}, launch_grid=(4,),
+        scratch={"global_scratch_size": 0}, specialization=specialization,
+    )  # fmt: skip
+
+
+def test_specialisation_round_trips_through_json() -> None:
+    k = _kernel({"x": ("aligned16",), "n": ("div16",)})
+    data = json.loads(json.dumps(k.to_json()))
+    assert data["specialization"] == {"x": ["aligned16"], "n": ["div16"]}
+    assert AotKernel.from_json(data) == k
+    del data["specialization"]  # a record written before specialisation existed
+    old = AotKernel.from_json(data)
+    assert old.specialization == {} and old.accepts({"x": 0x1004, "n": 7}) is None
+
+
+def test_accepts_checks_launch_values() -> None:
+    k = _kernel({"x": ("aligned16",), "n": ("div16",)})
+    assert k.accepts({"x": 0x7F00_0000_1000, "n": 4096}) is None
+    assert k.accepts({"x": 0x7F00_0000_1004, "n": 4096}) == (
+        "pointer argument 'x' = 0x7f0000001004 is not 16-byte aligned (compiled as aligned16)"
+    )
+    assert k.accepts({"x": 0x1000, "n": 4100}) == (
+        "integer argument 'n' = 4100 is not divisible by 16 (compiled as div16)"
+    )
+    assert "'n' is missing" in (k.accepts({"x": 0x1000}) or "")
+    assert "unknown specialisation 'equal1'" in (check_args({"n": ["equal1"]}, {"n": 1}) or "")
+
+
+def test_launch_meta_records_specialisation(tmp_path, monkeypatch) -> None:
+    from lowering.backend import lower
+    from runtime.module import FuelModule
+
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
+    module = FuelModule.parse(
+        "func.func @main(%x: tensor<64x32xf32>) -> tensor<64x32xf32> {\n"
+        "  %e = fuel.exp %x : tensor<64x32xf32>\n"
+        "  %y = fuel.mul %e, %x : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>\n"
+        "  func.return %y : tensor<64x32xf32>\n}\n"
+    )
+    gen = next(a for a in lower(module, "sm_90") if a.meta.get("kind") == "generated")
+    (launch,) = gen.meta["launches"]
+    assert launch["specialization"] == {"in0": ["aligned16"], "out0": ["aligned16"],
+                                        "N": ["div16"]}  # fmt: skip
+    ptx = next(v.decode() for f, v in gen.files.items() if f.endswith(".ptx"))
+    assert V4_LOAD.search(ptx)
+
+
+FAMILIES = [  # (op, dtypes, source, shapes, params): every kernel function, sizes % 16 == 0
+    ("exp", ("f32",) * 2, "triton", [(32, 64), (32, 64)], {}),
+    ("add", ("f32",) * 3, "triton", [(32, 64), (64,), (32, 64)], {}),
+    ("matmul", ("f32",) * 3, "triton", [(32, 16), (16, 48), (32, 48)], {}),
+    ("reduce_sum", ("f32",) * 2, "triton", [(32, 64), (32,)], {"axes": (1,), "keepdim": False}),
+    ("softmax", ("f32",) * 2, "triton", [(32, 64), (32, 64)], {"axis": 1}),
+    ("rms_norm", ("f32",) * 3, "triton", [(32, 64), (64,), (32, 64)], {"eps": 1e-5}),
+    ("layer_norm", ("f32",) * 4, "triton", [(32, 64), (64,), (64,), (32, 64)], {"eps": 1e-5}),
+    ("rope", ("f32",) * 4, "triton", [(1, 2, 16, 32), (16, 16), (16, 16), (1, 2, 16, 32)],
+     {"interleaved": False}),
+    ("attention", ("f32",) * 4, "triton",
+     [(1, 4, 16, 32), (1, 2, 16, 32), (1, 2, 16, 32), (1, 4, 16, 32)],
+     {"causal": True, "scale": 0.125}),
+    ("attention", ("f32",) * 3 + ("i64", "f32"), "triton-flashdecode",
+     [(1, 4, 1, 32), (1, 2, 64, 32), (1, 2, 64, 32), (), (1, 4, 1, 32)],
+     {"causal": True, "scale": 0.125}),
+    ("transpose", ("f32",) * 2, "triton", [(32, 64), (64, 32)], {"perm": (1, 0)}),
+    ("slice", ("f32",) * 2, "triton", [(32, 64), (16, 32)],
+     {"starts": (0, 0), "limits": (32, 64), "steps": (2, 2)}),
+    ("broadcast", ("f32",) * 2, "triton", [(1, 64), (32, 64)], {}),
+    ("concat", ("f32",) * 2, "triton", [(32, 64), (32, 64), (32, 128)], {"axis": 1}),
+    ("gather", ("f32", "i64", "f32"), "triton", [(32, 64), (16,), (16, 64)], {"axis": 0}),
+    ("where", ("i1",) + ("f32",) * 3, "triton", [(32, 64), (64,), (32, 64), (32, 64)], {}),
+]  # fmt: skip
+
+
+def _operand(shape, dtype: str) -> torch.Tensor:
+    if dtype == "i1":
+        return torch.randint(0, 2, shape).bool()
+    if dtype in ("i32", "i64"):
+        return torch.randint(0, 16, shape, dtype=getattr(torch, "int" + dtype[1:]))
+    return torch.randn(shape)
+
+
+@pytest.mark.parametrize(("op", "dtypes", "source", "shapes", "params"), FAMILIES,
+                         ids=[f"{r[0]}-{r[2]}" for r in FAMILIES])  # fmt: skip
+def test_launches_honour_the_specialisation(op, dtypes, source, shapes, params, monkeypatch):
+    """What `specialization_of` assumes holds when a kernel runs on fresh operands: each integer
+    argument a size names is passed that size, and every pointer is 16-byte aligned."""
+    e = entry(op, dtypes, source)
+    launched, real = [], TritonKernelSpec.launch
+
+    def spy(spec: TritonKernelSpec, *args) -> None:
+        names = [n for n, t in spec.signature.items() if t != "constexpr"]
+        launched.append({n: a.data_ptr() if isinstance(a, torch.Tensor) else a
+                         for n, a in zip(names, args, strict=True)})  # fmt: skip
+        real(spec, *args)
+
+    monkeypatch.setattr(TritonKernelSpec, "launch", spy)
+    kinds = dtypes[:-1] if len(dtypes) == len(shapes) else dtypes[:1] * (len(shapes) - 1)
+    ins = [_operand(s, d) for s, d in zip(shapes[:-1], kinds, strict=True)]  # concat: variadic
+    e.kernel(ins, [torch.empty(shapes[-1])], params)
+    specs = kernel_specs(e, shapes, dtypes, params)
+    assert len(launched) == len(specs) >= 1
+    for spec, args in zip(specs, launched, strict=True):
+        for name in spec.sizes.keys() & args.keys():
+            assert args[name] == spec.sizes[name], (spec.name, name)
+        assert check_args(specialization_of(spec), args) is None
