@@ -9,10 +9,13 @@ Two phases, one table each:
 2. speed: representative LLM-sized launches (exp over 16M elements, a row-broadcast add, a cast,
    4096^3 matmul per tile config, reductions, vocab softmax, norms, rope, causal GQA prefill
    attention at S=4096, flash decoding with 32 query heads over an 8k KV cache, full and
-   half live), each checked against float64 and torch, then timed with CUDA events (median of
-   `--iters` after 3 warm-ups) next to torch: cuBLAS for matmul (also as % of cuBLAS), SDPA for
-   attention. TFLOP/s for matmul and attention, GB/s for memory-bound kernels, % of peak HBM
-   bandwidth (`--peak-gbs`, H200: 4800) for flash decoding.
+   half live, tiled transposes (2-D bf16 8192^2; f32 [32, 2048, 1000] swapping the last two
+   axes) against torch's `.transpose(...).contiguous()`, an embedding-row gather (its time
+   includes the one error-flag read back per call) against torch indexing), each checked
+   against float64 and torch, then timed with CUDA events (median of `--iters` after 3
+   warm-ups) next to torch: cuBLAS for matmul (also as % of cuBLAS), SDPA for attention.
+   TFLOP/s for matmul and attention, GB/s for memory-bound kernels, % of peak HBM bandwidth
+   (`--peak-gbs`, H200: 4800) for flash decoding.
 
 Without a GPU everything runs at small shapes under the Triton interpreter, prints
 "no GPU: timings skipped", and takes well under 2 minutes. Exit status 1 on any mismatch.
@@ -205,6 +208,10 @@ def _memory_cases(big: bool) -> list[Case]:
     freq = 1e4 ** (-torch.arange(hd // 2, device=DEV) / (hd // 2))
     ang = torch.arange(s, device=DEV)[:, None] * freq
     cos, sin = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
+    t2 = rand((8192, 8192) if big else (40, 96), "bf16")
+    tb = rand((32, 2048, 1000) if big else (3, 40, 70), "f32")  # 1000: not a multiple of 64
+    emb = rand((32000, 4096) if big else (100, 96), "bf16")
+    ids = torch.randint(-emb.shape[0], emb.shape[0], (4096 if big else 40,), device=DEV)
     return [
         Case("exp", "exp", ("bf16",) * 2, [x], x.shape, lambda: x.double().exp(), x.exp,
              bytes_moved=nbytes(x, x)),
@@ -230,6 +237,17 @@ def _memory_cases(big: bool) -> list[Case]:
              lambda: torch.cat([xr[..., : hd // 2] * cos - xr[..., hd // 2 :] * sin,
                                 xr[..., hd // 2 :] * cos + xr[..., : hd // 2] * sin], -1),
              {"interleaved": False}, bytes_moved=nbytes(xr, xr, cos, sin)),
+        Case("transpose (2-D, tiled)", "transpose", ("bf16",) * 2, [t2], t2.T.shape,
+             lambda: t2.double().T, lambda: t2.transpose(0, 1).contiguous(), {"perm": (1, 0)},
+             bytes_moved=nbytes(t2, t2)),
+        Case("transpose (last two, tiled)", "transpose", ("f32",) * 2, [tb],
+             tb.transpose(1, 2).shape, lambda: tb.double().transpose(1, 2),
+             lambda: tb.transpose(1, 2).contiguous(), {"perm": (0, 2, 1)},
+             bytes_moved=nbytes(tb, tb)),
+        Case("gather (embedding rows)", "gather", ("bf16", "i64", "bf16"), [emb, ids],
+             (ids.shape[0], emb.shape[1]), lambda: emb.double()[ids],
+             lambda: emb[ids], {"axis": 0},
+             bytes_moved=2.0 * ids.shape[0] * emb.shape[1] * 2 + nbytes(ids)),
     ]  # fmt: skip
 
 
