@@ -17,6 +17,7 @@ from xdsl.context import Context
 
 from frontends.builder import GraphBuilder
 from lowering.cpu import codegen
+from lowering.cpu.codegen_half import HALF
 from lowering.cpu.kernels.elementwise import F64_ULP
 from passes.convert_fuel_to_c import ConvertFuelToCPass
 from runtime.dtypes import to_numpy
@@ -83,6 +84,17 @@ def int_values(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
     return x
 
 
+HALF_NUMPY = [to_numpy(t) for t in HALF]
+
+
+def assert_same_bits(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
+    """16-bit floats: bit-identical, NaN payloads and the sign of zero included."""
+    g, w = got.reshape(-1).view(np.uint16), want.reshape(-1).view(np.uint16)
+    bad = np.nonzero(g != w)[0]
+    first = [f"{i}: got {g[i]:#06x} want {w[i]:#06x}" for i in bad[:5]]
+    assert not bad.size, f"{what}: {bad.size} of {g.size} differ ({', '.join(first)})"
+
+
 def lowered(module: FuelModule, min_ops: int = 1) -> FuelModule:
     m = FuelModule(module.op.clone(), dict(module.weights))
     ConvertFuelToCPass(min_ops=min_ops, cost_model=False).apply(Context(), m.op)
@@ -98,7 +110,9 @@ def check(module: FuelModule, feeds: dict[str, np.ndarray], max_ulp: int = 0) ->
     for k, w in want.items():
         g = got[k]
         assert g.dtype == w.dtype and g.shape == w.shape
-        if w.dtype.kind == "f":
+        if w.dtype in HALF_NUMPY:
+            assert_same_bits(g, w, k)
+        elif w.dtype.kind == "f":
             assert ulp_diff(g, w) <= max_ulp, f"{k}: {ulp_diff(g, w)} ulp"
         else:
             np.testing.assert_array_equal(g, w)
@@ -252,10 +266,10 @@ def test_cost_model_keeps_large_transcendental_groups_on_numpy() -> None:
         assert any(op.name == "fuel.c_launch" for op in m.op.walk()) == fused
 
 
-def test_half_and_f64_gelu_tanh_stay_on_numpy() -> None:
+def test_f64_gelu_tanh_and_half_pow_stay_on_numpy() -> None:
     g = GraphBuilder()
     x, h = g.input("x", (8,), "f64"), g.input("h", (8,), "f16")
-    module = g.build({"y": g.gelu(x, approximate="tanh"), "z": g.add(g.neg(h), h)})
+    module = g.build({"y": g.gelu(x, approximate="tanh"), "z": g.pow(g.neg(h), h)})
     ConvertFuelToCPass().apply(Context(), module.op)
     assert not any(op.name == "fuel.c_launch" for op in module.op.walk())
 
@@ -372,3 +386,205 @@ def test_codegen_option_is_validated() -> None:
     assert CpuBackend().parse_options("cpu", {"codegen": "c"}).codegen == "c"
     with pytest.raises(BackendError, match="codegen='llvm': expected c or none"):
         CpuBackend().parse_options("cpu", {"codegen": "llvm"})
+
+
+# -- f16 / bf16: bit-identical to the numpy kernels -------------------------------------------
+
+needs_half = pytest.mark.skipif(
+    not codegen.HALF_IN_DIALECT,
+    reason="fuel.c_kernel does not accept f16/bf16 (fuel_dialect.ops_cpu.C_DTYPES)",
+)
+
+HALF_UNARY = {
+    "f16": ["neg", "abs", "relu", "exp", "sqrt", "rsqrt", "recip", "tanh", "sin", "cos", "erf",
+            "gelu", "gelu_tanh"],
+    "bf16": ["neg", "abs", "relu", "log", "sqrt", "rsqrt", "recip", "tanh", "sin", "cos", "erf",
+             "gelu", "gelu_tanh"],
+}  # fmt: skip
+"""Unary ops with a 16-bit C emitter (the others stay on numpy: HALF_ON_NUMPY)."""
+HALF_ON_NUMPY = {"f16": ["log", "sigmoid", "silu"], "bf16": ["exp", "sigmoid", "silu"]}
+HALF_BINARY = ["add", "sub", "mul", "div", "max", "min"]
+
+
+def every_half(dtype: str) -> np.ndarray:
+    """All 65,536 bit patterns of a 16-bit float: zeros, subnormals, inf, every NaN."""
+    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(to_numpy(dtype))
+
+
+def random_half(dtype: str, n: int, seed: int) -> np.ndarray:
+    """Random 16-bit patterns (NaNs, infs and subnormals among them) and, for half of the
+    elements, moderate normal values where rounding after every op matters."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 1 << 16, n).astype(np.uint16).view(to_numpy(dtype))
+    normal = (rng.standard_normal(n) * 4).astype(np.float32).astype(to_numpy(dtype))
+    return np.where(rng.random(n) < 0.5, bits, normal)
+
+
+def half_unary(g: GraphBuilder, op: str, x: object) -> object:
+    return g.gelu(x, approximate="tanh") if op == "gelu_tanh" else getattr(g, op)(x)
+
+
+@needs_half
+@pytest.mark.parametrize(
+    ("dtype", "op"), [(t, op) for t in HALF for op in HALF_UNARY[t]]
+)  # fmt: skip
+def test_half_unary_exhaustive(dtype: str, op: str) -> None:
+    g = GraphBuilder()
+    x = g.input("x", (1 << 16,), dtype)
+    check(g.build({"y": half_unary(g, op, x)}), {"x": every_half(dtype)})
+
+
+@needs_half
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("op", HALF_BINARY + COMPARES)
+def test_half_binary_random_bits(op: str, dtype: str) -> None:
+    n = 1 << 17
+    g = GraphBuilder()
+    x, y = g.input("x", (n,), dtype), g.input("y", (n,), dtype)
+    module = g.build({"z": g.compare(op, x, y) if op in COMPARES else getattr(g, op)(x, y)})
+    a, b = random_half(dtype, n, 10), random_half(dtype, n, 11)
+    b[::7] = a[::7]  # ties for max/min and the compares
+    check(module, {"x": a, "y": b})
+
+
+@needs_half
+@pytest.mark.parametrize("dtype", HALF)
+def test_half_binary_broadcasting(dtype: str) -> None:
+    g = GraphBuilder()
+    x, y = g.input("x", (5, 1, 40), dtype), g.input("y", (3, 1), dtype)
+    module = g.build({"z": g.div(g.sub(x, y), g.max(y, 0.75))})
+    check(module, {"x": random_half(dtype, 200, 12).reshape(5, 1, 40),
+                   "y": random_half(dtype, 3, 13).reshape(3, 1)})  # fmt: skip
+
+
+@needs_half
+@pytest.mark.parametrize("dst", [*HALF, "f32", "f64", "i64", "i32", "i8", "u8", "i1"])
+@pytest.mark.parametrize("src", HALF)
+def test_half_casts_exhaustive(src: str, dst: str) -> None:
+    """Every 16-bit pattern to every dtype (to integers: the in-range finite ones)."""
+    x = every_half(src)
+    if dst in ("i64", "i32", "i8", "u8"):
+        f, lo = x.astype(np.float32), -1.0 if dst == "u8" else -129.0
+        x = x[np.isfinite(f) & (f > lo) & (f < (256.0 if dst in ("i8", "u8") else 1e6))]
+        x = x[(x.astype(np.float32) < 128) | (dst != "i8")]
+    g = GraphBuilder()
+    v = g.input("x", x.shape, src)
+    check(g.build({"y": g.cast(v, dst)}), {"x": x})
+
+
+def wide_values_near_half_ties(src: str, seed: int) -> np.ndarray:
+    """f32/f64 values on, next to and between the rounding ties of f16 and bf16, random bit
+    patterns (NaN payloads, subnormals, out of range) and the overflow thresholds."""
+    rng = np.random.default_rng(seed)
+    n = 1 << 16
+    ties = (rng.integers(-4096, 4096, n) + 0.5) * np.exp2(rng.integers(-34, 6, n))
+    dt = to_numpy(src)
+    it = np.uint32 if src == "f32" else np.uint64
+    rand = rng.integers(0, np.iinfo(it).max, n, dtype=np.uint64, endpoint=True).astype(it)
+    edges = np.array([65504.0, 65519.99, 65520.0, -65520.0, 2.0**-24, 2.0**-25, 3 * 2.0**-26,
+                      2.0**-25 * (1 + 2.0**-20), 3.3961e38, 3.4e38, 1e300, 0.0, -0.0])  # fmt: skip
+    with np.errstate(over="ignore"):
+        t = ties.astype(dt)
+        return np.concatenate([t, np.nextafter(t, dt.type(0)), np.nextafter(t, dt.type(np.inf)),
+                               rand.view(dt), edges.astype(dt)])  # fmt: skip
+
+
+@needs_half
+@pytest.mark.parametrize("dst", HALF)
+@pytest.mark.parametrize("src", ["f32", "f64", "i64", "i32", "i8", "u8", "i1"])
+def test_casts_to_half(src: str, dst: str) -> None:
+    """Round to nearest even (ties, overflow to inf, subnormals, NaN payloads); f64/i64/i32
+    -> bf16 round once, correctly (the cast kernel's round-to-odd), not through f32."""
+    rng = np.random.default_rng(14)
+    if src in ("f32", "f64"):
+        x = wide_values_near_half_ties(src, 15)
+    elif src == "i1":
+        x = rng.integers(0, 2, 64).astype(np.bool_)
+    else:
+        dt, info = to_numpy(src), np.iinfo(to_numpy(src))
+        x = rng.integers(info.min, info.max, 1 << 16, dtype=dt, endpoint=True)
+        if src in ("i64", "i32"):  # 8-bit mantissas times powers of two, +-2: bf16 ties
+            top = 54 if src == "i64" else 22
+            m = rng.integers(1, 512, 1 << 16) << rng.integers(1, top, 1 << 16)
+            near = (m + rng.integers(-2, 3, 1 << 16)).astype(dt)
+            x = np.concatenate([x, near, np.array([info.min, info.max, 65519, 65520, -65520], dt)])
+    g = GraphBuilder()
+    v = g.input("x", x.shape, src)
+    check(g.build({"y": g.cast(v, dst)}), {"x": x})
+
+
+@needs_half
+@pytest.mark.parametrize("dtype", HALF)
+def test_half_fused_chain_rounds_after_every_op(dtype: str) -> None:
+    """relu(x * y + z) and a cast chain, one kernel, bit-identical to the unfused numpy
+    kernels, which round to the dtype after every op; the inputs are ones where rounding only
+    once at the end would differ (checked), so a kernel that skipped a rounding fails."""
+    n = 1 << 14
+    g = GraphBuilder()
+    x, y, z = (g.input(k, (n,), dtype) for k in "xyz")
+    w = g.input("w", (n,), "f32")
+    r = g.relu(g.add(g.mul(x, y), z))
+    mixed = g.cast(g.mul(g.cast(g.sqrt(g.abs(r)), "f32"), w), dtype)
+    other = "bf16" if dtype == "f16" else "f16"
+    across = g.cast(g.add(g.cast(r, other), g.cast(z, other)), "f64")
+    module = g.build({"r": r, "mixed": g.where(g.compare("gt", mixed, z), mixed, x),
+                      "across": across})  # fmt: skip
+    lowered_ops = [op.name for op in lowered(module).entry.body.block.ops]
+    assert lowered_ops == ["fuel.c_launch", "func.return"]
+    feeds = {k: random_half(dtype, n, 20 + i) for i, k in enumerate("xyz")}
+    feeds["w"] = np.random.default_rng(23).standard_normal(n).astype(np.float32)
+    check(module, feeds)
+    with np.errstate(all="ignore"):  # the test's inputs do tell per-op rounding apart
+        xs, ys, zs = (feeds[k].astype(np.float32) for k in "xyz")
+        once = np.maximum(xs * ys + zs, 0).astype(to_numpy(dtype))
+        want = Executor(module).run(feeds)["r"]
+    assert (once.view(np.uint16) != want.view(np.uint16)).sum() > 10
+
+
+@needs_half
+def test_half_nan_inf_subnormal_cases() -> None:
+    """Spot cases: subnormal ties round to even, 65520 overflows f16 to inf, NaN payloads
+    survive neg/abs/where (bits) and narrowing to f16, bf16 arithmetic gives its default NaN,
+    -0.0 stays -0.0."""
+    h = np.array([0x0001, 0x0003, 0x7BFF, 0x7C01, 0xFD55, 0x8000, 0x0400, 0x7C00], np.uint16)
+    b = np.array([0x0001, 0x7F81, 0xFF81, 0x7F7F, 0x8000, 0x0080, 0xFFC1, 0x7F80], np.uint16)
+    g = GraphBuilder()
+    x, y = g.input("x", (8,), "f16"), g.input("y", (8,), "bf16")
+    half_x = g.mul(x, 0.5)  # 0x0001 * 0.5: a tie, to even 0; 0x0003 * 0.5 -> 0x0002
+    big = g.add(x, 16.0)  # 65504 + 16 = 65520: to inf
+    sel = g.where(g.compare("lt", x, 1.0), g.neg(x), g.abs(x))
+    module = g.build({
+        "half_x": half_x, "big": big, "sel": sel,
+        "yb": g.add(g.neg(y), y), "yw": g.cast(g.cast(y, "f16"), "bf16"),
+        "yf": g.where(g.compare("ne", y, y), g.abs(y), g.mul(y, 2.0)),
+    })  # fmt: skip
+    feeds = {"x": h.view(np.float16), "y": b.view(to_numpy("bf16"))}
+    check(module, feeds)
+    with np.errstate(all="ignore"):
+        got = Executor(lowered(module)).run(feeds)
+    assert got["half_x"].view(np.uint16)[:2].tolist() == [0x0000, 0x0002]
+    assert got["big"].view(np.uint16)[2] == 0x7C00
+    assert got["sel"].view(np.uint16)[3:6].tolist() == [0x7C01, 0x7D55, 0x0000]
+    assert got["yf"].view(np.uint16)[1:3].tolist() == [0x7F81, 0x7F81]  # abs keeps a payload
+
+
+@needs_half
+@pytest.mark.parametrize("dtype", HALF)
+def test_half_unsupported_ops_stay_on_numpy(dtype: str) -> None:
+    """pow, sigmoid, silu, f16 log and bf16 exp have no 16-bit C emitter: a chain through one
+    is split, that op runs as its numpy kernel, and the result is still bit-identical."""
+    g = GraphBuilder()
+    x, y = g.input("x", (4, 64), dtype), g.input("y", (64,), dtype)
+    u = g.pow(g.abs(g.mul(x, 1.5)), y)
+    for op in HALF_ON_NUMPY[dtype]:
+        u = getattr(g, op)(g.max(g.add(u, 0.5), -4.0))
+    module = g.build({"z": g.relu(g.mul(u, 3.0))})
+    for op in module.entry.body.block.ops:
+        key = op.name.removeprefix("fuel.")
+        if key in ("pow", *HALF_ON_NUMPY[dtype]):
+            assert not codegen.c_eligible(op)
+    names = [op.name for op in lowered(module).entry.body.block.ops]
+    assert {"fuel.pow", *(f"fuel.{op}" for op in HALF_ON_NUMPY[dtype])} <= set(names)
+    assert names.count("fuel.c_launch") == 1 + len(HALF_ON_NUMPY[dtype]) + 1
+    feeds = {"x": random_half(dtype, 256, 30).reshape(4, 64), "y": random_half(dtype, 64, 31)}
+    check(module, feeds)

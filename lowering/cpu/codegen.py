@@ -28,8 +28,11 @@ Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by 
   erfcx polynomial, series and exact-square splits, in the same operation order), evaluated in
   double for f32 too, like the numpy kernels' F64_COMPUTE; the f64 tanh form of gelu (a
   double-double argument) has no emitter.
-f16/bf16 values have no C emitter: groups touching them stay on the numpy path (see
-`c_eligible`).
+* f16/bf16 are stored as their bits and held as f32 values; each op computes like its numpy
+  kernel (in f32; erf/gelu in double) and rounds to the dtype at once, as the unfused kernels
+  do, and casts reproduce numpy's / ml_dtypes' conversions bit for bit (`codegen_half`).
+  pow, sigmoid, silu, f16 log and bf16 exp, whose numpy f32 SIMD results C cannot reproduce
+  to the last 16-bit rounding, have no emitter there: such groups stay on numpy (`c_eligible`).
 
 Compiled with the system C compiler (`$CC`, else `cc`) as `-O2 -fPIC -shared -std=c11
 -ffp-contract=off` (never -ffast-math or -march=native: the .so goes into portable bundles);
@@ -62,6 +65,8 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.ops_cpu import C_DTYPES
+from lowering.cpu import codegen_half as half
 from lowering.triton.codegen import (
     FusionGroup,
     broadcast_index,
@@ -79,9 +84,11 @@ sqrt be an instruction (errno is never read)."""
 
 CTYPE = {
     "f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t", "i8": "int8_t",
-    "u8": "uint8_t", "i1": "uint8_t",
+    "u8": "uint8_t", "i1": "uint8_t", "f16": "uint16_t", "bf16": "uint16_t",
 }  # fmt: skip
-"""fuel dtype -> C storage and compute type (i1 is a 0/1 byte, like numpy's bool)."""
+"""fuel dtype -> C storage type (i1 is a 0/1 byte, like numpy's bool; f16/bf16 their bits)."""
+VTYPE = {**CTYPE, "f16": "float", "bf16": "float"}
+"""fuel dtype -> the C type its values are held in (f16/bf16: the f32 of the same value)."""
 UTYPE = {"i64": "uint64_t", "i32": "uint32_t", "i8": "uint32_t", "u8": "uint32_t"}
 """Unsigned type integer arithmetic runs in (wraps; converting back truncates modulo 2^bits)."""
 FLOAT = ("f64", "f32")
@@ -168,7 +175,13 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("lt", "le", "gt", "ge"), (*FLOAT, *INTS)),
     **dict.fromkeys(("where", "cast", "broadcast"), tuple(CTYPE)),
 }
-"""op -> operand dtypes with a C emitter (the numpy kernels' dtype sets, f16/bf16 excepted)."""
+HALF_IN_DIALECT = set(half.HALF) <= set(C_DTYPES)
+"""`fuel.c_kernel` accepts f16/bf16 signatures (`fuel_dialect.ops_cpu.C_DTYPES`): until it
+does, no group with a 16-bit value is converted (the kernel op would not verify)."""
+if HALF_IN_DIALECT:
+    SUPPORTED = {k: v + half.SUPPORTED.get(k, ()) for k, v in SUPPORTED.items()}
+"""op -> operand dtypes with a C emitter (the numpy kernels' dtype sets; f16/bf16: the ops
+`codegen_half.SUPPORTED` lists)."""
 
 HELPERS = {
     "fuel_sigmoid": """
@@ -278,7 +291,7 @@ class CodegenError(Exception):
 
 def c_eligible(op: Operation) -> bool:
     """True when `op` has a C emitter at its dtypes (elementwise, broadcast or cast ops on
-    f64/f32/integers/i1; not erf/gelu, not f16/bf16)."""
+    f64/f32/integers/i1, and those of `codegen_half.SUPPORTED` on f16/bf16)."""
     key = op_key(op)
     if key not in SUPPORTED:
         return False
@@ -286,7 +299,7 @@ def c_eligible(op: Operation) -> bool:
         dts = {dtype_name(v.type) for v in (*op.operands, *op.results)}
     except ValueError:
         return False
-    if not dts <= set(CTYPE):
+    if not dts <= set(CTYPE) or not (HALF_IN_DIALECT or dts.isdisjoint(half.HALF)):
         return False
     first = dtype_name(op.operands[-1].type)  # where: the value operands
     return first in SUPPORTED[key]
@@ -335,9 +348,9 @@ def c_groups(block: Any, eligible: Any) -> list[FusionGroup]:
 
 def c_literal(value: float | int | bool, dt: str) -> str:
     """An exact C literal of a splat of dtype `dt` (floats as hex floats)."""
-    if dt in FLOAT:
+    if dt in FLOAT or dt in half.HALF:  # a 16-bit splat is already rounded: exact in f32
         text = float(value).hex()
-        return f"{text}f" if dt == "f32" else text
+        return text if dt == "f64" else f"{text}f"
     v = int(value)
     if dt == "i64" and v == -(2**63):
         return "(-9223372036854775807LL - 1)"
@@ -369,19 +382,22 @@ class _Emitter:
         dt, name = dtype_name(v.type), self.fresh()
         self.names[v] = name
         off, _ = self.offset(shape_of(v.type))
-        self.lines.append(f"{CTYPE[dt]} {name} = in{j}[{off}];  /* {v.type} */")
+        val = f"{half.LOAD[dt]}(in{j}[{off}])" if dt in half.HALF else f"in{j}[{off}]"
+        if dt in half.HALF:
+            self.helpers.add(half.HELPER)
+        self.lines.append(f"{VTYPE[dt]} {name} = {val};  /* {v.type} */")
 
     def splat(self, v: SSAValue, value: float | int | bool) -> None:
         dt, name = dtype_name(v.type), self.fresh()
         self.names[v] = name
-        self.lines.append(f"const {CTYPE[dt]} {name} = {c_literal(value, dt)};  /* splat */")
+        self.lines.append(f"const {VTYPE[dt]} {name} = {c_literal(value, dt)};  /* splat */")
 
     def op(self, op: Operation) -> None:
         dt = dtype_name(op.results[0].type)
         expr = self.expr(op, op_key(op), [self.names[v] for v in op.operands])
         name = self.fresh()
         self.names[op.results[0]] = name
-        self.lines.append(f"{CTYPE[dt]} {name} = {expr};  /* {op.name} */")
+        self.lines.append(f"{VTYPE[dt]} {name} = {expr};  /* {op.name} */")
 
     def expr(self, op: Operation, key: str, args: list[str]) -> str:
         src, dst = dtype_name(op.operands[-1].type), dtype_name(op.results[0].type)
@@ -397,14 +413,37 @@ class _Emitter:
         if key == "broadcast":
             return args[0]
         if key == "cast":
+            if src in half.HALF or dst in half.HALF:
+                self.helpers.add(half.HELPER)
+                return half.half_cast(src, dst, args[0], CTYPE)
             return self.cast(src, dst, args[0])
+        if src in half.HALF:
+            return self.half_expr(op, key, args, src)
         table = (FLOAT_UNARY if src in FLOAT else INT_UNARY) if len(args) == 1 else None
         if table is None:
             table = FLOAT_BINARY if src in FLOAT else INT_BINARY
         if key not in table:
             raise CodegenError(f"no C code for '{op.name}' on {src}")
         fmt |= {"x": args[0], "y": args[-1]}
-        text = table[key].format(**fmt)
+        return self.use_helpers(table[key].format(**fmt))
+
+    def half_expr(self, op: Operation, key: str, args: list[str], dt: str) -> str:
+        """An f16/bf16 op: the f32 (erf/gelu: double) expression of the numpy kernel, rounded
+        to `dt` at once unless it only selects or flips a sign."""
+        wide = "double" if key in half.DOUBLE_COMPUTE else "float"
+        table = FLOAT_UNARY if len(args) == 1 else FLOAT_BINARY
+        if key not in table:
+            raise CodegenError(f"no C code for '{op.name}' on {dt}")
+        text = (half.UNARY if len(args) == 1 else half.BINARY).get(key, table[key])
+        text = self.use_helpers(text.format(T=wide, U="", sqrt="sqrtf", x=args[0], y=args[-1]))
+        self.helpers.add(half.HELPER)
+        if key in half.EXACT:
+            return text
+        rnd = half.ROUND_DOUBLE if wide == "double" else half.ROUND
+        return f"{rnd[dt]}({text})"
+
+    def use_helpers(self, text: str) -> str:
+        """`text`, noting the helpers it calls (with their dependencies)."""
         for h in HELPERS:
             if f"{h}(" in text:
                 self.helpers.update((*HELPER_DEPS.get(h, ()), h))
@@ -422,7 +461,9 @@ class _Emitter:
 
     def store(self, j: int, v: SSAValue) -> None:
         off, conds = self.offset(shape_of(v.type), store=True)
-        line = f"out{j}[{off}] = {self.names[v]};  /* {v.type} */"
+        dt, val = dtype_name(v.type), self.names[v]
+        val = f"{half.STORE[dt]}({val})" if dt in half.HALF else val
+        line = f"out{j}[{off}] = {val};  /* {v.type} */"
         self.lines.append(f"if ({' && '.join(conds)}) {line}" if conds else line)
 
 
@@ -453,8 +494,9 @@ def c_source(group: FusionGroup, name: str) -> str:
         "#include <math.h>",
         "#include <stdint.h>",
     ]
-    deps_first = sorted(em.helpers, key=lambda h: (h not in ("fuel_erfcx", "fuel_x_sigmoid"), h))
-    out += [helper_source(h) for h in deps_first]
+    first = (half.HELPER, "fuel_erfcx", "fuel_x_sigmoid")  # helpers others call
+    deps_first = sorted(em.helpers, key=lambda h: (first.index(h) if h in first else 3, h))
+    out += [half.HELPER_SOURCE if h == half.HELPER else helper_source(h) for h in deps_first]
     out += ["", f"static void {name}_body({', '.join(params)}) {{"]
     if not dims:
         loops = ["{"]  # one point
