@@ -216,6 +216,9 @@ class _Compiler(ViewPlanner):
     record of a native program (see `runtime.work_items.fuse_native_runs`)."""
     native: bool = False
     """fuel's native library may run programs here (`lowering.cpu.native.available()`)."""
+    prepared: dict[Any, Any] = field(default_factory=dict)
+    """What kernels derived once from constant operands (`prepare`: packed weights), shared
+    by every op that reads the same constant; held for the executor's life."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
@@ -440,11 +443,28 @@ class _Compiler(ViewPlanner):
             if static and self.native and self.arm_bytes is None:
                 self.encode(ins, encode_ufunc(node.entry.direct, ins))
         else:
-            self.items.append((node.entry.kernel, args := [ins, outs, node.params]))
-            encode = getattr(node.entry.kernel, "encode", None)
+            kernel = self.prepare(node.entry.kernel, op, ins, node.params)
+            self.items.append((kernel, args := [ins, outs, node.params]))
+            encode = getattr(kernel, "encode", None)
             if encode is not None and static and self.native and self.arm_bytes is None:
                 self.encode(args, encode(ins, outs, node.params))
         self.names.append(op.name)
+
+    def prepare(self, kernel: Any, op: KernelOp, ins: list[Any], params: Any) -> Any:
+        """`kernel`, or what its `prepare` makes of it given the operands that are constants
+        (weights never move nor change: a native GEMM packs them once, here). The bytes it
+        derives count as resident, like the weights."""
+        prepare = getattr(kernel, "prepare", None)
+        if prepare is None or not self.native:
+            return kernel
+        constants = [
+            a if v in self.anywhere else None for v, a in zip(op.operands, ins, strict=True)
+        ]
+        before = sum(a.nbytes for a in self.prepared.values())
+        made = prepare(constants, [shape_of(v.type) for v in op.operands], params, self.prepared)
+        grown = sum(a.nbytes for a in self.prepared.values()) - before
+        self.resident[HOST] = self.resident.get(HOST, 0) + grown
+        return kernel if made is None else made
 
     def encode(self, args: list[Any], record: Any) -> None:
         if record is not None:
@@ -867,12 +887,13 @@ class Executor:
         """Peak bytes per device over the runs so far (before any run: the all-arm-0 route).
 
         Counted: weights and constants resident on the device (host arrays once; each device
-        upload once), plus the planned buffers holding a live value at each top-level op (a
-        pooled buffer counts its full size from the op defining its value until the value's
-        last use; a host buffer pinned by an asynchronous copy counts to the end of the run),
-        plus the buffers of each branch arm that ran, from the branch to the end of the run.
-        Not counted: the caller's input arrays and the output copies handed back. A schedule
-        without branches has one route, so its peak is known from compilation.
+        upload once; what kernels derived from them, such as packed weights), plus the planned
+        buffers holding a live value at each top-level op (a pooled buffer counts its full size
+        from the op defining its value until the value's last use; a host buffer pinned by an
+        asynchronous copy counts to the end of the run), plus the buffers of each branch arm
+        that ran, from the branch to the end of the run. Not counted: the caller's input arrays
+        and the output copies handed back. A schedule without branches has one route, so its
+        peak is known from compilation.
         """
         return dict(self._peak)
 

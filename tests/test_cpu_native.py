@@ -53,11 +53,13 @@ def test_matmul_gemv_against_float64(xs: tuple[int, ...], ws: tuple[int, ...]) -
     assert normwise(out, ref) < 2e-6 * np.sqrt(xs[-1] / 64 + 1)
 
 
-def test_matmul_other_shapes_are_numpy_bit_for_bit() -> None:
+def test_matmul_batched_weights_and_f64_are_numpy_bit_for_bit() -> None:
+    """Only 2-D f32 weights take a C path (the GEMV, or the packed GEMM for 8+ rows, see
+    test_cpu_native_gemm); batched weights and other dtypes run numpy's matmul."""
     g = rng(1)
-    for xs, ws in [((8, 64), (64, 32)), ((2, 5, 16), (2, 16, 8)), ((32, 128), (128, 64))]:
+    for xs, ws in [((2, 5, 16), (2, 16, 8)), ((8, 64), (3, 64, 32))]:
         x, w = g.standard_normal(xs).astype(F32), g.standard_normal(ws).astype(F32)
-        out = np.empty(np.broadcast_shapes(xs[:-1], ws[:-2] + (1,))[:-1] + (xs[-2], ws[-1]), F32)
+        out = np.empty(np.matmul(x, w).shape, F32)
         nk._matmul_native([x, w], [out], {})
         assert np.array_equal(out, np.matmul(x, w))
     x64 = g.standard_normal((1, 16))
@@ -96,18 +98,22 @@ def test_gated_mlp_against_float64_and_numpy_kernel() -> None:
         assert normwise(out, numpy_out.astype(np.float64)) < 4e-6
 
 
-def test_gated_mlp_many_rows_equals_the_blas_kernel_bit_for_bit() -> None:
-    """Prefill rows: the same products as the torch-blas kernel (numpy's where torch is
-    missing) and a C silu * up that rounds exactly like numpy's f64 silu."""
-    from lowering.cpu.kernels import torch_blas
+def test_gated_mlp_many_rows_is_its_steps_bit_for_bit() -> None:
+    """Prefill rows: the three products on the packed GEMM and a C silu * up that rounds
+    exactly like numpy's f64 silu."""
+    from lowering.cpu.kernels.fused import f32_activations
 
     g = rng(4)
     x = g.standard_normal((16, 32)).astype(F32)
     ws = [g.standard_normal(s).astype(F32) for s in ((32, 48), (32, 48), (48, 24))]
-    got, want = np.empty((16, 24), F32), np.empty((16, 24), F32)
+    got = np.empty((16, 24), F32)
     nk._gated_mlp_native([x, *ws], [got], {})
-    same = torch_blas._gated_mlp_torch if torch_blas.available() else _gated_mlp("f32")
-    same([x, *ws], [want], {})
+    gate, up, want = np.empty((16, 48), F32), np.empty((16, 48), F32), np.empty((16, 24), F32)
+    nk._matmul_native([x, ws[0]], [gate], {})
+    nk._matmul_native([x, ws[1]], [up], {})
+    f32_activations()["silu"](gate, gate)
+    gate *= up
+    nk._matmul_native([gate, ws[2]], [want], {})
     assert np.array_equal(got, want)
 
 
@@ -156,7 +162,7 @@ import hashlib, numpy as np
 from lowering.cpu.kernels import native as nk
 g = np.random.default_rng(7)
 h = hashlib.sha256()
-for m, k, n in [(1, 512, 1408), (5, 1000, 777), (2, 64, 4096)]:
+for m, k, n in [(1, 512, 1408), (5, 1000, 777), (2, 64, 4096), (40, 300, 200), (13, 64, 4096)]:
     x = g.standard_normal((m, k)).astype(np.float32)
     w = g.standard_normal((k, n)).astype(np.float32)
     y = np.empty((m, n), np.float32)
@@ -175,6 +181,10 @@ q = g.standard_normal((1, 32, 1, 64)).astype(np.float32)
 k, v = (g.standard_normal((1, 8, 512, 64)).astype(np.float32) for _ in range(2))
 y = np.empty_like(q)
 nk._flash_decode_native(True)([q, k, v, np.array(300)], [y], {"scale": 0.125, "causal": False})
+h.update(y.tobytes())
+q = g.standard_normal((1, 32, 40, 64)).astype(np.float32)
+y = np.empty_like(q)
+nk._attention_native(True)([q, k, v, np.array(300)], [y], {"scale": 0.125, "causal": True})
 h.update(y.tobytes())
 print(h.hexdigest())
 """
@@ -220,12 +230,12 @@ def test_bad_thread_count_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
         native.threads()
 
 
-def test_costs_choose_native_for_gemv_only() -> None:
+def test_costs_choose_native_for_2d_weights_only() -> None:
     dt = ["f32"] * 3
     gemv = [(1, 1, 512), (512, 1408), (1, 1, 1408)]
-    gemm = [(64, 512), (512, 1408), (64, 1408)]
+    batched = [(2, 64, 512), (2, 512, 1408), (2, 64, 1408)]
     assert nk._matmul_cost(gemv, dt, {}).overhead_ns < matmul_cost(gemv, dt, {}).overhead_ns
-    assert nk._matmul_cost(gemm, dt, {}).overhead_ns > matmul_cost(gemm, dt, {}).overhead_ns
+    assert nk._matmul_cost(batched, dt, {}).overhead_ns > matmul_cost(batched, dt, {}).overhead_ns
 
 
 def test_registered_after_numpy_with_the_c_source_in_the_revision() -> None:
@@ -273,6 +283,33 @@ def test_flash_decode_against_float64(b: int, hq: int, hkv: int, sk: int, d: int
     full = np.empty_like(out)
     nk._flash_decode_native(False)([q, k, v], [full], params)
     assert normwise(full, attention64(q, k, v, sk, False, params["scale"])) < 1e-6
+
+
+@pytest.mark.parametrize(("b", "hq", "hkv", "sq", "sk", "d", "kv_len", "causal"),
+                         [(1, 8, 2, 64, 256, 64, 64, True), (1, 8, 2, 64, 256, 64, 100, True),
+                          (2, 6, 2, 5, 40, 16, 30, False), (1, 4, 4, 9, 12, 8, 4, True),
+                          (1, 4, 1, 300, 600, 32, 590, True), (1, 2, 2, 3, 8, 8, 0, False),
+                          (1, 3, 1, 7, 7, 16, 7, False)])  # fmt: skip
+def test_attention_any_query_count_against_float64(
+    b: int, hq: int, hkv: int, sq: int, sk: int, d: int, kv_len: int, causal: bool
+) -> None:
+    """Prefill shapes: causal rows see i + kv_len - sq + 1 keys (none: zeros), splits past
+    256 live keys, grouped-query heads; as float64 would, to 1e-6 normwise."""
+    g = rng(10)
+    q = g.standard_normal((b, hq, sq, d)).astype(F32)
+    k, v = (g.standard_normal((b, hkv, sk, d)).astype(F32) for _ in range(2))
+    params = {"scale": 1 / np.sqrt(d), "causal": causal}
+    out = np.full((b, hq, sq, d), np.nan, F32)
+    nk._attention_native(True)([q, k, v, np.array(kv_len)], [out], params)
+    assert normwise(out, attention64(q, k, v, kv_len, causal, params["scale"])) < 1e-6
+    full = np.full_like(out, np.nan)
+    nk._attention_native(False)([q, k, v], [full], params)
+    assert normwise(full, attention64(q, k, v, sk, causal, params["scale"])) < 1e-6
+    one = np.empty((b, hq, 1, d), F32)  # one query: the decode kernel's bits
+    nk._attention_native(True)([q[:, :, :1], k, v, np.array(kv_len)], [one], params)
+    dec = np.empty_like(one)
+    nk._flash_decode_native(True)([q[:, :, :1], k, v, np.array(kv_len)], [dec], params)
+    assert one.tobytes() == dec.tobytes()
 
 
 def test_flash_decode_refuses_prefill() -> None:

@@ -1,8 +1,10 @@
-"""Shared by the bundle tests: a fake GPU backend (a test double for the storage layer only)
-and a helper that re-signs a hand-edited bundle so only the check under test can catch it."""
+"""Shared by the bundle tests: a fake GPU backend (a test double for the storage layer only),
+a helper that re-signs a hand-edited bundle so only the check under test can catch it, and the
+kernel source the picker gives the test graphs' f32 matmul."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,8 +15,15 @@ import pytest
 
 from lowering import backend as backend_mod
 from lowering.backend import KernelArtifact, Stage
+from lowering.cpu import native
 from lowering.cpu.backend import make_backend as make_cpu_backend
 from runtime.bundle import CHECKSUM_KEY, MANIFEST, manifest_checksum, sha256
+
+MM_SOURCE = ("native" if native.enabled() and native.simd_fma()
+             else "torch-blas" if importlib.util.find_spec("torch") else "numpy")  # fmt: skip
+"""The picker's matmul f32 on the test graphs' many-row products: fuel's packed FMA GEMM where
+it runs at full speed (kernels/native.py: the BLAS roofline, one C call), else vendor BLAS
+where torch is installed (kernels/torch_blas.py), else numpy."""
 
 FAKE_FILES = {"matmul.py": b"@triton.jit\ndef matmul(): ...\n", "matmul.cubin": bytes(range(64))}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -19,10 +18,7 @@ from runtime.bundle import BundleError, load_bundle, read_container
 from runtime.cli import main as fuel_main
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from tests.runtime.bundle_helpers import FAKE_FILES, use_fake_gpu_backend
-
-MM_SOURCE = "torch-blas" if importlib.util.find_spec("torch") else "numpy"
-"""matmul f32's default sibling: vendor BLAS where torch is installed (kernels/torch_blas.py)."""
+from tests.runtime.bundle_helpers import FAKE_FILES, MM_SOURCE, use_fake_gpu_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"

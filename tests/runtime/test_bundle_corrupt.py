@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -15,9 +14,8 @@ from lowering.bundle import write_bundle
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.bundle import BundleError, load_bundle
 from runtime.module import FuelModule
-from tests.runtime.bundle_helpers import resign, use_fake_gpu_backend
+from tests.runtime.bundle_helpers import MM_SOURCE, resign, use_fake_gpu_backend
 
-MM_SOURCE = "torch-blas" if importlib.util.find_spec("torch") else "numpy"
 """matmul f32's default sibling: vendor BLAS where torch is installed (kernels/torch_blas.py)."""
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,22 +3,28 @@
 Registered after the `numpy` (and `torch-blas`) kernels at their keys, so they are never a
 key's default; the picker chooses them by cost. What differs is the per-call overhead, and it
 is priced as such: one ctypes call (~1.5 us) against numpy's 3 us per BLAS call, 5 numpy calls
-for gated_mlp, ~10 numpy calls for rms_norm.
+for gated_mlp, ~10 numpy calls for rms_norm. The packed GEMM is priced like the BLAS kernels
+where the AVX-512 micro-kernel runs (`native.simd_fma`), at 16x the FLOP time elsewhere.
 
-* `matmul` / `gated_mlp` take the C path for products of fewer than `GEMV_ROWS` rows by a 2-D
-  weight (a decode step's GEMVs, where the library streams the weight once over all threads).
-  A `matmul` of any other shape runs the numpy kernel's code and is priced 0.5 us above it
-  (one more Python frame), so the picker leaves those shapes to numpy and torch-blas. A
-  `gated_mlp` on more rows (prefill) runs its three products on torch's BLAS where torch is
-  installed (`torch_blas._mm`, as the torch-blas kernels do; numpy's otherwise) and silu * up
-  in one vectorized C pass: silu rounds exactly like numpy's f64 one (checked on 2M inputs)
-  at ~3x its speed.
+* `matmul`, `matmul_bias_act` and `gated_mlp` take the C path for every f32 product by a 2-D
+  weight. Fewer than `GEMV_ROWS` rows (a decode step's GEMVs): the library streams the weight
+  once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
+  chain per output in k order (AVX-512 micro-kernel; the portable one gives the same bits).
+  Its weight is packed once when the executor is built (`prepare`: the operand is a bundle
+  constant), else per call. `matmul_bias_act` adds the bias (and relu) as the products are
+  stored; `gated_mlp` on many rows runs silu * up in one vectorized C pass that rounds
+  exactly like numpy's f64 silu (checked on 2M inputs). Other shapes (batched weights) run the
+  numpy kernels' code and are priced 0.5 us above them (one more Python frame).
 * `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
   every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
 * `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
   reading only the first `kv_len` keys; decode shapes only (`Sq == 1`: any other raises and is
   priced infeasible, like `numpy-flashdecode`), so `fuel-emit-decode-flash` offers it as its
   flash arm. The exponentials and sums run in f64, rounded once.
+* `attention` (kernel_source `native`): the same kernel for every query count (prefill), each
+  query over its live keys (`kv_len`, and causal: numpy's mask), so a prefill whose products
+  run on fuel's pool does not wake torch's as well (two pools spinning on the same cores slow
+  both). Priced at the BLAS FLOP rate (`ATTENTION_DOT_SLOWDOWN`).
 
 Results are bit-stable on any machine and thread count (see `fuel_native.c`): for a given
 shape the path, the summation order and every rounding are fixed.
@@ -45,10 +51,9 @@ from lowering.cpu.kernels._common import (
     ulp,
 )
 from lowering.cpu.kernels.flash import flash_cost
-from lowering.cpu.kernels.fused import _gated_cost, _gated_mlp, _part_costs
+from lowering.cpu.kernels.fused import _gated_cost, _gated_mlp, _mba_cost, _part_costs
 from lowering.cpu.kernels.linalg import matmul_claim, matmul_cost
-from lowering.cpu.kernels.nn import _NO_BOUND, _rms_norm, _rope
-from lowering.cpu.kernels.torch_blas import _mm, _torch
+from lowering.cpu.kernels.nn import _NO_BOUND, _rms_norm, _rope, attention_cost
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, CostFn
 from runtime.precision import PrecisionGuarantee
@@ -90,13 +95,51 @@ def _writable(out: np.ndarray) -> bool:
     return out.dtype == F32 and out.flags.c_contiguous and out.flags.writeable
 
 
-def _matmul_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-    """numpy matmul semantics; GEMV shapes in C, others in numpy's BLAS."""
-    a, b = (np.ascontiguousarray(v) for v in inputs)
-    out = outputs[0]
-    if not _gemv_shape(a, b):
-        np.matmul(a, b, out=out)
-        return
+def _fma_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    """A packed-GEMM product: f32 x [..., k] (at least GEMV_ROWS rows) by a 2-D f32 weight."""
+    return a.dtype == F32 and b.dtype == F32 and b.ndim == 2 and _rows(a) >= GEMV_ROWS
+
+
+def pack(w: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """The 2-D f32 weight `w` in the packed GEMM's panel layout (`fuel_native_pack`); with a
+    `cache` (an executor's: its constants never move nor change), each weight once."""
+    key = (native.ptr(w), w.shape, w.strides) if cache is not None else None
+    if key is not None and key in cache:
+        return cache[key]
+    w = np.ascontiguousarray(w, dtype=F32)
+    lib = native.library()
+    packed = np.empty(lib.fuel_native_packed_floats(*w.shape), F32)
+    lib.fuel_native_pack(native.ptr(w), native.ptr(packed), *w.shape)
+    if key is not None:
+        cache[key] = packed
+    return packed
+
+
+def _fma_gemm(
+    x: np.ndarray,
+    w: np.ndarray | None,
+    packed: np.ndarray | None,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    relu: bool = False,
+) -> None:
+    """out = x @ w (+ bias) (relu) on the packed FMA GEMM: C-contiguous f32 x [..., k], the
+    weight `w` [k, n] (packed per call) or its `packed` form, bias [n] or None."""
+    k, n = x.shape[-1], out.shape[-1]
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p, lib = native.ptr, native.library()
+    b = 0 if bias is None else p(bias)
+    if packed is not None:
+        rc = lib.fuel_native_gemm_packed(p(x), p(packed), b, p(y), _rows(x), k, n, int(relu))
+    else:
+        rc = lib.fuel_native_gemm_fma(p(x), p(w), b, p(y), _rows(x), k, n, int(relu))
+    if rc:
+        raise MemoryError("fuel native gemm: out of memory for its packed operands")
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     y = out if _writable(out) else np.empty(out.shape, F32)
     rc = native.library().fuel_native_gemm(native.ptr(a), native.ptr(b), native.ptr(y),
                                            _rows(a), a.shape[-1], b.shape[1])  # fmt: skip
@@ -106,19 +149,66 @@ def _matmul_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         np.copyto(out, y)
 
 
-def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, packed: np.ndarray | None) -> None:
+    if _gemv_shape(a, b):
+        _gemv(a, b, out)
+    elif _fma_shape(a, b):
+        _fma_gemm(a, b, packed, None, out)
+    else:
+        np.matmul(a, b, out=out)
+
+
+def _matmul_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """numpy matmul semantics; 2-D f32 weights in C (GEMV or packed GEMM), others in numpy."""
+    a, b = (np.ascontiguousarray(v) for v in inputs)
+    _matmul(a, b, outputs[0], None)
+
+
+def _bias_1d(b: np.ndarray, n: int) -> bool:
+    return b.dtype == F32 and b.shape == (n,)
+
+
+def _matmul_bias_act_native(inputs: Arrays, outputs: Arrays, params: Params,
+                            packed: np.ndarray | None = None) -> None:  # fmt: skip
+    """`fused._matmul_bias_act` (f32): the product in C, bias [n] (and relu) added as the
+    packed GEMM stores; other activations (and GEMV shapes) as the numpy kernel: `out += b`,
+    then the activation in place."""
+    from lowering.cpu.kernels.fused import f32_activations
+
+    x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
+    out, act = outputs[0], params["act"]
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    if _fma_shape(x, w) and _bias_1d(b, w.shape[1]):
+        relu = act == "relu"
+        _fma_gemm(x, w, packed, b, y, relu)
+        if not relu and act != "none":
+            f32_activations()[act](y, y)
+    else:
+        _matmul(x, w, y, packed)
+        y += b
+        if act != "none":
+            f32_activations()[act](y, y)
+    if y is not out:
+        np.copyto(out, y, casting="unsafe")
+
+
+def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params,
+                      packed: Sequence[np.ndarray | None] = (None,) * 3) -> None:  # fmt: skip
     """silu(x @ wg) * (x @ wu) @ wd: GEMV shapes in one C call; more rows (f32, 2-D weights):
-    the products on torch's BLAS (numpy's without torch: `torch_blas._mm`) and silu * up in
-    one vectorized C pass; anything else in the numpy kernel."""
+    the three products on the packed GEMM and silu * up in one vectorized C pass; anything
+    else in the numpy kernel."""
     x, wg, wu, wd = (np.ascontiguousarray(v) for v in inputs)
     out = outputs[0]
     if not _weights_2d(x, wg, wu, wd):
         _numpy_gated(inputs, outputs, params)
         return
     if not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
-        g, u = _mm(x, wg), _mm(x, wu)
+        m, f = _rows(x), wg.shape[1]
+        g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+        _fma_gemm(x, wg, packed[0], None, g)
+        _fma_gemm(x, wu, packed[1], None, u)
         native.library().fuel_native_silu_mul(native.ptr(g), native.ptr(u), g.size)
-        _mm(g, wd, out)
+        _fma_gemm(g, wd, packed[2], None, out)
         return
     m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
     g, u = np.empty((m, f), F32), np.empty((m, f), F32)
@@ -172,6 +262,42 @@ def _flash_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) ->
     base = flash_cost(shapes, dtypes, params)
     return CostEstimate(base.flops, base.bytes_moved, math.inf if math.isinf(base.flops)
                         else CALL_NS)  # fmt: skip
+
+
+def _attention_native(with_kv_len: bool) -> Kernel:
+    def attention_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        """Every query over its live keys (causal: numpy's mask), split-KV, in C (f32)."""
+        q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
+        (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
+        kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
+        lib, out = native.library(), outputs[0]
+        y = out if _writable(out) else np.empty(out.shape, F32)
+        splits = lib.fuel_native_flash_splits(kv_len)
+        part = np.empty(bsz * hq * sq * splits * (dv + 2), np.float64)
+        p = native.ptr
+        lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk, d,
+                                        dv, kv_len, int(bool(params["causal"])),
+                                        float(params["scale"]))  # fmt: skip
+        if y is not out:
+            np.copyto(out, y, casting="unsafe")
+
+    return attention_native
+
+
+ATTENTION_DOT_SLOWDOWN = 1.0
+"""The C attention's FLOPs against the BLAS rate. Alone it measured 0.6x (8 heads over 4 kv
+heads, 64 queries) to 2.5x (a 512-token causal prompt) torch's time: its scores are dot
+products and its weighted sums f64 AXPYs, not blocked GEMMs. It is priced at the BLAS rate
+because a graph whose products run on fuel's pool pays for a torch attention twice: torch's
+pool wakes and both spin on the same cores (prefill SMALL, T=64: 14.7 ms with every product
+and attention on torch, 20.7 ms with the products native and attention on torch, 11.9 ms all
+native). Long prompts are the known loss (see the notes)."""
+
+
+def _attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """`nn.attention_cost`'s FLOPs (times ATTENTION_DOT_SLOWDOWN) and bytes, one C call."""
+    base = attention_cost(shapes, dtypes, params)
+    return CostEstimate(base.flops * ATTENTION_DOT_SLOWDOWN, base.bytes_moved, CALL_NS)
 
 
 def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
@@ -267,28 +393,138 @@ def encode_ufunc(fn: object, arrays: Arrays) -> native.Record | None:
     return R([op, _p(a), _p(b), _p(out), a.size])
 
 
+def _encode_packed(x: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                   relu: bool) -> native.Record | None:  # fmt: skip
+    if not native.contiguous_f32(x, out, *(() if bias is None else (bias,))):
+        return None
+    words = [native.OP_GEMM_PACKED, _p(x), _p(packed), 0 if bias is None else _p(bias), _p(out),
+             _rows(x), x.shape[-1], out.shape[-1], int(relu)]  # fmt: skip
+    return R(words, [packed])
+
+
 _matmul_native.encode = _encode_matmul  # type: ignore[attr-defined]
 _gated_mlp_native.encode = _encode_gated  # type: ignore[attr-defined]
 _rms_norm_native.encode = _encode_rms  # type: ignore[attr-defined]
 _rope_native.encode = _encode_rope  # type: ignore[attr-defined]
 
 
+# -- prepare: a kernel specialised to its constant operands when the executor is built ------
+# `prepare(constants, shapes, params, cache)`: `constants[i]` is operand i's array where it is
+# a bundle constant (a weight: it never moves nor changes), else None; `shapes` are all the
+# operands' shapes. Returns the kernel to call instead (same signature, with `encode`), or None.
+# The packed weights live in `cache` (the executor's), so a weight read by several ops packs
+# once.
+
+Prepared = Kernel
+
+
+def _fma_rows(shapes: Shapes) -> bool:
+    return numel(shapes[0][:-1]) >= GEMV_ROWS and len(shapes[1]) == 2
+
+
+def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                    cache: dict) -> Prepared | None:  # fmt: skip
+    w = constants[1]
+    if w is None or w.dtype != F32 or not _fma_rows(shapes):
+        return None
+    packed = pack(w, cache)
+
+    def matmul_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        a, b = (np.ascontiguousarray(v) for v in inputs)
+        _matmul(a, b, outputs[0], packed)
+
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        (a, b), out = ins, outs[0]
+        if not (isinstance(a, np.ndarray) and _fma_shape(a, b)):
+            return None
+        return _encode_packed(a, packed, None, out, False)
+
+    matmul_packed.encode = encode  # type: ignore[attr-defined]
+    return matmul_packed
+
+
+def _prepare_mba(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                 cache: dict) -> Prepared | None:  # fmt: skip
+    w = constants[1]
+    if w is None or w.dtype != F32 or not _fma_rows(shapes):
+        return None
+    packed = pack(w, cache)
+
+    def matmul_bias_act_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        _matmul_bias_act_native(inputs, outputs, params, packed)
+
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        (x, w, b), out, act = ins, outs[0], params["act"]
+        if not (act in ("none", "relu") and isinstance(x, np.ndarray) and _fma_shape(x, w)
+                and isinstance(b, np.ndarray) and _bias_1d(b, w.shape[1])):  # fmt: skip
+            return None
+        return _encode_packed(x, packed, b, out, act == "relu")
+
+    matmul_bias_act_packed.encode = encode  # type: ignore[attr-defined]
+    return matmul_bias_act_packed
+
+
+def _prepare_gated(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                   cache: dict) -> Prepared | None:  # fmt: skip
+    ws = constants[1:4]
+    if any(w is None or w.dtype != F32 or w.ndim != 2 for w in ws) or not _fma_rows(shapes):
+        return None
+    packed = [pack(w, cache) for w in ws]  # type: ignore[arg-type]
+
+    def gated_mlp_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        _gated_mlp_native(inputs, outputs, params, packed)
+
+    return gated_mlp_packed
+
+
+_matmul_native.prepare = _prepare_matmul  # type: ignore[attr-defined]
+_matmul_bias_act_native.prepare = _prepare_mba  # type: ignore[attr-defined]
+_gated_mlp_native.prepare = _prepare_gated  # type: ignore[attr-defined]
+
+
+PORTABLE_SLOWDOWN = 16.0
+"""The portable micro-kernel (scalar fmaf) against the AVX-512 one: its FLOPs are priced so."""
+
+
+def _product_cost(base: CostEstimate, rows: int) -> CostEstimate:
+    """A C-path product of `rows` rows: the roofline's FLOPs and bytes, one C call."""
+    flops = base.flops if rows < GEMV_ROWS or native.simd_fma() else base.flops * PORTABLE_SLOWDOWN
+    return CostEstimate(flops, base.bytes_moved, CALL_NS)
+
+
 def _matmul_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
     base = matmul_cost(shapes, dtypes, params)
-    gemv = len(shapes[1]) == 2 and numel(shapes[0][:-1]) < GEMV_ROWS
-    overhead = CALL_NS if gemv else base.overhead_ns + FRAME_NS
-    return CostEstimate(base.flops, base.bytes_moved, overhead)
+    if len(shapes[1]) != 2:  # batched weights: the numpy kernel's code, one more frame
+        return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+    return _product_cost(base, numel(shapes[0][:-1]))
+
+
+def _mba_native_cost(costs: dict) -> CostFn:
+    composed = _mba_cost(costs)
+
+    def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+        """The composed FLOPs and bytes; one C call (plus the activation's pass unless relu)."""
+        base = composed(shapes, dtypes, params)
+        if len(shapes[1]) != 2:
+            return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+        est = _product_cost(base, numel(shapes[0][:-1]))
+        act = params.get("act", "none")
+        extra = 0.0 if act in ("none", "relu") else OVERHEAD_NS["ufunc"]
+        return CostEstimate(est.flops, est.bytes_moved, est.overhead_ns + extra)
+
+    return cost
 
 
 def _gated_native_cost(costs: dict) -> CostFn:
     composed = _gated_cost(costs)
 
     def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
-        """One C call for GEMV shapes; else three BLAS calls and one C pass (silu * up)."""
+        """One C call for GEMV shapes; else three packed products and one C pass (silu * up)."""
         base = composed(shapes, dtypes, params)
-        gemv = numel(shapes[0][:-1]) < GEMV_ROWS
-        overhead = CALL_NS if gemv else 3 * OVERHEAD_NS["matmul"] + CALL_NS
-        return CostEstimate(base.flops, base.bytes_moved, overhead)
+        rows = numel(shapes[0][:-1])
+        est = _product_cost(base, rows)
+        return CostEstimate(est.flops, est.bytes_moved, CALL_NS if rows < GEMV_ROWS
+                            else 4 * CALL_NS)  # fmt: skip
 
     return cost
 
@@ -312,11 +548,15 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
     claim = PrecisionGuarantee(bit_stable=True, notes="matmul accumulation (cancellation): "
                                "no bound; bits fixed by the shapes")  # fmt: skip
     add(table, "matmul", (t, t, t), _matmul_native, matmul_claim(t), _matmul_cost,
-        also=(_gemv_shape, _writable), source=NATIVE, code=code)  # fmt: skip
-    add(table, "gated_mlp", (t,) * 5, _gated_mlp_native, claim,
-        _gated_native_cost(_part_costs(table, t)), also=(_gemv_shape, _weights_2d, _numpy_gated,
-        _mm, _torch),
-        source=NATIVE, code=code)  # fmt: skip
+        also=(_gemv_shape, _fma_shape, _fma_gemm, _gemv, _matmul, _writable), source=NATIVE,
+        code=code)  # fmt: skip
+    costs = _part_costs(table, t)
+    add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act_native, claim, _mba_native_cost(costs),
+        also=(_fma_shape, _fma_gemm, _gemv, _matmul, _bias_1d, _writable), source=NATIVE,
+        code=code)  # fmt: skip
+    add(table, "gated_mlp", (t,) * 5, _gated_mlp_native, claim, _gated_native_cost(costs),
+        also=(_gemv_shape, _fma_shape, _fma_gemm, _weights_2d, _numpy_gated), source=NATIVE,
+        code=code)  # fmt: skip
     add(table, "rms_norm", (t, t, t), _rms_norm_native, PrecisionGuarantee(bit_stable=True,
         notes=_NO_BOUND), _rms_cost, also=(_numpy_rms,), source=NATIVE, code=code)  # fmt: skip
     add(table, "rope", (t,) * 4, _rope_native, ulp(1, "computed in f64: exact products, one "
@@ -327,6 +567,8 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
     for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
         add(table, "attention", key, _flash_decode_native(with_kv_len), attn, _flash_native_cost,
             also=(_writable,), source=NATIVE_FLASH, code=code)  # fmt: skip
+        add(table, "attention", key, _attention_native(with_kv_len), attn, _attention_cost,
+            also=(_writable,), source=NATIVE, code=code)  # fmt: skip
 
 
-__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "register_native"]
+__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "pack", "register_native"]

@@ -72,6 +72,24 @@ def install_prebuilt(library_file: Path) -> None:
     register_prebuilt(source(), library_file)
 
 
+def simd_fma() -> bool:
+    """This CPU runs the packed GEMM's AVX-512 micro-kernel (`fuel_native_gemm_isa` == 2),
+    read from /proc/cpuinfo without compiling anything: the cost functions ask it."""
+    return _cpu_flags() >= {"avx512f"}
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
 def threads() -> int:
     """The pool size: `FUEL_NUM_THREADS` if set (>= 1), else this process's CPUs, capped."""
     env = os.environ.get("FUEL_NUM_THREADS", "")
@@ -103,6 +121,14 @@ _SIGNATURES = {
     "fuel_native_program": ([_F, _L], _L),
     "fuel_native_flash_splits": ([_L], _L),
     "fuel_native_flash_decode": ([_F] * 5 + [_L] * 7 + [ctypes.c_double], None),
+    "fuel_native_flash_attention": ([_F] * 5 + [_L] * 8 + [ctypes.c_int, ctypes.c_double], None),
+    "fuel_native_gemm_isa": ([], ctypes.c_int),
+    "fuel_native_packed_floats": ([_L, _L], _L),
+    "fuel_native_pack": ([_F, _F, _L, _L], None),
+    "fuel_native_gemm_packed": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
+    "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
+    "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_gemm_portable": ([ctypes.c_int], None),
 }
 
 
@@ -137,11 +163,11 @@ def ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL = range(1, 9)
+OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED = range(1, 10)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {OP_GEMM: 6, OP_GATED: 11, OP_RMS: 6, OP_ROPE: 8, OP_FLASH: 13, OP_ADD: 4, OP_MUL: 4,
-         OP_CALL: 2}  # fmt: skip
+         OP_CALL: 2, OP_GEMM_PACKED: 8}  # fmt: skip
 
 
 def f64_bits(x: float) -> int:
@@ -180,5 +206,5 @@ def revision_text() -> str:
 
 
 __all__ = ["FLAGS", "SOURCE_PATH", "Record", "available", "contiguous_f32", "enabled", "f64_bits",
-           "install_prebuilt", "library", "program", "ptr", "revision_text", "source",
+           "install_prebuilt", "library", "program", "ptr", "revision_text", "simd_fma", "source",
            "threads"]  # fmt: skip

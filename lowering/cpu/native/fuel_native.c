@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define FUEL_CLONES __attribute__((target_clones("avx2", "default")))
@@ -298,6 +301,295 @@ int fuel_native_gemm(const float *x, const float *w, float *y, long m, long k, l
   return rc;
 }
 
+/* -- packed products -------------------------------------------------------------------- */
+/* y [m, n] = x [m, k] @ w [k, n] (+ bias [n], then relu if asked) for many rows (prefill, an
+ * MLP's batch): compute-bound, so the plan is about FMA throughput. w is packed into panels
+ * of PK_NR columns, each panel k rows of PK_NR contiguous floats (zero-padded at the right),
+ * once per weight (`fuel_native_pack`: a bundle's constant weights are packed when the
+ * executor is built); a weight that is not a constant is read in place, PK_NR columns at a
+ * time (`fuel_native_gemm_fma`: the same bits, slower: its rows are n floats apart). x is
+ * packed per call into row blocks of PK_MR rows, k-major (a block's k-th column is PK_MR
+ * adjacent floats).
+ * A panel is one chunk of the pool; for each PK_KC-row slice of it (32 KB: stays in L1) every
+ * row block runs the micro-kernel: PK_MR x PK_NR accumulators in registers, one fused
+ * multiply-add per k.
+ *
+ * Every output is y = fma(x[k-1], w[k-1], ... fma(x[0], w[0], 0)): one FMA chain in k order,
+ * continued across slices through y (a float store and reload is exact), then `+ bias` (one
+ * rounding, numpy's `out += b`) and relu as np.maximum(y, 0) (+0 for y <= 0, NaN kept). Lane
+ * width does not enter the chain, so the AVX-512 kernel and the portable one (fmaf) give the
+ * same bits on any machine and thread count; `fuel_native_gemm_fma_ref` is that chain written
+ * plainly, for tests. Error: |y - x.w| <= k u sum|x w| (a recursive sum with exact products
+ * until each addition). */
+
+#define PK_NR 32
+#define PK_MR 12 /* rows of a block: 12, or 8 (see pk_height) */
+#define PK_KC 256
+
+/* 2 where the AVX-512 micro-kernel runs, 0 where the portable one does (same bits, slower). */
+int fuel_native_gemm_isa(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f") ? 2 : 0;
+#else
+  return 0;
+#endif
+}
+
+long fuel_native_packed_floats(long k, long n) { return (n + PK_NR - 1) / PK_NR * PK_NR * k; }
+
+typedef struct {
+  const float *w;
+  float *p;
+  long k, n;
+} pack_args;
+
+static void pack_chunk(void *q, long panel) {
+  const pack_args *a = q;
+  const long c0 = panel * PK_NR, len = a->n - c0 < PK_NR ? a->n - c0 : PK_NR;
+  float *restrict dst = a->p + panel * a->k * PK_NR;
+  for (long i = 0; i < a->k; i++, dst += PK_NR) {
+    memcpy(dst, a->w + i * a->n + c0, (size_t)len * sizeof(float));
+    for (long j = len; j < PK_NR; j++) dst[j] = 0.0f;
+  }
+}
+
+static void pack_panels(const float *w, float *p, long k, long n) {
+  pack_args a = {w, p, k, n};
+  long panels = (n + PK_NR - 1) / PK_NR;
+  if (k * n * 4 < PARALLEL_BYTES) {
+    for (long c = 0; c < panels; c++) pack_chunk(&a, c);
+  } else {
+    parallel_for(pack_chunk, &a, panels);
+  }
+}
+
+/* p [fuel_native_packed_floats(k, n)] = w [k, n] in panels. */
+void fuel_native_pack(const float *w, float *p, long k, long n) {
+  pthread_mutex_lock(&call_mu);
+  pack_panels(w, p, k, n);
+  pthread_mutex_unlock(&call_mu);
+}
+
+typedef struct {
+  const float *xp, *w, *bias;
+  float *y;
+  long m, k, n;
+  int relu, packed; /* w: panels (ldb PK_NR), or the row-major weight itself (ldb n) */
+} pk_args;
+
+/* The height of the block that starts with `rest` rows left: 12 while at least 12 are (but
+ * 16 as two 8s), else 8 for up to 8 and 12 for 9-11: no padding for m = 8, 12, 16, 24, 32, 64. */
+static long pk_height(long rest) {
+  return rest == 16 || rest <= 8 ? 8 : 12;
+}
+
+static inline float pk_finish(float v, const float *bias, long j, int last, int relu) {
+  if (!last) return v;
+  if (bias) v = v + bias[j];
+  return relu && !(v > 0.0f || v != v) ? 0.0f : v;
+}
+
+/* Rows [r0, r0 + mr) of panel c0 over k slice [i0, i1): the portable micro-kernel. */
+static void pk_block_portable(const pk_args *a, const float *restrict xb, const float *restrict wb,
+                              long ldb, long r0, long R, long mr, long c0, long len, long i0,
+                              long i1) {
+  const int last = i1 == a->k;
+  for (long r = 0; r < mr; r++) {
+    float *restrict yr = a->y + (r0 + r) * a->n + c0;
+    for (long j = 0; j < len; j++) {
+      float acc = i0 ? yr[j] : 0.0f;
+      for (long i = i0; i < i1; i++) acc = fmaf(xb[i * R + r], wb[i * ldb + j], acc);
+      yr[j] = pk_finish(acc, a->bias ? a->bias + c0 : 0, j, last, a->relu);
+    }
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f"))) static inline __m512 pk_finish512(__m512 v, const float *bias,
+                                                                     __mmask16 mask, int last,
+                                                                     int relu) {
+  if (!last) return v;
+  if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias));
+  if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+  return v;
+}
+
+/* Rows [r0, r0 + mr) (mr <= R, R = 12 or 8: the block's packed height) x one panel over the
+ * k slice [i0, i1). The accumulators are named registers (an array of them is spilled to the
+ * stack on every k by gcc); rows past mr are computed on the zero padding and not stored. */
+#define PK_ACC(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
+#define PK_LOAD(r)                                                                           \
+  if (i0 && r < mr) {                                                                         \
+    c##r##a = _mm512_maskz_loadu_ps(m0, y + r * n);                                           \
+    c##r##b = _mm512_maskz_loadu_ps(m1, y + r * n + 16);                                      \
+  }
+#define PK_FMA(r, R)                                                                          \
+  {                                                                                           \
+    const __m512 xv = _mm512_set1_ps(xb[i * R + r]);                                          \
+    c##r##a = _mm512_fmadd_ps(xv, b0, c##r##a);                                               \
+    c##r##b = _mm512_fmadd_ps(xv, b1, c##r##b);                                               \
+  }
+#define PK_STORE(r)                                                                          \
+  if (r < mr) {                                                                               \
+    _mm512_mask_storeu_ps(y + r * n, m0, pk_finish512(c##r##a, bias, m0, last, a->relu));     \
+    _mm512_mask_storeu_ps(y + r * n + 16, m1,                                                 \
+                          pk_finish512(c##r##b, bias ? bias + 16 : 0, m1, last, a->relu));    \
+  }
+#define PK_KERNEL_HEAD                                                                       \
+  const __mmask16 m0 = len >= 16 ? 0xffff : (__mmask16)((1u << len) - 1);                     \
+  const __mmask16 m1 = len >= 32 ? 0xffff : len > 16 ? (__mmask16)((1u << (len - 16)) - 1) : 0; \
+  const long n = a->n;                                                                        \
+  float *y = a->y + r0 * n + c0;                                                              \
+  const int last = i1 == a->k;                                                                \
+  const float *bias = a->bias ? a->bias + c0 : 0;
+#define PK_B_LOADS                                                                           \
+  _mm_prefetch((const char *)(wb + (i + 16) * ldb), _MM_HINT_T0);                             \
+  _mm_prefetch((const char *)(wb + (i + 16) * ldb + 16), _MM_HINT_T0);                        \
+  const __m512 b0 = _mm512_maskz_loadu_ps(m0, wb + i * ldb);                                  \
+  const __m512 b1 = _mm512_maskz_loadu_ps(m1, wb + i * ldb + 16);
+
+__attribute__((target("avx512f"))) static void
+pk_kernel12(const pk_args *a, const float *restrict xb, const float *restrict wb, long ldb,
+            long r0, long mr, long c0, long len, long i0, long i1) {
+  PK_KERNEL_HEAD
+  PK_ACC(0) PK_ACC(1) PK_ACC(2) PK_ACC(3) PK_ACC(4) PK_ACC(5)
+  PK_ACC(6) PK_ACC(7) PK_ACC(8) PK_ACC(9) PK_ACC(10) PK_ACC(11)
+  PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5)
+  PK_LOAD(6) PK_LOAD(7) PK_LOAD(8) PK_LOAD(9) PK_LOAD(10) PK_LOAD(11)
+  for (long i = i0; i < i1; i++) {
+    PK_B_LOADS
+    PK_FMA(0, 12) PK_FMA(1, 12) PK_FMA(2, 12) PK_FMA(3, 12) PK_FMA(4, 12) PK_FMA(5, 12)
+    PK_FMA(6, 12) PK_FMA(7, 12) PK_FMA(8, 12) PK_FMA(9, 12) PK_FMA(10, 12) PK_FMA(11, 12)
+  }
+  PK_STORE(0) PK_STORE(1) PK_STORE(2) PK_STORE(3) PK_STORE(4) PK_STORE(5)
+  PK_STORE(6) PK_STORE(7) PK_STORE(8) PK_STORE(9) PK_STORE(10) PK_STORE(11)
+}
+
+__attribute__((target("avx512f"))) static void
+pk_kernel8(const pk_args *a, const float *restrict xb, const float *restrict wb, long ldb,
+           long r0, long mr, long c0, long len, long i0, long i1) {
+  PK_KERNEL_HEAD
+  PK_ACC(0) PK_ACC(1) PK_ACC(2) PK_ACC(3) PK_ACC(4) PK_ACC(5) PK_ACC(6) PK_ACC(7)
+  PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5) PK_LOAD(6) PK_LOAD(7)
+  for (long i = i0; i < i1; i++) {
+    PK_B_LOADS
+    PK_FMA(0, 8) PK_FMA(1, 8) PK_FMA(2, 8) PK_FMA(3, 8)
+    PK_FMA(4, 8) PK_FMA(5, 8) PK_FMA(6, 8) PK_FMA(7, 8)
+  }
+  PK_STORE(0) PK_STORE(1) PK_STORE(2) PK_STORE(3) PK_STORE(4) PK_STORE(5) PK_STORE(6) PK_STORE(7)
+}
+#undef PK_ACC
+#undef PK_LOAD
+#undef PK_FMA
+#undef PK_STORE
+#undef PK_KERNEL_HEAD
+#undef PK_B_LOADS
+#endif
+
+static int pk_isa = -1; /* fuel_native_gemm_isa(), or 0 when forced portable (tests) */
+
+static void pk_chunk(void *q, long panel) {
+  const pk_args *a = q;
+  const long c0 = panel * PK_NR, len = a->n - c0 < PK_NR ? a->n - c0 : PK_NR;
+  const float *wb = a->packed ? a->w + panel * a->k * PK_NR : a->w + c0;
+  const long ldb = a->packed ? PK_NR : a->n;
+  for (long i0 = 0; i0 < a->k; i0 += PK_KC) {
+    const long i1 = i0 + PK_KC < a->k ? i0 + PK_KC : a->k;
+    for (long r0 = 0, R; r0 < a->m; r0 += R) {
+      R = pk_height(a->m - r0);
+      const long mr = a->m - r0 < R ? a->m - r0 : R;
+      const float *xb = a->xp + r0 * a->k;
+#if defined(__GNUC__) && defined(__x86_64__)
+      if (pk_isa == 2) {
+        (R == 12 ? pk_kernel12 : pk_kernel8)(a, xb, wb, ldb, r0, mr, c0, len, i0, i1);
+        continue;
+      }
+#endif
+      pk_block_portable(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1);
+    }
+  }
+}
+
+/* Scratch for packed operands (grown, never shrunk; guarded by call_mu). */
+static float *pk_scratch;
+static long pk_scratch_len;
+
+static float *pk_floats(long n) {
+  if (n > pk_scratch_len) {
+    float *grown = realloc(pk_scratch, (size_t)n * sizeof(float));
+    if (!grown) return 0;
+    pk_scratch = grown, pk_scratch_len = n;
+  }
+  return pk_scratch;
+}
+
+/* Rows of x in blocks of pk_height rows, k-major (a short last block padded with zeros):
+ * (m + PK_MR - 1) * k floats at most. */
+static void pack_rows(const float *restrict x, float *restrict xp, long m, long k) {
+  for (long r0 = 0, R; r0 < m; r0 += R) {
+    R = pk_height(m - r0);
+    const long mr = m - r0 < R ? m - r0 : R;
+    float *restrict dst = xp + r0 * k;
+    for (long i = 0; i < k; i++)
+      for (long r = 0; r < R; r++) dst[i * R + r] = r < mr ? x[(r0 + r) * k + i] : 0.0f;
+  }
+}
+
+/* With call_mu held: x packed into scratch, then the panels of w (`packed`: in panels, else
+ * read in place, row-major). */
+static int gemm_packed_locked(const float *x, const float *w, int packed, const float *bias,
+                              float *y, long m, long k, long n, int relu) {
+  if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
+  float *xp = pk_floats((m + PK_MR - 1) * k);
+  if (!xp) return -1;
+  pack_rows(x, xp, m, k);
+  pk_args a = {xp, w, bias, y, m, k, n, relu, packed};
+  const long panels = (n + PK_NR - 1) / PK_NR;
+  if (2 * m * k * n < 4 * PARALLEL_BYTES) {
+    for (long c = 0; c < panels; c++) pk_chunk(&a, c);
+  } else {
+    parallel_for(pk_chunk, &a, panels);
+  }
+  return 0;
+}
+
+/* y [m, n] = x [m, k] @ (packed w) (+ bias [n] unless null) (relu if relu). 0, or -1 when out
+ * of memory. */
+int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, float *y, long m,
+                            long k, long n, int relu) {
+  pthread_mutex_lock(&call_mu);
+  int rc = gemm_packed_locked(x, wp, 1, bias, y, m, k, n, relu);
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* The same product reading w [k, n] in place (a weight that is not a constant): same bits. */
+int fuel_native_gemm_fma(const float *x, const float *w, const float *bias, float *y, long m,
+                         long k, long n, int relu) {
+  pthread_mutex_lock(&call_mu);
+  int rc = gemm_packed_locked(x, w, 0, bias, y, m, k, n, relu);
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* The same chain written plainly (one thread, no packing): what the tests compare against. */
+void fuel_native_gemm_fma_ref(const float *x, const float *w, const float *bias, float *y, long m,
+                              long k, long n, int relu) {
+  for (long r = 0; r < m; r++)
+    for (long j = 0; j < n; j++) {
+      float acc = 0.0f;
+      for (long i = 0; i < k; i++) acc = fmaf(x[r * k + i], w[i * n + j], acc);
+      y[r * n + j] = pk_finish(acc, bias, j, 1, relu);
+    }
+}
+
+/* Force the portable micro-kernel (1) or restore the machine's (0): for the tests. */
+void fuel_native_gemm_portable(int on) {
+  pthread_mutex_lock(&call_mu);
+  pk_isa = on ? 0 : fuel_native_gemm_isa();
+  pthread_mutex_unlock(&call_mu);
+}
+
 /* -- SiLU-gated MLP --------------------------------------------------------------------- */
 
 typedef struct {
@@ -471,11 +763,13 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
   pthread_mutex_unlock(&call_mu);
 }
 
-/* -- flash decoding: one query per head over a KV cache's live prefix ----------------------- */
+/* -- flash attention: each query over its live keys, split-KV ------------------------------ */
 
-/* out[b, h] = softmax(scale * q[b, h] . k[b, h / g, j] for j < kv_len) @ v[b, h / g] with
- * g = hq / hkv (grouped-query heads), split-KV: the live keys are cut into splits of
- * SPLIT_KEYS; each (kv head, split) is one chunk computing, for each query head of the group,
+/* out[b, h, i] = softmax(scale * q[b, h, i] . k[b, h / g, j] for j < L_i) @ v[b, h / g] with
+ * g = hq / hkv (grouped-query heads) and L_i = kv_len, or, causal, min(kv_len, i + kv_len -
+ * sq + 1): numpy's mask (kernels/nn.py `_mask`). Split-KV: the keys are cut into splits of
+ * SPLIT_KEYS; each (kv head, query row, split) is one chunk computing, for each query head of
+ * the group,
  * its partial max m, sum of exponentials l = sum exp(s - m) and weighted values
  * o = sum exp(s - m) v; a reduction pass then combines the splits with w = exp(m - max m):
  * out = sum w o / sum w l. Each q . k in f32 over 8 lanes (`dot_f32`) times scale in f32; the
@@ -486,9 +780,10 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
 typedef struct {
   const float *q, *k, *v;
   float *out;
-  long hq, hkv, sk, d, dv, kv_len, splits;
+  long hq, hkv, sq, sk, d, dv, kv_len, splits;
+  int causal;
   float scale;
-  double *part; /* per chunk: m, l, o[dv] */
+  double *part; /* per (query row, split): m, l, o[dv] */
 } flash_args;
 
 /* a . b in f32 over 8 lanes (lane l sums the terms i = l mod 8 in order), the lanes then
@@ -508,18 +803,31 @@ static void axpy_f64(double *restrict acc, double p, const float *restrict v, lo
   for (long i = 0; i < n; i++) acc[i] += p * (double)v[i];
 }
 
-/* chunk = (b * hkv + kv head) * splits + split: the g query heads of one kv head together,
- * so each key and value row is read once for all of them. */
+/* s[j] = exp(s[j] - m) for j < n (s[j] <= m): `exp_vec`, vectorized, within an ulp or two of
+ * libm's; below -700 (under 1e-304 of the largest term, which is 1) it is 0. */
+FUEL_CLONES
+static void exp_shifted(double *restrict s, double m, long n) {
+  for (long j = 0; j < n; j++) {
+    const double x = s[j] - m;
+    s[j] = x < -700.0 ? 0.0 : exp_vec(x);
+  }
+}
+
+/* chunk = ((b * hkv + kv head) * sq + query row) * splits + split: the g query heads of one
+ * kv head together, so each key and value row is read once for all of them. */
 static void flash_chunk(void *p, long chunk) {
   flash_args *a = p;
   const long g = a->hq / a->hkv, stride = a->dv + 2;
-  long grp = chunk / a->splits, split = chunk % a->splits, b = grp / a->hkv, kvh = grp % a->hkv;
-  long j0 = split * SPLIT_KEYS, j1 = j0 + SPLIT_KEYS < a->kv_len ? j0 + SPLIT_KEYS : a->kv_len;
+  long split = chunk % a->splits, i = chunk / a->splits % a->sq;
+  long grp = chunk / a->splits / a->sq, b = grp / a->hkv, kvh = grp % a->hkv;
+  long live = a->causal && i + a->kv_len - a->sq + 1 < a->kv_len ? i + a->kv_len - a->sq + 1
+                                                                 : a->kv_len;
+  long j0 = split * SPLIT_KEYS, j1 = j0 + SPLIT_KEYS < live ? j0 + SPLIT_KEYS : live;
   const float *kb = a->k + (b * a->hkv + kvh) * a->sk * a->d;
   const float *vb = a->v + (b * a->hkv + kvh) * a->sk * a->dv;
   double s[SPLIT_KEYS];
   for (long r = 0; r < g; r++) {
-    long row = b * a->hq + kvh * g + r; /* query head kvh * g + r reads kv head kvh */
+    long row = (b * a->hq + kvh * g + r) * a->sq + i; /* head kvh * g + r reads kv head kvh */
     const float *qr = a->q + row * a->d;
     double *part = a->part + (row * a->splits + split) * stride, *o = part + 2;
     double m = -INFINITY, l = 0.0;
@@ -528,12 +836,13 @@ static void flash_chunk(void *p, long chunk) {
       if (s[j - j0] > m) m = s[j - j0];
     }
     for (long c = 0; c < a->dv; c++) o[c] = 0.0;
-    if (m != -INFINITY) /* else every score is -inf (or the split is empty): it adds nothing */
+    if (m != -INFINITY) { /* else every score is -inf (or the split is empty): it adds nothing */
+      exp_shifted(s, m, j1 - j0);
       for (long j = j0; j < j1; j++) {
-        double e = exp(s[j - j0] - m);
-        l += e;
-        axpy_f64(o, e, vb + j * a->dv, a->dv);
+        l += s[j - j0];
+        axpy_f64(o, s[j - j0], vb + j * a->dv, a->dv);
       }
+    }
     part[0] = m, part[1] = l;
   }
 }
@@ -561,26 +870,34 @@ static void flash_reduce(flash_args *a, long row) {
   }
 }
 
-/* q [b, hq, 1, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, 1, dv]; kv_len is
- * clamped to [0, sk] by the caller; part holds b * hq * splits * (dv + 2) doubles with
+/* q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, sq, dv]; kv_len is
+ * clamped to [0, sk] by the caller; part holds b * hq * sq * splits * (dv + 2) doubles with
  * splits = max(1, ceil(kv_len / SPLIT_KEYS)) (`fuel_native_flash_splits`). */
 long fuel_native_flash_splits(long kv_len) {
   return kv_len <= SPLIT_KEYS ? 1 : (kv_len + SPLIT_KEYS - 1) / SPLIT_KEYS;
 }
 
-void fuel_native_flash_decode(const float *q, const float *k, const float *v, float *out,
-                              double *part, long bsz, long hq, long hkv, long sk, long d,
-                              long dv, long kv_len, double scale) {
+void fuel_native_flash_attention(const float *q, const float *k, const float *v, float *out,
+                                 double *part, long bsz, long hq, long hkv, long sq, long sk,
+                                 long d, long dv, long kv_len, int causal, double scale) {
   long splits = fuel_native_flash_splits(kv_len);
-  flash_args a = {q, k, v, out, hq, hkv, sk, d, dv, kv_len, splits, (float)scale, part};
-  long chunks = bsz * hkv * splits, work = bsz * hq * kv_len * (d + dv) * 4;
+  flash_args a = {q, k, v, out, hq, hkv, sq, sk, d, dv, kv_len, splits, causal, (float)scale,
+                  part};
+  long chunks = bsz * hkv * sq * splits, work = bsz * hq * sq * kv_len * (d + dv) * 4;
   pthread_mutex_lock(&call_mu);
   if (work < PARALLEL_BYTES)
     for (long c = 0; c < chunks; c++) flash_chunk(&a, c);
   else
     parallel_for(flash_chunk, &a, chunks);
-  for (long r = 0; r < bsz * hq; r++) flash_reduce(&a, r);
+  for (long r = 0; r < bsz * hq * sq; r++) flash_reduce(&a, r);
   pthread_mutex_unlock(&call_mu);
+}
+
+/* One query per head (decode): `fuel_native_flash_attention` with sq = 1. */
+void fuel_native_flash_decode(const float *q, const float *k, const float *v, float *out,
+                              double *part, long bsz, long hq, long hkv, long sk, long d,
+                              long dv, long kv_len, double scale) {
+  fuel_native_flash_attention(q, k, v, out, part, bsz, hq, hkv, 1, sk, d, dv, kv_len, 0, scale);
 }
 
 /* -- rope --------------------------------------------------------------------------------- */
@@ -610,7 +927,7 @@ void fuel_native_rope(const float *x, const float *cs, const float *sn, float *o
  * executor encodes a run of consecutive calls whose buffers never move as one program: records
  * [opcode, args...] back to back (pointers and integers as int64, doubles by their bits), run
  * here in order. Returns -1, or the index of the record that failed (out of memory). */
-enum { OP_GEMM = 1, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL };
+enum { OP_GEMM = 1, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED };
 
 static double bits_f64(int64_t v) {
   double d;
@@ -661,6 +978,10 @@ long fuel_native_program(const int64_t *prog, long records) {
       a += 4;
       break;
     }
+    case OP_GEMM_PACKED: /* x, packed w, bias (0: none), y, m, k, n, relu */
+      if (fuel_native_gemm_packed(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7])) return r;
+      a += 8;
+      break;
     case OP_CALL: /* a generated C kernel (lowering/cpu/codegen.py): fn(void **args) */
       ((void (*)(void **))P(0))((void **)P(1));
       a += 2;
