@@ -39,8 +39,9 @@ from xdsl.traits import SymbolOpInterface
 from fuel_dialect.base import fail, verify_launch
 from fuel_dialect.dtypes import dtype_name, shape_of
 
-C_DTYPES = ("f64", "f32", "i64", "i32", "i8", "u8", "i1")
-"""Element types a generated C kernel reads and writes (no f16/bf16: they stay on numpy)."""
+C_DTYPES = ("f64", "f32", "f16", "bf16", "i64", "i32", "i8", "u8", "i1")
+"""Element types a generated C kernel reads and writes (f16/bf16 as 16-bit storage computed in
+f32, rounded after every op: see lowering/cpu/codegen_half.py)."""
 
 
 @irdl_op_definition

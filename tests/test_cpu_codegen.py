@@ -390,11 +390,6 @@ def test_codegen_option_is_validated() -> None:
 
 # -- f16 / bf16: bit-identical to the numpy kernels -------------------------------------------
 
-needs_half = pytest.mark.skipif(
-    not codegen.HALF_IN_DIALECT,
-    reason="fuel.c_kernel does not accept f16/bf16 (fuel_dialect.ops_cpu.C_DTYPES)",
-)
-
 HALF_UNARY = {
     "f16": ["neg", "abs", "relu", "exp", "sqrt", "rsqrt", "recip", "tanh", "sin", "cos", "erf",
             "gelu", "gelu_tanh"],
@@ -424,7 +419,6 @@ def half_unary(g: GraphBuilder, op: str, x: object) -> object:
     return g.gelu(x, approximate="tanh") if op == "gelu_tanh" else getattr(g, op)(x)
 
 
-@needs_half
 @pytest.mark.parametrize(
     ("dtype", "op"), [(t, op) for t in HALF for op in HALF_UNARY[t]]
 )  # fmt: skip
@@ -434,7 +428,6 @@ def test_half_unary_exhaustive(dtype: str, op: str) -> None:
     check(g.build({"y": half_unary(g, op, x)}), {"x": every_half(dtype)})
 
 
-@needs_half
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("op", HALF_BINARY + COMPARES)
 def test_half_binary_random_bits(op: str, dtype: str) -> None:
@@ -447,7 +440,6 @@ def test_half_binary_random_bits(op: str, dtype: str) -> None:
     check(module, {"x": a, "y": b})
 
 
-@needs_half
 @pytest.mark.parametrize("dtype", HALF)
 def test_half_binary_broadcasting(dtype: str) -> None:
     g = GraphBuilder()
@@ -457,7 +449,6 @@ def test_half_binary_broadcasting(dtype: str) -> None:
                    "y": random_half(dtype, 3, 13).reshape(3, 1)})  # fmt: skip
 
 
-@needs_half
 @pytest.mark.parametrize("dst", [*HALF, "f32", "f64", "i64", "i32", "i8", "u8", "i1"])
 @pytest.mark.parametrize("src", HALF)
 def test_half_casts_exhaustive(src: str, dst: str) -> None:
@@ -489,7 +480,6 @@ def wide_values_near_half_ties(src: str, seed: int) -> np.ndarray:
                                rand.view(dt), edges.astype(dt)])  # fmt: skip
 
 
-@needs_half
 @pytest.mark.parametrize("dst", HALF)
 @pytest.mark.parametrize("src", ["f32", "f64", "i64", "i32", "i8", "u8", "i1"])
 def test_casts_to_half(src: str, dst: str) -> None:
@@ -513,7 +503,6 @@ def test_casts_to_half(src: str, dst: str) -> None:
     check(g.build({"y": g.cast(v, dst)}), {"x": x})
 
 
-@needs_half
 @pytest.mark.parametrize("dtype", HALF)
 def test_half_fused_chain_rounds_after_every_op(dtype: str) -> None:
     """relu(x * y + z) and a cast chain, one kernel, bit-identical to the unfused numpy
@@ -541,7 +530,6 @@ def test_half_fused_chain_rounds_after_every_op(dtype: str) -> None:
     assert (once.view(np.uint16) != want.view(np.uint16)).sum() > 10
 
 
-@needs_half
 def test_half_nan_inf_subnormal_cases() -> None:
     """Spot cases: subnormal ties round to even, 65520 overflows f16 to inf, NaN payloads
     survive neg/abs/where (bits) and narrowing to f16, bf16 arithmetic gives its default NaN,
@@ -568,7 +556,6 @@ def test_half_nan_inf_subnormal_cases() -> None:
     assert got["yf"].view(np.uint16)[1:3].tolist() == [0x7F81, 0x7F81]  # abs keeps a payload
 
 
-@needs_half
 @pytest.mark.parametrize("dtype", HALF)
 def test_half_unsupported_ops_stay_on_numpy(dtype: str) -> None:
     """pow, sigmoid, silu, f16 log and bf16 exp have no 16-bit C emitter: a chain through one

@@ -65,7 +65,6 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.dtypes import dtype_name, shape_of
-from fuel_dialect.ops_cpu import C_DTYPES
 from lowering.cpu import codegen_half as half
 from lowering.triton.codegen import (
     FusionGroup,
@@ -175,11 +174,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("lt", "le", "gt", "ge"), (*FLOAT, *INTS)),
     **dict.fromkeys(("where", "cast", "broadcast"), tuple(CTYPE)),
 }
-HALF_IN_DIALECT = set(half.HALF) <= set(C_DTYPES)
-"""`fuel.c_kernel` accepts f16/bf16 signatures (`fuel_dialect.ops_cpu.C_DTYPES`): until it
-does, no group with a 16-bit value is converted (the kernel op would not verify)."""
-if HALF_IN_DIALECT:
-    SUPPORTED = {k: v + half.SUPPORTED.get(k, ()) for k, v in SUPPORTED.items()}
+SUPPORTED = {k: v + half.SUPPORTED.get(k, ()) for k, v in SUPPORTED.items()}
 """op -> operand dtypes with a C emitter (the numpy kernels' dtype sets; f16/bf16: the ops
 `codegen_half.SUPPORTED` lists)."""
 
@@ -299,7 +294,7 @@ def c_eligible(op: Operation) -> bool:
         dts = {dtype_name(v.type) for v in (*op.operands, *op.results)}
     except ValueError:
         return False
-    if not dts <= set(CTYPE) or not (HALF_IN_DIALECT or dts.isdisjoint(half.HALF)):
+    if not dts <= set(CTYPE):
         return False
     first = dtype_name(op.operands[-1].type)  # where: the value operands
     return first in SUPPORTED[key]

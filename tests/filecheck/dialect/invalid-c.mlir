@@ -8,8 +8,8 @@
 "fuel.c_kernel"() <{sym_name = "k", space = array<i64: 4>, function_type = (tensor<4xf32>) -> (), source = "void k(void **args) {}"}> : () -> ()
 
 // -----
-// CHECK: 'fuel.c_kernel' signature types must be static tensors of f64, f32, i64, i32, i8, u8, i1, got tensor<4xf16>
-"fuel.c_kernel"() <{sym_name = "k", space = array<i64: 4>, function_type = (tensor<4xf16>) -> tensor<4xf32>, source = "void k(void **args) {}"}> : () -> ()
+// CHECK: 'fuel.c_kernel' signature types must be static tensors of f64, f32, f16, bf16, i64, i32, i8, u8, i1, got tensor<?xf32>
+"fuel.c_kernel"() <{sym_name = "k", space = array<i64: 4>, function_type = (tensor<?xf32>) -> tensor<4xf32>, source = "void k(void **args) {}"}> : () -> ()
 
 // -----
 // CHECK: 'fuel.c_kernel' operand tensor<3xf32> does not broadcast into space [4]

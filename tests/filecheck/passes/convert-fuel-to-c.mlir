@@ -6,6 +6,7 @@
 // One generated kernel per distinct fusion group, at the top of the module, with its source.
 // CHECK:      fuel.c_kernel @c_fused_0 space = [4, 8] : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}static void c_fused_0_body(const float *restrict in0, const float *restrict in1, float *restrict out0) {{.*}}float v2 = (float)exp((double)v0);  /* fuel.exp */{{.*}}v2 + v1;  /* fuel.add */{{.*}}void c_fused_0(void **args) {{.*}}"
 // CHECK-NEXT: fuel.c_kernel @c_fused_1 space = [4, 8] : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi1>) source = "{{.*}}const int32_t v1 = ((int32_t)3);  /* splat */{{.*}}(int32_t)((uint32_t)v0 * (uint32_t)v1){{.*}}"
+// CHECK-NEXT: fuel.c_kernel @c_fused_2 space = [8] : (tensor<8xf16>, tensor<8xbf16>) -> tensor<8xf16> source = "{{.*}}const uint16_t *restrict in0{{.*}}"
 // CHECK-NOT:  fuel.c_kernel
 
 // With min_ops=1 a lone op converts too.
@@ -48,18 +49,19 @@ func.func @lone_op_not_applied(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   func.return %e : tensor<4x8xf32>
 }
 
-// f16, gelu, device-placed ops and ops stamped with another kernel source stay.
+// f16 sigmoid and pow (numpy rounds a few inputs differently), gelu, device-placed ops and
+// ops stamped with another kernel source stay.
 // CHECK-LABEL: func.func @chain_not_applied
-// CHECK-NEXT:    fuel.neg
-// CHECK-NEXT:    fuel.add
+// CHECK-NEXT:    fuel.sigmoid
+// CHECK-NEXT:    fuel.pow
 // CHECK-NEXT:    fuel.gelu
 // CHECK-NEXT:    fuel.tanh
 // CHECK-NEXT:    fuel.exp
 // CHECK-NEXT:    fuel.exp
 // CHECK-NEXT:    fuel.exp
 func.func @chain_not_applied(%h: tensor<8xf16>, %x: tensor<8xf32>) -> (tensor<8xf16>, tensor<8xf32>) {
-  %n = fuel.neg %h : tensor<8xf16>
-  %a = fuel.add %n, %h : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
+  %n = fuel.sigmoid %h : tensor<8xf16>
+  %a = fuel.pow %n, %h : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
   %g = fuel.gelu %x : tensor<8xf32>
   %t = fuel.tanh %g {fuel.device = #fuel.device<"cuda:0">} : tensor<8xf32>
   %e = fuel.exp %t {fuel.kernel = #fuel.kernel<"exp", [f32, f32], "cpu", "fast", "00000000000000aa">} : tensor<8xf32>
@@ -76,4 +78,15 @@ func.func @large_exp_chain_not_applied(%x: tensor<1048576xf32>) -> tensor<104857
   %a = fuel.exp %x : tensor<1048576xf32>
   %b = fuel.exp %a : tensor<1048576xf32>
   func.return %b : tensor<1048576xf32>
+}
+
+// f16 and bf16: 16-bit storage computed in f32, rounded after every op (numpy's way).
+// CHECK-LABEL: func.func @half_chain
+// CHECK-NEXT:    fuel.c_launch @c_fused_2
+// CHECK-NEXT:    func.return
+func.func @half_chain(%h: tensor<8xf16>, %b: tensor<8xbf16>) -> tensor<8xf16> {
+  %n = fuel.neg %h : tensor<8xf16>
+  %c = fuel.cast %b : tensor<8xbf16> to tensor<8xf16>
+  %a = fuel.add %n, %c : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
+  func.return %a : tensor<8xf16>
 }
