@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, StringAttr, SymbolRefAttr, i64
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
@@ -69,9 +69,10 @@ def convert_function(
     term = block.last_op
     assert term is not None
     names = [kernels.symbol(g) for g in groups]  # before any rewrite
+    renamed: dict[SSAValue, SSAValue] = {}
     for i in schedule(block, nodes):
         if i < len(groups):
-            launch(groups[i], names[i], term)
+            launch(groups[i], names[i], renamed, term)
         else:
             op = nodes[i][0]
             op.detach()
@@ -84,14 +85,17 @@ def convert_function(
             block.erase_op(op)
 
 
-def launch(group: FusionGroup, name: str, before: Operation) -> None:
+def launch(
+    group: FusionGroup, name: str, renamed: dict[SSAValue, SSAValue], before: Operation
+) -> None:
     """Launch `group`'s kernel `name` before `before`; readers outside the group read its
-    results. The group's ops are detached (erased once every group is launched)."""
+    results (recorded in `renamed`: a later group's inputs were taken before this rewrite).
+    The group's ops are detached (erased once every group is launched)."""
     for op in group.ops:
         op.detach()
     dev = group.ops[0].attributes.get(DEVICE_ATTR)
     call = CLaunchOp.create(
-        operands=list(group.inputs),
+        operands=[renamed.get(v, v) for v in group.inputs],
         result_types=[v.type for v in group.outputs],
         properties={"kernel": SymbolRefAttr(name)},
         attributes={DEVICE_ATTR: dev} if isinstance(dev, DeviceAttr) else {},
@@ -100,6 +104,7 @@ def launch(group: FusionGroup, name: str, before: Operation) -> None:
     members = set(group.ops)
     for old, new in zip(group.outputs, call.results, strict=True):
         old.replace_uses_with_if(new, lambda use: use.operation not in members)
+        renamed[old] = new
 
 
 @dataclass(frozen=True)

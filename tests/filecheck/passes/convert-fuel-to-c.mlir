@@ -7,6 +7,7 @@
 // CHECK:      fuel.c_kernel @c_fused_0 space = [4, 8] : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}static void c_fused_0_body(const float *restrict in0, const float *restrict in1, float *restrict out0) {{.*}}float v2 = (float)exp((double)v0);  /* fuel.exp */{{.*}}v2 + v1;  /* fuel.add */{{.*}}void c_fused_0(void **args) {{.*}}"
 // CHECK-NEXT: fuel.c_kernel @c_fused_1 space = [4, 8] : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi1>) source = "{{.*}}const int32_t v1 = ((int32_t)3);  /* splat */{{.*}}(int32_t)((uint32_t)v0 * (uint32_t)v1){{.*}}"
 // CHECK-NEXT: fuel.c_kernel @c_fused_2 space = [8] : (tensor<8xf16>, tensor<8xbf16>) -> tensor<8xf16> source = "{{.*}}const uint16_t *restrict in0{{.*}}"
+// CHECK-NEXT: fuel.c_kernel @c_fused_3 space = [8] : (tensor<8xf64>) -> (tensor<8xf64>, tensor<8xf64>)
 // CHECK-NOT:  fuel.c_kernel
 
 // With min_ops=1 a lone op converts too.
@@ -89,4 +90,20 @@ func.func @half_chain(%h: tensor<8xf16>, %b: tensor<8xbf16>) -> tensor<8xf16> {
   %c = fuel.cast %b : tensor<8xbf16> to tensor<8xf16>
   %a = fuel.add %n, %c : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
   func.return %a : tensor<8xf16>
+}
+
+// Two groups split by an op left on numpy (f64 gelu_tanh has no C form), the second reading
+// the first's result: it reads the first launch's result.
+// ONE-LABEL: func.func @group_feeds_group
+// ONE-NEXT:    %[[A:.*]], %[[P:.*]] = fuel.c_launch @{{.*}}(%{{.*}}) : (tensor<8xf64>) -> (tensor<8xf64>, tensor<8xf64>)
+// ONE-NEXT:    %[[G:.*]] = fuel.gelu %[[A]] tanh
+// ONE-NEXT:    %[[M:.*]] = fuel.c_launch @{{.*}}(%[[G]], %[[P]])
+// ONE-NEXT:    func.return %[[M]]
+func.func @group_feeds_group(%x: tensor<8xf64>) -> tensor<8xf64> {
+  %a = fuel.abs %x : tensor<8xf64>
+  %g = fuel.gelu %a tanh : tensor<8xf64>
+  %one = fuel.constant dense<1.0> : tensor<f64>
+  %p = fuel.add %x, %one : tensor<8xf64>, tensor<f64> -> tensor<8xf64>
+  %m = fuel.mul %g, %p : tensor<8xf64>, tensor<8xf64> -> tensor<8xf64>
+  func.return %m : tensor<8xf64>
 }
