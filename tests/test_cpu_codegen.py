@@ -11,6 +11,8 @@ inputs: tanh 3, silu 4, gelu 3, sigmoid 2, exp/log/pow/erf 1, sin/cos 0). NaN mu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -383,9 +385,30 @@ def test_codegen_option_is_validated() -> None:
     from lowering.backend import BackendError
     from lowering.cpu.backend import CpuBackend
 
-    assert CpuBackend().parse_options("cpu", {"codegen": "c"}).codegen == "c"
-    with pytest.raises(BackendError, match="codegen='llvm': expected c or none"):
+    assert CpuBackend().parse_options("cpu", {"codegen": "c"}).generates_c
+    assert not CpuBackend().parse_options("cpu", {"codegen": "none"}).generates_c
+    with pytest.raises(BackendError, match="codegen='llvm': expected auto, c or none"):
         CpuBackend().parse_options("cpu", {"codegen": "llvm"})
+
+
+@pytest.mark.parametrize("native_on", ["1", "0"])
+def test_codegen_auto_follows_the_native_switch(native_on: str, monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:  # fmt: skip
+    """The default (`auto`) generates C exactly where fuel's native kernels are enabled: a
+    compiler exists and FUEL_NATIVE is not 0; a bundle then carries the generated kernels."""
+    from lowering.bundle import write_bundle
+    from lowering.cpu.backend import CpuBackend
+    from runtime.bundle import load_bundle
+
+    monkeypatch.setenv("FUEL_NATIVE", native_on)
+    opts = CpuBackend().parse_options("cpu", {})
+    assert opts.codegen == "auto" and opts.generates_c == (native_on == "1")
+    g = GraphBuilder()
+    x = g.input("x", (4, 8))
+    module = g.build({"y": g.relu(g.add(g.exp(x), x))})
+    write_bundle(module, tmp_path / "b")
+    files = load_bundle(tmp_path / "b").manifest["files"]
+    assert any(f.endswith(".c") and "/c/" in f for f in files) == (native_on == "1")
 
 
 # -- f16 / bf16: bit-identical to the numpy kernels -------------------------------------------
