@@ -317,14 +317,15 @@ def build_mlp(act: str, out_dir: Path, torch_threads: int | None = 2) -> Workloa
 
 def report(title: str, stats: Mapping[str, Stats], unit: str, scale: float,
            target: float) -> bool:  # fmt: skip
-    """Print the table (`scale` divides µs per run into `unit`); True when every fuel row meets
-    `fuel median <= target x onnxruntime median`."""
+    """Print the table (`scale` divides µs per run into `unit`); True when fuel's default
+    (the `fuel` row) meets `fuel median <= target x onnxruntime median`. Other fuel variants
+    are marked too, for information."""
     ort = stats["onnxruntime"].median
     rows, met = [], True
     for name, s in stats.items():
         ratio = s.median / ort
         ok = "" if not name.startswith("fuel") else ("met" if ratio <= target else "NOT MET")
-        met &= ok != "NOT MET"
+        met &= name != "fuel" or ok != "NOT MET"
         rows.append([name, f"{s.median / scale:.3f}", f"{s.p10 / scale:.3f}",
                      f"{s.p90 / scale:.3f}", f"{ratio:.2f}x", ok])  # fmt: skip
     print(f"\n{title}")
