@@ -489,7 +489,7 @@ class _Compiler(ViewPlanner):
         except CodegenError as e:
             raise ExecutionError(f"cannot load C kernel @{sym.sym_name.data}: {e}") from None
         arrays = self.operand_list(op.args, True, HOST, op.name)
-        outs = [self.alloc(r) for r in op.results]
+        outs = [self.alloc_into(r) for r in op.results]  # a result may fill a concat's block
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
         arrays.extend(outs)  # patches still index the inputs

@@ -20,6 +20,7 @@ from xdsl.ir import Operation, SSAValue
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import CopyOp, placed_device
 from fuel_dialect.dtypes import shape_of
+from fuel_dialect.ops_cpu import CLaunchOp
 from fuel_dialect.ops_movement import (
     ConcatOp,
     ConstantOp,
@@ -167,8 +168,9 @@ or whose own output may be elided: never asked to write into a concat's output."
 
 
 def _sole_producer(v: SSAValue, concat: Operation) -> SSAValue | None:
-    """The host kernel result that `v` (a concat input) is, through reshapes, if neither it
-    nor a reshape on the way is returned and its op runs in the concat's block."""
+    """The host kernel (or generated C kernel) result that `v` (a concat input) is, through
+    reshapes, if neither it nor a reshape on the way is returned and its op runs in the
+    concat's block."""
     while True:
         if any(isinstance(u.operation, func.ReturnOp) for u in v.uses):
             return None
@@ -176,11 +178,12 @@ def _sole_producer(v: SSAValue, concat: Operation) -> SSAValue | None:
         if not isinstance(owner, ReshapeOp):
             break
         v = owner.input
+    generated = isinstance(owner, CLaunchOp)  # a generated C kernel: one buffer per result
     if (
-        not isinstance(owner, KernelOp)
+        not (isinstance(owner, KernelOp) or generated)
         or isinstance(owner, _NOT_IN_PLACE)
         or owner.parent is not concat.parent
-        or len(owner.results) != 1
+        or (len(owner.results) != 1 and not generated)
         or placed_device(owner) not in (None, HOST)
     ):
         return None

@@ -503,14 +503,17 @@ def _mba_native_cost(costs: dict) -> CostFn:
     composed = _mba_cost(costs)
 
     def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
-        """The composed FLOPs and bytes; one C call (plus the activation's pass unless relu)."""
+        """The composed FLOPs and bytes; one C call, plus a numpy pass for the bias of a GEMV
+        and one for an activation the packed GEMM does not fuse (all but relu)."""
         base = composed(shapes, dtypes, params)
         if len(shapes[1]) != 2:
             return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
-        est = _product_cost(base, numel(shapes[0][:-1]))
-        act = params.get("act", "none")
-        extra = 0.0 if act in ("none", "relu") else OVERHEAD_NS["ufunc"]
-        return CostEstimate(est.flops, est.bytes_moved, est.overhead_ns + extra)
+        rows, act = numel(shapes[0][:-1]), params.get("act", "none")
+        est = _product_cost(base, rows)
+        fused = ("none",) if rows < GEMV_ROWS else ("none", "relu")
+        passes = (rows < GEMV_ROWS) + (act not in fused)
+        return CostEstimate(est.flops, est.bytes_moved,
+                            est.overhead_ns + passes * OVERHEAD_NS["ufunc"])  # fmt: skip
 
     return cost
 
@@ -547,15 +550,16 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
     t = "f32"
     claim = PrecisionGuarantee(bit_stable=True, notes="matmul accumulation (cancellation): "
                                "no bound; bits fixed by the shapes")  # fmt: skip
+    packed = (_fma_shape, _fma_gemm, _fma_rows, pack, _encode_packed, _writable)
     add(table, "matmul", (t, t, t), _matmul_native, matmul_claim(t), _matmul_cost,
-        also=(_gemv_shape, _fma_shape, _fma_gemm, _gemv, _matmul, _writable), source=NATIVE,
+        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul), source=NATIVE,
         code=code)  # fmt: skip
     costs = _part_costs(table, t)
     add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act_native, claim, _mba_native_cost(costs),
-        also=(_fma_shape, _fma_gemm, _gemv, _matmul, _bias_1d, _writable), source=NATIVE,
+        also=(*packed, _gemv_shape, _gemv, _matmul, _bias_1d, _prepare_mba), source=NATIVE,
         code=code)  # fmt: skip
     add(table, "gated_mlp", (t,) * 5, _gated_mlp_native, claim, _gated_native_cost(costs),
-        also=(_gemv_shape, _fma_shape, _fma_gemm, _weights_2d, _numpy_gated), source=NATIVE,
+        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated), source=NATIVE,
         code=code)  # fmt: skip
     add(table, "rms_norm", (t, t, t), _rms_norm_native, PrecisionGuarantee(bit_stable=True,
         notes=_NO_BOUND), _rms_cost, also=(_numpy_rms,), source=NATIVE, code=code)  # fmt: skip
