@@ -245,3 +245,19 @@ def test_costs_price_the_packed_gemm_like_blas_with_one_call(
     assert nk._matmul_cost(batched, dt, {}).overhead_ns > matmul_cost(batched, dt, {}).overhead_ns
     monkeypatch.setattr(native, "simd_fma", lambda: False)  # the portable kernel: priced slow
     assert nk._matmul_cost(gemm, dt, {}).flops == blas.flops * nk.PORTABLE_SLOWDOWN
+
+
+def test_attention_follows_the_products_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Native attention is priced at the BLAS rate only where the packed GEMM runs at full
+    speed (the products then run on fuel's pool); elsewhere at its measured rate."""
+    from lowering.cpu.kernels.nn import attention_cost
+
+    shapes = [(1, 8, 64, 64), (1, 2, 64, 64), (1, 2, 64, 64), (1, 8, 64, 64)]
+    dt = ["f32"] * 4
+    blas = attention_cost(shapes, dt, {"causal": True, "scale": 0.125})
+    monkeypatch.setattr(native, "simd_fma", lambda: True)
+    est = nk._attention_cost(shapes, dt, {"causal": True, "scale": 0.125})
+    assert est.flops == blas.flops and est.overhead_ns < blas.overhead_ns
+    monkeypatch.setattr(native, "simd_fma", lambda: False)
+    slow = nk._attention_cost(shapes, dt, {"causal": True, "scale": 0.125})
+    assert slow.flops == blas.flops * nk.ATTENTION_DOT_SLOWDOWN > blas.flops

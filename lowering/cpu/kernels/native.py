@@ -4,7 +4,7 @@ Registered after the `numpy` (and `torch-blas`) kernels at their keys, so they a
 key's default; the picker chooses them by cost. What differs is the per-call overhead, and it
 is priced as such: one ctypes call (~1.5 us) against numpy's 3 us per BLAS call, 5 numpy calls
 for gated_mlp, ~10 numpy calls for rms_norm. The packed GEMM is priced like the BLAS kernels
-where the AVX-512 micro-kernel runs (`native.simd_fma`), at 16x the FLOP time elsewhere.
+where the AVX-512 micro-kernel runs (`native.simd_fma`), at 64x the FLOP time elsewhere.
 
 * `matmul`, `matmul_bias_act` and `gated_mlp` take the C path for every f32 product by a 2-D
   weight. Fewer than `GEMV_ROWS` rows (a decode step's GEMVs): the library streams the weight
@@ -24,7 +24,8 @@ where the AVX-512 micro-kernel runs (`native.simd_fma`), at 16x the FLOP time el
 * `attention` (kernel_source `native`): the same kernel for every query count (prefill), each
   query over its live keys (`kv_len`, and causal: numpy's mask), so a prefill whose products
   run on fuel's pool does not wake torch's as well (two pools spinning on the same cores slow
-  both). Priced at the BLAS FLOP rate (`ATTENTION_DOT_SLOWDOWN`).
+  both). Priced at the BLAS FLOP rate where the packed GEMM runs, else at twice it
+  (`ATTENTION_DOT_SLOWDOWN`).
 
 Results are bit-stable on any machine and thread count (see `fuel_native.c`): for a given
 shape the path, the summation order and every rounding are fixed.
@@ -284,20 +285,23 @@ def _attention_native(with_kv_len: bool) -> Kernel:
     return attention_native
 
 
-ATTENTION_DOT_SLOWDOWN = 1.0
-"""The C attention's FLOPs against the BLAS rate. Alone it measured 0.6x (8 heads over 4 kv
-heads, 64 queries) to 2.5x (a 512-token causal prompt) torch's time: its scores are dot
-products and its weighted sums f64 AXPYs, not blocked GEMMs. It is priced at the BLAS rate
-because a graph whose products run on fuel's pool pays for a torch attention twice: torch's
-pool wakes and both spin on the same cores (prefill SMALL, T=64: 14.7 ms with every product
-and attention on torch, 20.7 ms with the products native and attention on torch, 11.9 ms all
-native). Long prompts are the known loss (see the notes)."""
+ATTENTION_DOT_SLOWDOWN = 2.0
+"""The C attention's FLOPs against the BLAS rate, alone: it measured 0.6x (8 heads over 4 kv
+heads, 64 queries) to 2.5x (a 512-token causal prompt) torch's time (its scores are dot
+products and its weighted sums f64 AXPYs, not blocked GEMMs). Where the packed GEMM runs at
+full speed (`native.simd_fma`) it is priced at the BLAS rate instead: the graph's products then
+run on fuel's pool, and a torch attention between them wakes a second pool that spins on the
+same cores (prefill SMALL, T=64: 14.7 ms with every product and attention on torch, 20.7 ms
+with the products native and attention on torch, 11.9 ms all native). Long prompts are the
+known loss there."""
 
 
 def _attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
-    """`nn.attention_cost`'s FLOPs (times ATTENTION_DOT_SLOWDOWN) and bytes, one C call."""
+    """`nn.attention_cost`'s FLOPs and bytes, one C call; the FLOPs times
+    ATTENTION_DOT_SLOWDOWN where the products do not run on fuel's pool."""
     base = attention_cost(shapes, dtypes, params)
-    return CostEstimate(base.flops * ATTENTION_DOT_SLOWDOWN, base.bytes_moved, CALL_NS)
+    slowdown = 1.0 if native.simd_fma() else ATTENTION_DOT_SLOWDOWN
+    return CostEstimate(base.flops * slowdown, base.bytes_moved, CALL_NS)
 
 
 def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
@@ -482,8 +486,10 @@ _matmul_bias_act_native.prepare = _prepare_mba  # type: ignore[attr-defined]
 _gated_mlp_native.prepare = _prepare_gated  # type: ignore[attr-defined]
 
 
-PORTABLE_SLOWDOWN = 16.0
-"""The portable micro-kernel (scalar fmaf) against the AVX-512 one: its FLOPs are priced so."""
+PORTABLE_SLOWDOWN = 64.0
+"""The portable micro-kernel (one libm fmaf per term) against the AVX-512 one: measured 69x
+(32x1024x1024) and 85x (64x512x1408); its FLOPs are priced at 64x, so where it is the only
+one (`native.simd_fma` false) the picker leaves products of 8+ rows to the BLAS libraries."""
 
 
 def _product_cost(base: CostEstimate, rows: int) -> CostEstimate:
