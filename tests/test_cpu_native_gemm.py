@@ -1,5 +1,5 @@
 """fuel's packed FMA GEMM (`fuel_native.c` "packed products", `lowering.cpu.kernels.native`):
-every output is one FMA chain in k order, so the AVX-512 micro-kernel, the portable one, the
+every output is one FMA chain in k order, so the AVX-512, AVX2 and portable micro-kernels, the
 packed and the in-place weight, and a plain C loop agree bit for bit; the error is bounded
 against float64; bias and relu are numpy's steps; the executor packs constant weights once."""
 
@@ -53,13 +53,14 @@ def inplace_gemm(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
 
 
 @pytest.fixture
-def portable() -> Iterator[None]:
-    """The portable micro-kernel (fmaf) for the duration of a test."""
-    native.library().fuel_native_gemm_portable(1)
+def isas() -> Iterator[list[int]]:
+    """The micro-kernels this CPU can run (0 portable, 1 AVX2, 2 AVX-512); the machine's own
+    is restored afterwards."""
+    lib = native.library()
     try:
-        yield
+        yield list(range(lib.fuel_native_gemm_isa() + 1))
     finally:
-        native.library().fuel_native_gemm_portable(0)
+        lib.fuel_native_gemm_use_isa(-1)
 
 
 # rows: 8 (one 8-block), 9-11 (a padded 12-block), 12, 13, 16 (two 8s), 20, 33, 64; columns
@@ -69,14 +70,19 @@ SHAPES = [(8, 64, 32), (9, 1, 1), (11, 255, 33), (12, 256, 31), (13, 257, 64), (
 
 
 @pytest.mark.parametrize(("m", "k", "n"), SHAPES)
-def test_every_path_is_the_same_fma_chain(m: int, k: int, n: int, portable: None) -> None:
+def test_every_path_is_the_same_fma_chain(m: int, k: int, n: int, isas: list[int]) -> None:
+    """Each micro-kernel the CPU has, on the packed and the in-place weight, with bias and
+    relu: the bits of the plain C chain."""
     g = rng(m * 1000 + k + n)
     x, w = g.standard_normal((m, k)).astype(F32), g.standard_normal((k, n)).astype(F32)
-    want = ref_chain(x, w).view(np.int32)
-    assert np.array_equal(packed_gemm(x, w).view(np.int32), want)  # portable micro-kernel
-    native.library().fuel_native_gemm_portable(0)  # the machine's (AVX-512 where it has it)
-    assert np.array_equal(packed_gemm(x, w).view(np.int32), want)
-    assert np.array_equal(inplace_gemm(x, w).view(np.int32), want)
+    b = g.standard_normal(n).astype(F32)
+    want, want_br = ref_chain(x, w).view(np.int32), ref_chain(x, w, b, True).view(np.int32)
+    for isa in isas:
+        assert native.library().fuel_native_gemm_use_isa(isa) == isa
+        assert np.array_equal(packed_gemm(x, w).view(np.int32), want), isa
+        assert np.array_equal(inplace_gemm(x, w).view(np.int32), want), isa
+        assert np.array_equal(packed_gemm(x, w, b, True).view(np.int32), want_br), isa
+        assert np.array_equal(inplace_gemm(x, w, b, True).view(np.int32), want_br), isa
 
 
 def test_error_is_within_the_recursive_sum_bound() -> None:

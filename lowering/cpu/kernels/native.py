@@ -9,7 +9,8 @@ where the AVX-512 micro-kernel runs (`native.simd_fma`), at 64x the FLOP time el
 * `matmul`, `matmul_bias_act` and `gated_mlp` take the C path for every f32 product by a 2-D
   weight. Fewer than `GEMV_ROWS` rows (a decode step's GEMVs): the library streams the weight
   once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
-  chain per output in k order (AVX-512 micro-kernel; the portable one gives the same bits).
+  chain per output in k order (AVX-512 or AVX2 micro-kernel; the portable one gives the same
+  bits).
   Its weight is packed once when the executor is built (`prepare`: the operand is a bundle
   constant), else per call. `matmul_bias_act` adds the bias (and relu) as the products are
   stored; `gated_mlp` on many rows runs silu * up in one vectorized C pass that rounds

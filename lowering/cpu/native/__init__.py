@@ -73,9 +73,11 @@ def install_prebuilt(library_file: Path) -> None:
 
 
 def simd_fma() -> bool:
-    """This CPU runs the packed GEMM's AVX-512 micro-kernel (`fuel_native_gemm_isa` == 2),
-    read from /proc/cpuinfo without compiling anything: the cost functions ask it."""
-    return _cpu_flags() >= {"avx512f"}
+    """This CPU runs one of the packed GEMM's SIMD micro-kernels (`fuel_native_gemm_isa` >= 1:
+    AVX-512, or AVX2 with FMA), read from /proc/cpuinfo without compiling anything: the cost
+    functions ask it."""
+    flags = _cpu_flags()
+    return "avx512f" in flags or {"avx2", "fma"} <= flags
 
 
 @functools.cache
@@ -128,7 +130,7 @@ _SIGNATURES = {
     "fuel_native_gemm_packed": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
-    "fuel_native_gemm_portable": ([ctypes.c_int], None),
+    "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
 }
 
 

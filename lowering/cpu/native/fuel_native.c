@@ -326,13 +326,14 @@ int fuel_native_gemm(const float *x, const float *w, float *y, long m, long k, l
 #define PK_MR 12 /* rows of a block: 12, or 8 (see pk_height) */
 #define PK_KC 256
 
-/* 2 where the AVX-512 micro-kernel runs, 0 where the portable one does (same bits, slower). */
+/* The micro-kernel this CPU runs: 2 AVX-512, 1 AVX2 + FMA, 0 the portable one (same bits,
+ * each slower). */
 int fuel_native_gemm_isa(void) {
 #if defined(__GNUC__) && defined(__x86_64__)
-  return __builtin_cpu_supports("avx512f") ? 2 : 0;
-#else
-  return 0;
+  if (__builtin_cpu_supports("avx512f")) return 2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
 #endif
+  return 0;
 }
 
 long fuel_native_packed_floats(long k, long n) { return (n + PK_NR - 1) / PK_NR * PK_NR * k; }
@@ -484,9 +485,97 @@ pk_kernel8(const pk_args *a, const float *restrict xb, const float *restrict wb,
 #undef PK_STORE
 #undef PK_KERNEL_HEAD
 #undef PK_B_LOADS
+
+/* The AVX2 micro-kernel: the same chains, 8 lanes. A block of R rows runs as sub-blocks of S
+ * rows (6 + 6 for R = 12, 4 + 4 for R = 8), each over the panel's two 16-column halves:
+ * 2 S accumulators, two B loads and S broadcasts per k. */
+__attribute__((target("avx2,fma"))) static inline __m256 pk_finish256(__m256 v, const float *bias,
+                                                                      __m256i mask, int last,
+                                                                      int relu) {
+  if (!last) return v;
+  if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, mask));
+  if (relu) v = _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NLE_UQ), v);
+  return v;
+}
+
+#define PK2_ACC(r) __m256 c##r##a = _mm256_setzero_ps(), c##r##b = _mm256_setzero_ps();
+#define PK2_LOAD(r)                                                                           \
+  if (i0 && r < rows) {                                                                       \
+    c##r##a = _mm256_maskload_ps(y + r * n, m0);                                              \
+    c##r##b = _mm256_maskload_ps(y + r * n + 8, m1);                                          \
+  }
+#define PK2_FMA(r)                                                                            \
+  {                                                                                           \
+    const __m256 xv = _mm256_broadcast_ss(xb + i * R + r);                                    \
+    c##r##a = _mm256_fmadd_ps(xv, b0, c##r##a);                                               \
+    c##r##b = _mm256_fmadd_ps(xv, b1, c##r##b);                                               \
+  }
+#define PK2_STORE(r)                                                                          \
+  if (r < rows) {                                                                             \
+    _mm256_maskstore_ps(y + r * n, m0, pk_finish256(c##r##a, bias, m0, last, a->relu));       \
+    _mm256_maskstore_ps(y + r * n + 8, m1,                                                    \
+                        pk_finish256(c##r##b, bias ? bias + 8 : 0, m1, last, a->relu));       \
+  }
+#define PK2_HEAD                                                                              \
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                             \
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len), iota);                   \
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len - 8), iota);               \
+  const long n = a->n;                                                                        \
+  float *y = a->y + r0 * n + c0;                                                              \
+  const int last = i1 == a->k;                                                                \
+  const float *bias = a->bias ? a->bias + c0 : 0;
+#define PK2_B_LOADS                                                                           \
+  const __m256 b0 = _mm256_maskload_ps(wb + i * ldb, m0);                                     \
+  const __m256 b1 = _mm256_maskload_ps(wb + i * ldb + 8, m1);
+
+/* Rows [r0, r0 + rows) (rows <= 6, at xb's columns 0.. of a block of R) x 16 columns from c0
+ * (len of them valid) over the k slice [i0, i1). */
+__attribute__((target("avx2,fma"))) static void
+pk_kernel_avx2_6(const pk_args *a, const float *restrict xb, long R, const float *restrict wb,
+                 long ldb, long r0, long rows, long c0, long len, long i0, long i1) {
+  PK2_HEAD
+  PK2_ACC(0) PK2_ACC(1) PK2_ACC(2) PK2_ACC(3) PK2_ACC(4) PK2_ACC(5)
+  PK2_LOAD(0) PK2_LOAD(1) PK2_LOAD(2) PK2_LOAD(3) PK2_LOAD(4) PK2_LOAD(5)
+  for (long i = i0; i < i1; i++) {
+    PK2_B_LOADS
+    PK2_FMA(0) PK2_FMA(1) PK2_FMA(2) PK2_FMA(3) PK2_FMA(4) PK2_FMA(5)
+  }
+  PK2_STORE(0) PK2_STORE(1) PK2_STORE(2) PK2_STORE(3) PK2_STORE(4) PK2_STORE(5)
+}
+
+__attribute__((target("avx2,fma"))) static void
+pk_kernel_avx2_4(const pk_args *a, const float *restrict xb, long R, const float *restrict wb,
+                 long ldb, long r0, long rows, long c0, long len, long i0, long i1) {
+  PK2_HEAD
+  PK2_ACC(0) PK2_ACC(1) PK2_ACC(2) PK2_ACC(3)
+  PK2_LOAD(0) PK2_LOAD(1) PK2_LOAD(2) PK2_LOAD(3)
+  for (long i = i0; i < i1; i++) {
+    PK2_B_LOADS
+    PK2_FMA(0) PK2_FMA(1) PK2_FMA(2) PK2_FMA(3)
+  }
+  PK2_STORE(0) PK2_STORE(1) PK2_STORE(2) PK2_STORE(3)
+}
+#undef PK2_ACC
+#undef PK2_LOAD
+#undef PK2_FMA
+#undef PK2_STORE
+#undef PK2_HEAD
+#undef PK2_B_LOADS
+
+/* A block of R rows (mr of them real) x one panel, on the AVX2 kernels. */
+static void pk_block_avx2(const pk_args *a, const float *xb, const float *wb, long ldb, long r0,
+                          long R, long mr, long c0, long len, long i0, long i1) {
+  const long S = R == 12 ? 6 : 4;
+  for (long s0 = 0; s0 < R && s0 < mr; s0 += S)
+    for (long h = 0; h < 2 && 16 * h < len; h++) {
+      const long rows = mr - s0 < S ? mr - s0 : S, hl = len - 16 * h < 16 ? len - 16 * h : 16;
+      (S == 6 ? pk_kernel_avx2_6 : pk_kernel_avx2_4)(a, xb + s0, R, wb + 16 * h, ldb, r0 + s0,
+                                                     rows, c0 + 16 * h, hl, i0, i1);
+    }
+}
 #endif
 
-static int pk_isa = -1; /* fuel_native_gemm_isa(), or 0 when forced portable (tests) */
+static int pk_isa = -1; /* fuel_native_gemm_isa(), or a lesser one (tests) */
 
 static void pk_chunk(void *q, long panel) {
   const pk_args *a = q;
@@ -502,6 +591,10 @@ static void pk_chunk(void *q, long panel) {
 #if defined(__GNUC__) && defined(__x86_64__)
       if (pk_isa == 2) {
         (R == 12 ? pk_kernel12 : pk_kernel8)(a, xb, wb, ldb, r0, mr, c0, len, i0, i1);
+        continue;
+      }
+      if (pk_isa == 1) {
+        pk_block_avx2(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1);
         continue;
       }
 #endif
@@ -583,11 +676,15 @@ void fuel_native_gemm_fma_ref(const float *x, const float *w, const float *bias,
     }
 }
 
-/* Force the portable micro-kernel (1) or restore the machine's (0): for the tests. */
-void fuel_native_gemm_portable(int on) {
+/* Run the micro-kernel `isa` (2 AVX-512, 1 AVX2, 0 portable; capped at this CPU's), or this
+ * CPU's for -1; returns the one now in use. For the tests. */
+int fuel_native_gemm_use_isa(int isa) {
   pthread_mutex_lock(&call_mu);
-  pk_isa = on ? 0 : fuel_native_gemm_isa();
+  const int best = fuel_native_gemm_isa();
+  pk_isa = isa < 0 || isa > best ? best : isa;
+  const int now = pk_isa;
   pthread_mutex_unlock(&call_mu);
+  return now;
 }
 
 /* -- SiLU-gated MLP --------------------------------------------------------------------- */
