@@ -1,4 +1,4 @@
-"""fuel's packed FMA GEMM (`fuel_native.c` "packed products", `lowering.cpu.kernels.native`):
+"""fuel's packed FMA GEMM (`lowering/cpu/native/fuel_gemm.c`, `lowering.cpu.kernels.native`):
 every output is one FMA chain in k order, so the AVX-512, AVX2 and portable micro-kernels, the
 packed and the in-place weight, and a plain C loop agree bit for bit; the error is bounded
 against float64; bias and relu are numpy's steps; the executor packs constant weights once."""

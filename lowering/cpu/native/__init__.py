@@ -1,14 +1,19 @@
-"""fuel's native CPU library: hand-written C for the memory-bound kernels of a decode step.
+"""fuel's native CPU library: hand-written C for the kernels numpy and the BLAS libraries run
+with too many calls or too little reuse.
 
 `fuel_native.c` (beside this file) holds f32 products of a few rows by a weight (decode's
 GEMVs: `fuel_native_gemm`), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up
 in one pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
-`fuel_native_rope` and flash decoding (`fuel_native_flash_decode`: one query per head over a
-KV cache's live prefix, split-KV),
-run by a persistent thread pool that splits output columns (or rows), never a sum, so results
-do not depend on the thread count. Why: on the reference 2-core VM a decode step's products
-read weights from cache/DRAM at 12-18 GB/s through numpy's OpenBLAS GEMV plus several numpy
-calls per fused op; one C call per op reads them at the machine's bandwidth.
+`fuel_native_rope`, flash attention (`fuel_native_flash_attention`: each query over its live
+keys, split-KV; `fuel_native_flash_decode` for one query) and native programs (a run of kernel
+calls in one C call). `fuel_gemm.c` holds the packed FMA GEMM for products of many rows
+(`fuel_native_gemm_packed` / `_fma`, weights packed once by `fuel_native_pack`; AVX-512, AVX2
+or portable micro-kernels computing the same bits). A persistent thread pool splits output
+columns (or rows), never a sum, so results do not depend on the thread count. Why: on the
+reference 2-core VM a decode step's products read weights at 12-18 GB/s through numpy's
+OpenBLAS GEMV plus several numpy calls per fused op; one C call per op reads them at the
+machine's bandwidth, and a prefill whose products and attention all run on this one pool
+does not wake a second library's.
 
 The library is compiled from source by the system C compiler on first use (`-O3`, no
 fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
@@ -33,7 +38,10 @@ from typing import Any
 
 import numpy as np
 
-SOURCE_PATH = Path(__file__).resolve().with_name("fuel_native.c")
+SOURCE_PATHS = tuple(
+    Path(__file__).resolve().with_name(f) for f in ("fuel_native.c", "fuel_gemm.c")
+)
+"""The library's C files, compiled as one unit in this order."""
 FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-ffp-contract=off",
          "-fno-math-errno", "-fno-trapping-math")  # fmt: skip
 """-O3 vectorizes the column loops; no fast-math and no FMA contraction keep every output's
@@ -105,10 +113,11 @@ def threads() -> int:
 
 @functools.cache
 def source() -> str:
-    """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `fuel_native.c`."""
+    """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `SOURCE_PATHS`."""
     from lowering.cpu.codegen import helper_source
 
-    return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + SOURCE_PATH.read_text()
+    files = "\n".join(p.read_text() for p in SOURCE_PATHS)
+    return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + files
 
 
 _F = ctypes.c_void_p
@@ -207,6 +216,6 @@ def revision_text() -> str:
     return source() + "\n" + " ".join(FLAGS)
 
 
-__all__ = ["FLAGS", "SOURCE_PATH", "Record", "available", "contiguous_f32", "enabled", "f64_bits",
+__all__ = ["FLAGS", "SOURCE_PATHS", "Record", "available", "contiguous_f32", "enabled", "f64_bits",
            "install_prebuilt", "library", "program", "ptr", "revision_text", "simd_fma", "source",
            "threads"]  # fmt: skip

@@ -1,0 +1,395 @@
+/* fuel's packed FMA GEMM: products of many rows (prefill, an MLP's batch) by a weight, with
+ * the bias and relu fused into the stores.
+ *
+ * Compiled in one unit after fuel_native.c (lowering/cpu/native/__init__.py `source`), whose
+ * thread pool (`parallel_for`, `call_mu`) and thresholds it uses.
+ */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+/* -- packed products -------------------------------------------------------------------- */
+/* y [m, n] = x [m, k] @ w [k, n] (+ bias [n], then relu if asked) for many rows (prefill, an
+ * MLP's batch): compute-bound, so the plan is about FMA throughput. w is packed into panels
+ * of PK_NR columns, each panel k rows of PK_NR contiguous floats (zero-padded at the right),
+ * once per weight (`fuel_native_pack`: a bundle's constant weights are packed when the
+ * executor is built); a weight that is not a constant is read in place, PK_NR columns at a
+ * time (`fuel_native_gemm_fma`: the same bits, slower: its rows are n floats apart). x is
+ * packed per call into row blocks of PK_MR rows, k-major (a block's k-th column is PK_MR
+ * adjacent floats).
+ * A panel is one chunk of the pool; for each PK_KC-row slice of it (32 KB: stays in L1) every
+ * row block runs the micro-kernel: PK_MR x PK_NR accumulators in registers, one fused
+ * multiply-add per k.
+ *
+ * Every output is y = fma(x[k-1], w[k-1], ... fma(x[0], w[0], 0)): one FMA chain in k order,
+ * continued across slices through y (a float store and reload is exact), then `+ bias` (one
+ * rounding, numpy's `out += b`) and relu as np.maximum(y, 0) (+0 for y <= 0, NaN kept). Lane
+ * width does not enter the chain, so the AVX-512 kernel and the portable one (fmaf) give the
+ * same bits on any machine and thread count; `fuel_native_gemm_fma_ref` is that chain written
+ * plainly, for tests. Error: |y - x.w| <= k u sum|x w| (a recursive sum with exact products
+ * until each addition). */
+
+#define PK_NR 32
+#define PK_MR 12 /* rows of a block: 12, or 8 (see pk_height) */
+#define PK_KC 256
+
+/* The micro-kernel this CPU runs: 2 AVX-512, 1 AVX2 + FMA, 0 the portable one (same bits,
+ * each slower). */
+int fuel_native_gemm_isa(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return 2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+#endif
+  return 0;
+}
+
+long fuel_native_packed_floats(long k, long n) { return (n + PK_NR - 1) / PK_NR * PK_NR * k; }
+
+typedef struct {
+  const float *w;
+  float *p;
+  long k, n;
+} pack_args;
+
+static void pack_chunk(void *q, long panel) {
+  const pack_args *a = q;
+  const long c0 = panel * PK_NR, len = a->n - c0 < PK_NR ? a->n - c0 : PK_NR;
+  float *restrict dst = a->p + panel * a->k * PK_NR;
+  for (long i = 0; i < a->k; i++, dst += PK_NR) {
+    memcpy(dst, a->w + i * a->n + c0, (size_t)len * sizeof(float));
+    for (long j = len; j < PK_NR; j++) dst[j] = 0.0f;
+  }
+}
+
+static void pack_panels(const float *w, float *p, long k, long n) {
+  pack_args a = {w, p, k, n};
+  long panels = (n + PK_NR - 1) / PK_NR;
+  if (k * n * 4 < PARALLEL_BYTES) {
+    for (long c = 0; c < panels; c++) pack_chunk(&a, c);
+  } else {
+    parallel_for(pack_chunk, &a, panels);
+  }
+}
+
+/* p [fuel_native_packed_floats(k, n)] = w [k, n] in panels. */
+void fuel_native_pack(const float *w, float *p, long k, long n) {
+  pthread_mutex_lock(&call_mu);
+  pack_panels(w, p, k, n);
+  pthread_mutex_unlock(&call_mu);
+}
+
+typedef struct {
+  const float *xp, *w, *bias;
+  float *y;
+  long m, k, n;
+  int relu, packed; /* w: panels (ldb PK_NR), or the row-major weight itself (ldb n) */
+} pk_args;
+
+/* The height of the block that starts with `rest` rows left: 12 while at least 12 are (but
+ * 16 as two 8s), else 8 for up to 8 and 12 for 9-11: no padding for m = 8, 12, 16, 24, 32, 64. */
+static long pk_height(long rest) {
+  return rest == 16 || rest <= 8 ? 8 : 12;
+}
+
+static inline float pk_finish(float v, const float *bias, long j, int last, int relu) {
+  if (!last) return v;
+  if (bias) v = v + bias[j];
+  return relu && !(v > 0.0f || v != v) ? 0.0f : v;
+}
+
+/* Rows [r0, r0 + mr) of panel c0 over k slice [i0, i1): the portable micro-kernel. */
+static void pk_block_portable(const pk_args *a, const float *restrict xb, const float *restrict wb,
+                              long ldb, long r0, long R, long mr, long c0, long len, long i0,
+                              long i1) {
+  const int last = i1 == a->k;
+  for (long r = 0; r < mr; r++) {
+    float *restrict yr = a->y + (r0 + r) * a->n + c0;
+    for (long j = 0; j < len; j++) {
+      float acc = i0 ? yr[j] : 0.0f;
+      for (long i = i0; i < i1; i++) acc = fmaf(xb[i * R + r], wb[i * ldb + j], acc);
+      yr[j] = pk_finish(acc, a->bias ? a->bias + c0 : 0, j, last, a->relu);
+    }
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f"))) static inline __m512 pk_finish512(__m512 v, const float *bias,
+                                                                     __mmask16 mask, int last,
+                                                                     int relu) {
+  if (!last) return v;
+  if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias));
+  if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+  return v;
+}
+
+/* Rows [r0, r0 + mr) (mr <= R, R = 12 or 8: the block's packed height) x one panel over the
+ * k slice [i0, i1). The accumulators are named registers (an array of them is spilled to the
+ * stack on every k by gcc); rows past mr are computed on the zero padding and not stored. */
+#define PK_ACC(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
+#define PK_LOAD(r)                                                                           \
+  if (i0 && r < mr) {                                                                         \
+    c##r##a = _mm512_maskz_loadu_ps(m0, y + r * n);                                           \
+    c##r##b = _mm512_maskz_loadu_ps(m1, y + r * n + 16);                                      \
+  }
+#define PK_FMA(r, R)                                                                          \
+  {                                                                                           \
+    const __m512 xv = _mm512_set1_ps(xb[i * R + r]);                                          \
+    c##r##a = _mm512_fmadd_ps(xv, b0, c##r##a);                                               \
+    c##r##b = _mm512_fmadd_ps(xv, b1, c##r##b);                                               \
+  }
+#define PK_STORE(r)                                                                          \
+  if (r < mr) {                                                                               \
+    _mm512_mask_storeu_ps(y + r * n, m0, pk_finish512(c##r##a, bias, m0, last, a->relu));     \
+    _mm512_mask_storeu_ps(y + r * n + 16, m1,                                                 \
+                          pk_finish512(c##r##b, bias ? bias + 16 : 0, m1, last, a->relu));    \
+  }
+#define PK_KERNEL_HEAD                                                                       \
+  const __mmask16 m0 = len >= 16 ? 0xffff : (__mmask16)((1u << len) - 1);                     \
+  const __mmask16 m1 = len >= 32 ? 0xffff : len > 16 ? (__mmask16)((1u << (len - 16)) - 1) : 0; \
+  const long n = a->n;                                                                        \
+  float *y = a->y + r0 * n + c0;                                                              \
+  const int last = i1 == a->k;                                                                \
+  const float *bias = a->bias ? a->bias + c0 : 0;
+#define PK_B_LOADS                                                                           \
+  _mm_prefetch((const char *)(wb + (i + 16) * ldb), _MM_HINT_T0);                             \
+  _mm_prefetch((const char *)(wb + (i + 16) * ldb + 16), _MM_HINT_T0);                        \
+  const __m512 b0 = _mm512_maskz_loadu_ps(m0, wb + i * ldb);                                  \
+  const __m512 b1 = _mm512_maskz_loadu_ps(m1, wb + i * ldb + 16);
+
+__attribute__((target("avx512f"))) static void
+pk_kernel12(const pk_args *a, const float *restrict xb, const float *restrict wb, long ldb,
+            long r0, long mr, long c0, long len, long i0, long i1) {
+  PK_KERNEL_HEAD
+  PK_ACC(0) PK_ACC(1) PK_ACC(2) PK_ACC(3) PK_ACC(4) PK_ACC(5)
+  PK_ACC(6) PK_ACC(7) PK_ACC(8) PK_ACC(9) PK_ACC(10) PK_ACC(11)
+  PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5)
+  PK_LOAD(6) PK_LOAD(7) PK_LOAD(8) PK_LOAD(9) PK_LOAD(10) PK_LOAD(11)
+  for (long i = i0; i < i1; i++) {
+    PK_B_LOADS
+    PK_FMA(0, 12) PK_FMA(1, 12) PK_FMA(2, 12) PK_FMA(3, 12) PK_FMA(4, 12) PK_FMA(5, 12)
+    PK_FMA(6, 12) PK_FMA(7, 12) PK_FMA(8, 12) PK_FMA(9, 12) PK_FMA(10, 12) PK_FMA(11, 12)
+  }
+  PK_STORE(0) PK_STORE(1) PK_STORE(2) PK_STORE(3) PK_STORE(4) PK_STORE(5)
+  PK_STORE(6) PK_STORE(7) PK_STORE(8) PK_STORE(9) PK_STORE(10) PK_STORE(11)
+}
+
+__attribute__((target("avx512f"))) static void
+pk_kernel8(const pk_args *a, const float *restrict xb, const float *restrict wb, long ldb,
+           long r0, long mr, long c0, long len, long i0, long i1) {
+  PK_KERNEL_HEAD
+  PK_ACC(0) PK_ACC(1) PK_ACC(2) PK_ACC(3) PK_ACC(4) PK_ACC(5) PK_ACC(6) PK_ACC(7)
+  PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5) PK_LOAD(6) PK_LOAD(7)
+  for (long i = i0; i < i1; i++) {
+    PK_B_LOADS
+    PK_FMA(0, 8) PK_FMA(1, 8) PK_FMA(2, 8) PK_FMA(3, 8)
+    PK_FMA(4, 8) PK_FMA(5, 8) PK_FMA(6, 8) PK_FMA(7, 8)
+  }
+  PK_STORE(0) PK_STORE(1) PK_STORE(2) PK_STORE(3) PK_STORE(4) PK_STORE(5) PK_STORE(6) PK_STORE(7)
+}
+#undef PK_ACC
+#undef PK_LOAD
+#undef PK_FMA
+#undef PK_STORE
+#undef PK_KERNEL_HEAD
+#undef PK_B_LOADS
+
+/* The AVX2 micro-kernel: the same chains, 8 lanes. A block of R rows runs as sub-blocks of S
+ * rows (6 + 6 for R = 12, 4 + 4 for R = 8), each over the panel's two 16-column halves:
+ * 2 S accumulators, two B loads and S broadcasts per k. */
+__attribute__((target("avx2,fma"))) static inline __m256 pk_finish256(__m256 v, const float *bias,
+                                                                      __m256i mask, int last,
+                                                                      int relu) {
+  if (!last) return v;
+  if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, mask));
+  if (relu) v = _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NLE_UQ), v);
+  return v;
+}
+
+#define PK2_ACC(r) __m256 c##r##a = _mm256_setzero_ps(), c##r##b = _mm256_setzero_ps();
+#define PK2_LOAD(r)                                                                           \
+  if (i0 && r < rows) {                                                                       \
+    c##r##a = _mm256_maskload_ps(y + r * n, m0);                                              \
+    c##r##b = _mm256_maskload_ps(y + r * n + 8, m1);                                          \
+  }
+#define PK2_FMA(r)                                                                            \
+  {                                                                                           \
+    const __m256 xv = _mm256_broadcast_ss(xb + i * R + r);                                    \
+    c##r##a = _mm256_fmadd_ps(xv, b0, c##r##a);                                               \
+    c##r##b = _mm256_fmadd_ps(xv, b1, c##r##b);                                               \
+  }
+#define PK2_STORE(r)                                                                          \
+  if (r < rows) {                                                                             \
+    _mm256_maskstore_ps(y + r * n, m0, pk_finish256(c##r##a, bias, m0, last, a->relu));       \
+    _mm256_maskstore_ps(y + r * n + 8, m1,                                                    \
+                        pk_finish256(c##r##b, bias ? bias + 8 : 0, m1, last, a->relu));       \
+  }
+#define PK2_HEAD                                                                              \
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                             \
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len), iota);                   \
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len - 8), iota);               \
+  const long n = a->n;                                                                        \
+  float *y = a->y + r0 * n + c0;                                                              \
+  const int last = i1 == a->k;                                                                \
+  const float *bias = a->bias ? a->bias + c0 : 0;
+#define PK2_B_LOADS                                                                           \
+  const __m256 b0 = _mm256_maskload_ps(wb + i * ldb, m0);                                     \
+  const __m256 b1 = _mm256_maskload_ps(wb + i * ldb + 8, m1);
+
+/* Rows [r0, r0 + rows) (rows <= 6, at xb's columns 0.. of a block of R) x 16 columns from c0
+ * (len of them valid) over the k slice [i0, i1). */
+__attribute__((target("avx2,fma"))) static void
+pk_kernel_avx2_6(const pk_args *a, const float *restrict xb, long R, const float *restrict wb,
+                 long ldb, long r0, long rows, long c0, long len, long i0, long i1) {
+  PK2_HEAD
+  PK2_ACC(0) PK2_ACC(1) PK2_ACC(2) PK2_ACC(3) PK2_ACC(4) PK2_ACC(5)
+  PK2_LOAD(0) PK2_LOAD(1) PK2_LOAD(2) PK2_LOAD(3) PK2_LOAD(4) PK2_LOAD(5)
+  for (long i = i0; i < i1; i++) {
+    PK2_B_LOADS
+    PK2_FMA(0) PK2_FMA(1) PK2_FMA(2) PK2_FMA(3) PK2_FMA(4) PK2_FMA(5)
+  }
+  PK2_STORE(0) PK2_STORE(1) PK2_STORE(2) PK2_STORE(3) PK2_STORE(4) PK2_STORE(5)
+}
+
+__attribute__((target("avx2,fma"))) static void
+pk_kernel_avx2_4(const pk_args *a, const float *restrict xb, long R, const float *restrict wb,
+                 long ldb, long r0, long rows, long c0, long len, long i0, long i1) {
+  PK2_HEAD
+  PK2_ACC(0) PK2_ACC(1) PK2_ACC(2) PK2_ACC(3)
+  PK2_LOAD(0) PK2_LOAD(1) PK2_LOAD(2) PK2_LOAD(3)
+  for (long i = i0; i < i1; i++) {
+    PK2_B_LOADS
+    PK2_FMA(0) PK2_FMA(1) PK2_FMA(2) PK2_FMA(3)
+  }
+  PK2_STORE(0) PK2_STORE(1) PK2_STORE(2) PK2_STORE(3)
+}
+#undef PK2_ACC
+#undef PK2_LOAD
+#undef PK2_FMA
+#undef PK2_STORE
+#undef PK2_HEAD
+#undef PK2_B_LOADS
+
+/* A block of R rows (mr of them real) x one panel, on the AVX2 kernels. */
+static void pk_block_avx2(const pk_args *a, const float *xb, const float *wb, long ldb, long r0,
+                          long R, long mr, long c0, long len, long i0, long i1) {
+  const long S = R == 12 ? 6 : 4;
+  for (long s0 = 0; s0 < R && s0 < mr; s0 += S)
+    for (long h = 0; h < 2 && 16 * h < len; h++) {
+      const long rows = mr - s0 < S ? mr - s0 : S, hl = len - 16 * h < 16 ? len - 16 * h : 16;
+      (S == 6 ? pk_kernel_avx2_6 : pk_kernel_avx2_4)(a, xb + s0, R, wb + 16 * h, ldb, r0 + s0,
+                                                     rows, c0 + 16 * h, hl, i0, i1);
+    }
+}
+#endif
+
+static int pk_isa = -1; /* fuel_native_gemm_isa(), or a lesser one (tests) */
+
+static void pk_chunk(void *q, long panel) {
+  const pk_args *a = q;
+  const long c0 = panel * PK_NR, len = a->n - c0 < PK_NR ? a->n - c0 : PK_NR;
+  const float *wb = a->packed ? a->w + panel * a->k * PK_NR : a->w + c0;
+  const long ldb = a->packed ? PK_NR : a->n;
+  for (long i0 = 0; i0 < a->k; i0 += PK_KC) {
+    const long i1 = i0 + PK_KC < a->k ? i0 + PK_KC : a->k;
+    for (long r0 = 0, R; r0 < a->m; r0 += R) {
+      R = pk_height(a->m - r0);
+      const long mr = a->m - r0 < R ? a->m - r0 : R;
+      const float *xb = a->xp + r0 * a->k;
+#if defined(__GNUC__) && defined(__x86_64__)
+      if (pk_isa == 2) {
+        (R == 12 ? pk_kernel12 : pk_kernel8)(a, xb, wb, ldb, r0, mr, c0, len, i0, i1);
+        continue;
+      }
+      if (pk_isa == 1) {
+        pk_block_avx2(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1);
+        continue;
+      }
+#endif
+      pk_block_portable(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1);
+    }
+  }
+}
+
+/* Scratch for packed operands (grown, never shrunk; guarded by call_mu). */
+static float *pk_scratch;
+static long pk_scratch_len;
+
+static float *pk_floats(long n) {
+  if (n > pk_scratch_len) {
+    float *grown = realloc(pk_scratch, (size_t)n * sizeof(float));
+    if (!grown) return 0;
+    pk_scratch = grown, pk_scratch_len = n;
+  }
+  return pk_scratch;
+}
+
+/* Rows of x in blocks of pk_height rows, k-major (a short last block padded with zeros):
+ * (m + PK_MR - 1) * k floats at most. */
+static void pack_rows(const float *restrict x, float *restrict xp, long m, long k) {
+  for (long r0 = 0, R; r0 < m; r0 += R) {
+    R = pk_height(m - r0);
+    const long mr = m - r0 < R ? m - r0 : R;
+    float *restrict dst = xp + r0 * k;
+    for (long i = 0; i < k; i++)
+      for (long r = 0; r < R; r++) dst[i * R + r] = r < mr ? x[(r0 + r) * k + i] : 0.0f;
+  }
+}
+
+/* With call_mu held: x packed into scratch, then the panels of w (`packed`: in panels, else
+ * read in place, row-major). */
+static int gemm_packed_locked(const float *x, const float *w, int packed, const float *bias,
+                              float *y, long m, long k, long n, int relu) {
+  if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
+  float *xp = pk_floats((m + PK_MR - 1) * k);
+  if (!xp) return -1;
+  pack_rows(x, xp, m, k);
+  pk_args a = {xp, w, bias, y, m, k, n, relu, packed};
+  const long panels = (n + PK_NR - 1) / PK_NR;
+  if (2 * m * k * n < 4 * PARALLEL_BYTES) {
+    for (long c = 0; c < panels; c++) pk_chunk(&a, c);
+  } else {
+    parallel_for(pk_chunk, &a, panels);
+  }
+  return 0;
+}
+
+/* y [m, n] = x [m, k] @ (packed w) (+ bias [n] unless null) (relu if relu). 0, or -1 when out
+ * of memory. */
+int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, float *y, long m,
+                            long k, long n, int relu) {
+  pthread_mutex_lock(&call_mu);
+  int rc = gemm_packed_locked(x, wp, 1, bias, y, m, k, n, relu);
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* The same product reading w [k, n] in place (a weight that is not a constant): same bits. */
+int fuel_native_gemm_fma(const float *x, const float *w, const float *bias, float *y, long m,
+                         long k, long n, int relu) {
+  pthread_mutex_lock(&call_mu);
+  int rc = gemm_packed_locked(x, w, 0, bias, y, m, k, n, relu);
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* The same chain written plainly (one thread, no packing): what the tests compare against. */
+void fuel_native_gemm_fma_ref(const float *x, const float *w, const float *bias, float *y, long m,
+                              long k, long n, int relu) {
+  for (long r = 0; r < m; r++)
+    for (long j = 0; j < n; j++) {
+      float acc = 0.0f;
+      for (long i = 0; i < k; i++) acc = fmaf(x[r * k + i], w[i * n + j], acc);
+      y[r * n + j] = pk_finish(acc, bias, j, 1, relu);
+    }
+}
+
+/* Run the micro-kernel `isa` (2 AVX-512, 1 AVX2, 0 portable; capped at this CPU's), or this
+ * CPU's for -1; returns the one now in use. For the tests. */
+int fuel_native_gemm_use_isa(int isa) {
+  pthread_mutex_lock(&call_mu);
+  const int best = fuel_native_gemm_isa();
+  pk_isa = isa < 0 || isa > best ? best : isa;
+  const int now = pk_isa;
+  pthread_mutex_unlock(&call_mu);
+  return now;
+}
