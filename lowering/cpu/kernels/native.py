@@ -427,12 +427,20 @@ def _fma_rows(shapes: Shapes) -> bool:
     return numel(shapes[0][:-1]) >= GEMV_ROWS and len(shapes[1]) == 2
 
 
-def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
-                    cache: dict) -> Prepared | None:  # fmt: skip
+def _packed_weight(constants: Sequence[np.ndarray | None], shapes: Shapes,
+                   cache: dict) -> np.ndarray | None:  # fmt: skip
+    """Operand 1 packed, where it is an f32 constant and the product takes the packed GEMM."""
     w = constants[1]
     if w is None or w.dtype != F32 or not _fma_rows(shapes):
         return None
-    packed = pack(w, cache)
+    return pack(w, cache)
+
+
+def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                    cache: dict) -> Prepared | None:  # fmt: skip
+    packed = _packed_weight(constants, shapes, cache)
+    if packed is None:
+        return None
 
     def matmul_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         a, b = (np.ascontiguousarray(v) for v in inputs)
@@ -450,10 +458,9 @@ def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, para
 
 def _prepare_mba(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
                  cache: dict) -> Prepared | None:  # fmt: skip
-    w = constants[1]
-    if w is None or w.dtype != F32 or not _fma_rows(shapes):
+    packed = _packed_weight(constants, shapes, cache)
+    if packed is None:
         return None
-    packed = pack(w, cache)
 
     def matmul_bias_act_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         _matmul_bias_act_native(inputs, outputs, params, packed)
@@ -557,7 +564,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
     t = "f32"
     claim = PrecisionGuarantee(bit_stable=True, notes="matmul accumulation (cancellation): "
                                "no bound; bits fixed by the shapes")  # fmt: skip
-    packed = (_fma_shape, _fma_gemm, _fma_rows, pack, _encode_packed, _writable)
+    packed = (_fma_shape, _fma_gemm, _fma_rows, _packed_weight, pack, _encode_packed, _writable)
     add(table, "matmul", (t, t, t), _matmul_native, matmul_claim(t), _matmul_cost,
         also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul), source=NATIVE,
         code=code)  # fmt: skip

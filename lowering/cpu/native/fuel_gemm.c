@@ -314,14 +314,7 @@ static void pk_chunk(void *q, long panel) {
 static float *pk_scratch;
 static long pk_scratch_len;
 
-static float *pk_floats(long n) {
-  if (n > pk_scratch_len) {
-    float *grown = realloc(pk_scratch, (size_t)n * sizeof(float));
-    if (!grown) return 0;
-    pk_scratch = grown, pk_scratch_len = n;
-  }
-  return pk_scratch;
-}
+static float *pk_floats(long n) { return grow_floats(&pk_scratch, &pk_scratch_len, n); }
 
 /* Rows of x in blocks of pk_height rows, k-major (a short last block padded with zeros):
  * (m + PK_MR - 1) * k floats at most. */

@@ -247,14 +247,17 @@ static void gemm_reduce(const gemm_plan *p, const float *restrict part, float *r
 static float *scratch;
 static long scratch_len;
 
-static float *scratch_floats(long n) {
-  if (n > scratch_len) {
-    float *grown = realloc(scratch, (size_t)n * sizeof(float));
+/* *buf, grown to at least n floats (*len: its size now); 0 when out of memory. */
+static float *grow_floats(float **buf, long *len, long n) {
+  if (n > *len) {
+    float *grown = realloc(*buf, (size_t)n * sizeof(float));
     if (!grown) return 0;
-    scratch = grown, scratch_len = n;
+    *buf = grown, *len = n;
   }
-  return scratch;
+  return *buf;
 }
+
+static float *scratch_floats(long n) { return grow_floats(&scratch, &scratch_len, n); }
 
 typedef struct {
   gemm_plan p;
