@@ -15,19 +15,19 @@
  * once per weight (`fuel_native_pack`: a bundle's constant weights are packed when the
  * executor is built); a weight that is not a constant is read in place, PK_NR columns at a
  * time (`fuel_native_gemm_fma`: the same bits, slower: its rows are n floats apart). x is
- * packed per call into row blocks of PK_MR rows, k-major (a block's k-th column is PK_MR
- * adjacent floats).
- * A panel is one chunk of the pool; for each PK_KC-row slice of it (32 KB: stays in L1) every
- * row block runs the micro-kernel: PK_MR x PK_NR accumulators in registers, one fused
+ * packed per call into blocks of 12 or 8 rows (`pk_height`), k-major (a block's k-th column
+ * is its rows' adjacent floats). A panel is one chunk of the pool; for each PK_KC-row slice
+ * of it (32 KB: stays in L1) every row block runs the micro-kernel: AVX-512 12 x 32 or 8 x 32
+ * accumulators in registers (AVX2: sub-blocks of 6 or 4 rows x 16 columns), one fused
  * multiply-add per k.
  *
  * Every output is y = fma(x[k-1], w[k-1], ... fma(x[0], w[0], 0)): one FMA chain in k order,
  * continued across slices through y (a float store and reload is exact), then `+ bias` (one
  * rounding, numpy's `out += b`) and relu as np.maximum(y, 0) (+0 for y <= 0, NaN kept). Lane
- * width does not enter the chain, so the AVX-512 kernel and the portable one (fmaf) give the
- * same bits on any machine and thread count; `fuel_native_gemm_fma_ref` is that chain written
- * plainly, for tests. Error: |y - x.w| <= k u sum|x w| (a recursive sum with exact products
- * until each addition). */
+ * width does not enter the chain, so the AVX-512, AVX2 and portable (fmaf) micro-kernels give
+ * the same bits on any machine and thread count; `fuel_native_gemm_fma_ref` is that chain
+ * written plainly, for tests. Error: |y - x.w| <= k u sum|x w| (a recursive sum with exact
+ * products until each addition). */
 
 #define PK_NR 32
 #define PK_MR 12 /* rows of a block: 12, or 8 (see pk_height) */
