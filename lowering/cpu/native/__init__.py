@@ -45,7 +45,7 @@ SOURCE_PATHS = tuple(
 FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-ffp-contract=off",
          "-fno-math-errno", "-fno-trapping-math")  # fmt: skip
 """-O3 vectorizes the column loops; no fast-math and no FMA contraction keep every output's
-rounding fixed (so the AVX2 clone and the baseline one agree bit for bit). -fno-trapping-math
+rounding fixed (so the AVX-512, AVX2 and baseline clones agree bit for bit). -fno-trapping-math
 only lets selects be if-converted (silu's branches), which changes no value."""
 MAX_THREADS = 8
 """Memory-bound kernels stop scaling well before the core count of a big host."""
