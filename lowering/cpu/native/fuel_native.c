@@ -42,7 +42,8 @@
  * degrades to one thread instead of stalling (a static split stalls a whole timeslice). A
  * stale worker cannot claim a newer task's chunk: the CAS compares the generation too.
  * Idle workers poll ~2 ms (a decode step issues its products microseconds apart), then
- * sleep on the condition variable; every wait pauses a few times, then yields the core. `call_mu` serializes calls (ctypes releases the GIL). */
+ * sleep on the condition variable; every wait pauses a few times, then yields the core.
+ * `call_mu` serializes calls (ctypes releases the GIL). */
 
 typedef void (*fuel_chunk)(void *args, long chunk);
 
@@ -485,8 +486,8 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
  * its partial max m, sum of exponentials l = sum exp(s - m) and weighted values
  * o = sum exp(s - m) v; a reduction pass then combines the splits with w = exp(m - max m):
  * out = sum w o / sum w l. Each q . k in f32 over 8 lanes (`dot_f32`) times scale in f32; the
- * exponentials and sums in double, rounded once. kv_len 0: zeros. The splits depend only on kv_len, so the
- * bits do not depend on the thread count. */
+ * exponentials and sums in double, rounded once. kv_len 0: zeros. The splits depend only on
+ * kv_len, so the bits do not depend on the thread count. */
 #define SPLIT_KEYS 256
 
 typedef struct {
