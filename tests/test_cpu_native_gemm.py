@@ -254,16 +254,37 @@ def test_costs_price_the_packed_gemm_like_blas_with_one_call(
 
 
 def test_attention_follows_the_products_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Native attention is priced at the BLAS rate only where the packed GEMM runs at full
-    speed (the products then run on fuel's pool); elsewhere at its measured rate."""
+    """Native attention over many queries runs on the packed GEMM: priced at the BLAS rate
+    where a SIMD micro-kernel runs, like the GEMM's portable kernel elsewhere; one query (the
+    flash kernel) at the BLAS rate everywhere."""
     from lowering.cpu.kernels.nn import attention_cost
 
-    shapes = [(1, 8, 64, 64), (1, 2, 64, 64), (1, 2, 64, 64), (1, 8, 64, 64)]
+    params = {"causal": True, "scale": 0.125}
     dt = ["f32"] * 4
-    blas = attention_cost(shapes, dt, {"causal": True, "scale": 0.125})
-    monkeypatch.setattr(native, "simd_fma", lambda: True)
-    est = nk._attention_cost(shapes, dt, {"causal": True, "scale": 0.125})
-    assert est.flops == blas.flops and est.overhead_ns < blas.overhead_ns
-    monkeypatch.setattr(native, "simd_fma", lambda: False)
-    slow = nk._attention_cost(shapes, dt, {"causal": True, "scale": 0.125})
-    assert slow.flops == blas.flops * nk.ATTENTION_DOT_SLOWDOWN > blas.flops
+    for sq, slow in ((64, nk.PORTABLE_SLOWDOWN), (1, 1.0)):
+        shapes = [(1, 8, sq, 64), (1, 2, 64, 64), (1, 2, 64, 64), (1, 8, sq, 64)]
+        blas = attention_cost(shapes, dt, params)
+        monkeypatch.setattr(native, "simd_fma", lambda: True)
+        est = nk._attention_cost(shapes, dt, params)
+        assert est.flops == blas.flops and est.overhead_ns < blas.overhead_ns
+        monkeypatch.setattr(native, "simd_fma", lambda: False)
+        assert nk._attention_cost(shapes, dt, params).flops == blas.flops * slow
+
+
+@pytest.mark.parametrize(("hq", "hkv", "sq", "sk", "kv_len", "causal"),
+                         [(8, 2, 64, 256, 100, True), (4, 4, 33, 40, 40, False),
+                          (6, 2, 7, 300, 290, True), (2, 1, 5, 8, 2, True)])  # fmt: skip
+def test_attention_on_the_gemm_is_the_same_on_every_isa(hq: int, hkv: int, sq: int, sk: int,
+                                                         kv_len: int, causal: bool,
+                                                         isas: list[int]) -> None:  # fmt: skip
+    g = rng(hq * sq + kv_len)
+    q = g.standard_normal((1, hq, sq, 16)).astype(F32)
+    k, v = (g.standard_normal((1, hkv, sk, 16)).astype(F32) for _ in range(2))
+    kernel, params = nk._attention_native(True), {"scale": 0.25, "causal": causal}
+    outs = []
+    for isa in isas:
+        native.library().fuel_native_gemm_use_isa(isa)
+        out = np.full((1, hq, sq, 16), np.nan, F32)
+        kernel([q, k, v, np.array(kv_len)], [out], params)
+        outs.append(out.tobytes())
+    assert len(set(outs)) == 1

@@ -22,11 +22,11 @@ where the AVX-512 micro-kernel runs (`native.simd_fma`), at 64x the FLOP time el
   reading only the first `kv_len` keys; decode shapes only (`Sq == 1`: any other raises and is
   priced infeasible, like `numpy-flashdecode`), so `fuel-emit-decode-flash` offers it as its
   flash arm. The exponentials and sums run in f64, rounded once.
-* `attention` (kernel_source `native`): the same kernel for every query count (prefill), each
-  query over its live keys (`kv_len`, and causal: numpy's mask), so a prefill whose products
-  run on fuel's pool does not wake torch's as well (two pools spinning on the same cores slow
-  both). Priced at the BLAS FLOP rate where the packed GEMM runs, else at twice it
-  (`ATTENTION_DOT_SLOWDOWN`).
+* `attention` (kernel_source `native`): every query count, each query over its live keys
+  (`kv_len`, and causal: numpy's mask). One query per head: the flash kernel. More (prefill):
+  the scores and the weights times V on the packed GEMM, the softmax in double between them
+  (0.6-0.8x torch's time on 64-512 queries). A prefill whose products run on fuel's pool then
+  does not wake torch's as well (two pools spinning on the same cores slow both).
 
 Results are bit-stable on any machine and thread count (see `fuel_native.c`): for a given
 shape the path, the summation order and every rounding are fixed.
@@ -268,41 +268,38 @@ def _flash_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) ->
 
 def _attention_native(with_kv_len: bool) -> Kernel:
     def attention_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-        """Every query over its live keys (causal: numpy's mask), split-KV, in C (f32)."""
+        """Every query over its live keys (causal: numpy's mask), f32 in C: one query per head
+        on the flash kernel (split-KV, f64 sums), more on the packed GEMM (scores, then the
+        weights times V; `fuel_native_attention_gemm`)."""
         q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
         (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
         lib, out = native.library(), outputs[0]
         y = out if _writable(out) else np.empty(out.shape, F32)
-        splits = lib.fuel_native_flash_splits(kv_len)
-        part = np.empty(bsz * hq * sq * splits * (dv + 2), np.float64)
-        p = native.ptr
-        lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk, d,
-                                        dv, kv_len, int(bool(params["causal"])),
-                                        float(params["scale"]))  # fmt: skip
+        p, causal, scale = native.ptr, int(bool(params["causal"])), float(params["scale"])
+        if sq > 1:
+            if lib.fuel_native_attention_gemm(p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d,
+                                              dv, kv_len, causal, scale):  # fmt: skip
+                raise MemoryError("fuel native attention: out of memory for its scores")
+        else:
+            part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2))
+            lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk,
+                                            d, dv, kv_len, causal, scale)  # fmt: skip
         if y is not out:
             np.copyto(out, y, casting="unsafe")
 
     return attention_native
 
 
-ATTENTION_DOT_SLOWDOWN = 2.0
-"""The C attention's FLOPs against the BLAS rate, alone: it measured 0.6x (8 heads over 4 kv
-heads, 64 queries) to 2.5x (a 512-token causal prompt) torch's time (its scores are dot
-products and its weighted sums f64 AXPYs, not blocked GEMMs). Where the packed GEMM runs at
-full speed (`native.simd_fma`) it is priced at the BLAS rate instead: the graph's products then
-run on fuel's pool, and a torch attention between them wakes a second pool that spins on the
-same cores (prefill SMALL, T=64: 14.7 ms with every product and attention on torch, 20.7 ms
-with the products native and attention on torch, 11.9 ms all native). Long prompts are the
-known loss there."""
-
-
 def _attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
-    """`nn.attention_cost`'s FLOPs and bytes, one C call; the FLOPs times
-    ATTENTION_DOT_SLOWDOWN where the products do not run on fuel's pool."""
+    """`nn.attention_cost`'s FLOPs and bytes, one C call. Many queries run on the packed GEMM:
+    measured 0.6-0.8x torch's time (8-12 heads, 64-512 queries) where a SIMD micro-kernel
+    runs; the portable one is priced like the GEMM's (`PORTABLE_SLOWDOWN`). One query runs
+    the flash kernel: about torch's time."""
     base = attention_cost(shapes, dtypes, params)
-    slowdown = 1.0 if native.simd_fma() else ATTENTION_DOT_SLOWDOWN
-    return CostEstimate(base.flops * slowdown, base.bytes_moved, CALL_NS)
+    portable = shapes[0][2] > 1 and not native.simd_fma()
+    return CostEstimate(base.flops * (PORTABLE_SLOWDOWN if portable else 1.0), base.bytes_moved,
+                        CALL_NS)  # fmt: skip
 
 
 def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:

@@ -140,6 +140,10 @@ _SIGNATURES = {
     "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
     "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
+    "fuel_native_attention_gemm": (
+        [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double],
+        ctypes.c_int,
+    ),
 }
 
 

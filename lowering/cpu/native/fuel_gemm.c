@@ -386,3 +386,111 @@ int fuel_native_gemm_use_isa(int isa) {
   pthread_mutex_unlock(&call_mu);
   return now;
 }
+
+/* -- attention on the packed GEMM (long prompts) ------------------------------------------- */
+/* out[b, h, i] = softmax(scale * q[b, h, i] . k[b, h / g, j] for j < L_i) @ v[b, h / g], the
+ * mask as `fuel_native_flash_attention`'s, for many queries: per (batch, kv head) the g heads'
+ * queries [g sq, d] times K^T (packed per call, panels of 32 keys) give the scores in one GEMM;
+ * each row's softmax runs in double (`exp_vec`), its weights rounded to f32 and summed in
+ * double; the weights times V (read in place) is a second GEMM; each row is then divided by
+ * its sum. FMA chains in f32 where the flash kernel sums in f64: error ~ gamma_L max|v|
+ * (L live keys) on top of the scores' gamma_d sum|q k|. */
+
+typedef struct {
+  float *s;
+  double *l;
+  long m, sq, n, kv_len;
+  int causal;
+  float scale;
+} softmax_args;
+
+/* p[j] = exp(p[j] - mx) (p: the row's scaled scores, f32) rounded to f32 for j < n (below
+ * -700: 0), their sum in double over 8 lanes in a fixed order (lane c sums j = c mod 8, then
+ * pairwise), vectorized. */
+FUEL_CLONES
+static double softmax_exp(float *restrict p, double mx, long n) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  long j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int c = 0; c < 8; c++) {
+      const double x = (double)p[j + c] - mx;
+      p[j + c] = (float)exp_vec(x < -700.0 ? -700.0 : x);
+      lane[c] += (double)p[j + c];
+    }
+  for (int c = 0; j < n; j++, c++) {
+    const double x = (double)p[j] - mx;
+    p[j] = (float)exp_vec(x < -700.0 ? -700.0 : x);
+    lane[c] += (double)p[j];
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+/* Rows [chunk * 16, +16) of the scores: p = exp(scale s - max) over the row's live keys (0
+ * past them; exp(-700) rounds to a float 0 as well), their sum in l. */
+static void softmax_chunk(void *q, long chunk) {
+  const softmax_args *a = q;
+  const long r1 = (chunk + 1) * 16 < a->m ? (chunk + 1) * 16 : a->m;
+  for (long r = chunk * 16; r < r1; r++) {
+    float *s = a->s + r * a->n;
+    const long i = r % a->sq;
+    long live = a->causal && i + a->kv_len - a->sq + 1 < a->kv_len ? i + a->kv_len - a->sq + 1
+                                                                   : a->kv_len;
+    if (live < 0) live = 0;
+    double mx = -INFINITY;
+    for (long j = 0; j < live; j++) {
+      s[j] *= a->scale; /* the flash kernel's f32 product */
+      if ((double)s[j] > mx) mx = s[j];
+    }
+    if (mx == -INFINITY) live = 0; /* no live key, or every score NaN / -inf: adds nothing */
+    a->l[r] = live ? softmax_exp(s, mx, live) : 0.0;
+    for (long j = live; j < a->n; j++) s[j] = 0.0f;
+  }
+}
+
+static float *att_scratch;
+static long att_scratch_len;
+
+/* q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, sq, dv]; kv_len
+ * clamped to [0, sk] by the caller. 0, or -1 when out of memory. */
+int fuel_native_attention_gemm(const float *q, const float *k, const float *v, float *out,
+                               long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
+                               long kv_len, int causal, double scale) {
+  const long g = hq / hkv, m = g * sq, n = kv_len;
+  const long kfloats = fuel_native_packed_floats(d, n), sfloats = m * n;
+  int rc = 0;
+  pthread_mutex_lock(&call_mu);
+  if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
+  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 2 * m + 2) : 0;
+  if (n && !kp) rc = -1;
+  for (long grp = 0; grp < bsz * hkv && !rc; grp++) {
+    const long b = grp / hkv, kvh = grp % hkv;
+    const float *qg = q + (b * hq + kvh * g) * sq * d;
+    float *og = out + (b * hq + kvh * g) * sq * dv;
+    if (!n) { /* no live key: zeros, like a fully masked row */
+      memset(og, 0, (size_t)(m * dv) * sizeof(float));
+      continue;
+    }
+    float *s = kp + kfloats;
+    double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
+    const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
+    for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
+      for (long i = 0; i < d; i++)
+        for (long c = 0; c < PK_NR; c++)
+          kp[(p * d + i) * PK_NR + c] = p * PK_NR + c < n ? kb[(p * PK_NR + c) * d + i] : 0.0f;
+    if (gemm_packed_locked(qg, kp, 1, 0, s, m, d, n, 0)) {
+      rc = -1;
+      break;
+    }
+    softmax_args sa = {s, l, m, sq, n, kv_len, causal, (float)scale};
+    parallel_for(softmax_chunk, &sa, (m + 15) / 16);
+    if (gemm_packed_locked(s, vb, 0, 0, og, m, n, dv, 0)) {
+      rc = -1;
+      break;
+    }
+    for (long r = 0; r < m; r++)
+      for (long c = 0; c < dv; c++)
+        og[r * dv + c] = l[r] > 0.0 ? (float)((double)og[r * dv + c] / l[r]) : 0.0f;
+  }
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
