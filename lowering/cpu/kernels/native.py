@@ -1,21 +1,23 @@
-"""`native`: f32 matmul, gated_mlp and rms_norm on fuel's own C library (`lowering.cpu.native`).
+"""`native`: f32 products, gated_mlp, rms_norm, rope and attention on fuel's own C library
+(`lowering.cpu.native`).
 
 Registered after the `numpy` (and `torch-blas`) kernels at their keys, so they are never a
 key's default; the picker chooses them by cost. What differs is the per-call overhead, and it
 is priced as such: one ctypes call (~1.5 us) against numpy's 3 us per BLAS call, 5 numpy calls
 for gated_mlp, ~10 numpy calls for rms_norm. The packed GEMM is priced like the BLAS kernels
-where the AVX-512 micro-kernel runs (`native.simd_fma`), at 64x the FLOP time elsewhere.
+where a SIMD micro-kernel runs (`native.simd_fma`: AVX-512 or AVX2), at 64x the FLOP time
+elsewhere.
 
 * `matmul`, `matmul_bias_act` and `gated_mlp` take the C path for every f32 product by a 2-D
   weight. Fewer than `GEMV_ROWS` rows (a decode step's GEMVs): the library streams the weight
   once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
   chain per output in k order (AVX-512 or AVX2 micro-kernel; the portable one gives the same
-  bits).
-  Its weight is packed once when the executor is built (`prepare`: the operand is a bundle
-  constant), else per call. `matmul_bias_act` adds the bias (and relu) as the products are
-  stored; `gated_mlp` on many rows runs silu * up in one vectorized C pass that rounds
-  exactly like numpy's f64 silu (checked on 2M inputs). Other shapes (batched weights) run the
-  numpy kernels' code and are priced 0.5 us above them (one more Python frame).
+  bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
+  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` adds the
+  bias (and relu) as the products are stored; `gated_mlp` on many rows runs silu * up in one
+  vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs). Other
+  shapes (batched weights) run the numpy kernels' code and are priced 0.5 us above them (one
+  more Python frame).
 * `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
   every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
 * `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
@@ -28,8 +30,8 @@ where the AVX-512 micro-kernel runs (`native.simd_fma`), at 64x the FLOP time el
   (0.6-0.8x torch's time on 64-512 queries). A prefill whose products run on fuel's pool then
   does not wake torch's as well (two pools spinning on the same cores slow both).
 
-Results are bit-stable on any machine and thread count (see `fuel_native.c`): for a given
-shape the path, the summation order and every rounding are fixed.
+Results are bit-stable on any machine and thread count (see `fuel_native.c`, `fuel_gemm.c`):
+for a given shape the path, the summation order and every rounding are fixed.
 """
 
 from __future__ import annotations
