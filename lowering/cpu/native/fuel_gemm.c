@@ -83,6 +83,8 @@ typedef struct {
   float *y;
   long m, k, n;
   int relu, packed; /* w: panels (ldb PK_NR), or the row-major weight itself (ldb n) */
+  const long *limit; /* or null: row r needs only columns (limit_k: k terms) < limit[r] */
+  int limit_k;
 } pk_args;
 
 /* The height of the block that starts with `rest` rows left: 12 while at least 12 are (but
@@ -295,17 +297,24 @@ static void pk_chunk(void *q, long panel) {
       R = pk_height(a->m - r0);
       const long mr = a->m - r0 < R ? a->m - r0 : R;
       const float *xb = a->xp + r0 * a->k;
+      long i1b = i1;
+      if (a->limit) { /* skip what no row of the block needs (causal attention) */
+        long lim = 0;
+        for (long r = r0; r < r0 + mr; r++) lim = a->limit[r] > lim ? a->limit[r] : lim;
+        if (a->limit_k ? i0 >= lim : c0 >= lim) continue;
+        if (a->limit_k && lim < i1b) i1b = lim;
+      }
 #if defined(__GNUC__) && defined(__x86_64__)
       if (pk_isa == 2) {
-        (R == 12 ? pk_kernel12 : pk_kernel8)(a, xb, wb, ldb, r0, mr, c0, len, i0, i1);
+        (R == 12 ? pk_kernel12 : pk_kernel8)(a, xb, wb, ldb, r0, mr, c0, len, i0, i1b);
         continue;
       }
       if (pk_isa == 1) {
-        pk_block_avx2(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1);
+        pk_block_avx2(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1b);
         continue;
       }
 #endif
-      pk_block_portable(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1);
+      pk_block_portable(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1b);
     }
   }
 }
@@ -330,13 +339,14 @@ static void pack_rows(const float *restrict x, float *restrict xp, long m, long 
 
 /* With call_mu held: x packed into scratch, then the panels of w (`packed`: in panels, else
  * read in place, row-major). */
-static int gemm_packed_locked(const float *x, const float *w, int packed, const float *bias,
-                              float *y, long m, long k, long n, int relu) {
+static int gemm_limited_locked(const float *x, const float *w, int packed, const float *bias,
+                               float *y, long m, long k, long n, int relu, const long *limit,
+                               int limit_k) {
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
   float *xp = pk_floats((m + PK_MR - 1) * k);
   if (!xp) return -1;
   pack_rows(x, xp, m, k);
-  pk_args a = {xp, w, bias, y, m, k, n, relu, packed};
+  pk_args a = {xp, w, bias, y, m, k, n, relu, packed, limit, limit_k};
   const long panels = (n + PK_NR - 1) / PK_NR;
   if (2 * m * k * n < 4 * PARALLEL_BYTES) {
     for (long c = 0; c < panels; c++) pk_chunk(&a, c);
@@ -344,6 +354,11 @@ static int gemm_packed_locked(const float *x, const float *w, int packed, const 
     parallel_for(pk_chunk, &a, panels);
   }
   return 0;
+}
+
+static int gemm_packed_locked(const float *x, const float *w, int packed, const float *bias,
+                              float *y, long m, long k, long n, int relu) {
+  return gemm_limited_locked(x, w, packed, bias, y, m, k, n, relu, 0, 0);
 }
 
 /* y [m, n] = x [m, k] @ (packed w) (+ bias [n] unless null) (relu if relu). 0, or -1 when out
@@ -393,8 +408,9 @@ int fuel_native_gemm_use_isa(int isa) {
  * queries [g sq, d] times K^T (packed per call, panels of 32 keys) give the scores in one GEMM;
  * each row's softmax runs in double (`exp_vec`), its weights rounded to f32 and summed in
  * double; the weights times V (read in place) is a second GEMM; each row is then divided by
- * its sum. FMA chains in f32 where the flash kernel sums in f64: error ~ gamma_L max|v|
- * (L live keys) on top of the scores' gamma_d sum|q k|. */
+ * its sum. A causal row block skips the key panels (and k terms) past its rows' live keys.
+ * FMA chains in f32 where the flash kernel sums in f64: error ~ gamma_L max|v| (L live keys)
+ * on top of the scores' gamma_d sum|q k|. */
 
 typedef struct {
   float *s;
@@ -460,7 +476,7 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
   int rc = 0;
   pthread_mutex_lock(&call_mu);
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 2 * m + 2) : 0;
+  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 4 * m + 2) : 0;
   if (n && !kp) rc = -1;
   for (long grp = 0; grp < bsz * hkv && !rc; grp++) {
     const long b = grp / hkv, kvh = grp % hkv;
@@ -472,18 +488,23 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
     }
     float *s = kp + kfloats;
     double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
+    long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
+    for (long r = 0; r < m; r++) {
+      const long i = r % sq, c = i + kv_len - sq + 1;
+      live[r] = !causal || c >= kv_len ? kv_len : c < 0 ? 0 : c;
+    }
     const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
     for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
       for (long i = 0; i < d; i++)
         for (long c = 0; c < PK_NR; c++)
           kp[(p * d + i) * PK_NR + c] = p * PK_NR + c < n ? kb[(p * PK_NR + c) * d + i] : 0.0f;
-    if (gemm_packed_locked(qg, kp, 1, 0, s, m, d, n, 0)) {
+    if (gemm_limited_locked(qg, kp, 1, 0, s, m, d, n, 0, live, 0)) {
       rc = -1;
       break;
     }
     softmax_args sa = {s, l, m, sq, n, kv_len, causal, (float)scale};
     parallel_for(softmax_chunk, &sa, (m + 15) / 16);
-    if (gemm_packed_locked(s, vb, 0, 0, og, m, n, dv, 0)) {
+    if (gemm_limited_locked(s, vb, 0, 0, og, m, n, dv, 0, live, 1)) {
       rc = -1;
       break;
     }
