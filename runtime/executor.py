@@ -460,9 +460,9 @@ class _Compiler(ViewPlanner):
         constants = [
             a if v in self.anywhere else None for v, a in zip(op.operands, ins, strict=True)
         ]
-        before = sum(a.nbytes for a in self.prepared.values())
+        had = len(self.prepared)  # a dict keeps insertion order: the new entries come last
         made = prepare(constants, [shape_of(v.type) for v in op.operands], params, self.prepared)
-        grown = sum(a.nbytes for a in self.prepared.values()) - before
+        grown = sum(a.nbytes for a in list(self.prepared.values())[had:])
         self.resident[HOST] = self.resident.get(HOST, 0) + grown
         return kernel if made is None else made
 

@@ -415,8 +415,8 @@ int fuel_native_gemm_use_isa(int isa) {
 typedef struct {
   float *s;
   double *l;
-  long m, sq, n, kv_len;
-  int causal;
+  const long *live; /* keys row r reads */
+  long m, n;
   float scale;
 } softmax_args;
 
@@ -448,10 +448,7 @@ static void softmax_chunk(void *q, long chunk) {
   const long r1 = (chunk + 1) * 16 < a->m ? (chunk + 1) * 16 : a->m;
   for (long r = chunk * 16; r < r1; r++) {
     float *s = a->s + r * a->n;
-    const long i = r % a->sq;
-    long live = a->causal && i + a->kv_len - a->sq + 1 < a->kv_len ? i + a->kv_len - a->sq + 1
-                                                                   : a->kv_len;
-    if (live < 0) live = 0;
+    long live = a->live[r];
     double mx = -INFINITY;
     for (long j = 0; j < live; j++) {
       s[j] *= a->scale; /* the flash kernel's f32 product */
@@ -489,10 +486,7 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
     float *s = kp + kfloats;
     double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
     long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
-    for (long r = 0; r < m; r++) {
-      const long i = r % sq, c = i + kv_len - sq + 1;
-      live[r] = !causal || c >= kv_len ? kv_len : c < 0 ? 0 : c;
-    }
+    for (long r = 0; r < m; r++) live[r] = live_keys(r % sq, sq, kv_len, causal);
     const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
     for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
       for (long i = 0; i < d; i++)
@@ -502,7 +496,7 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
       rc = -1;
       break;
     }
-    softmax_args sa = {s, l, m, sq, n, kv_len, causal, (float)scale};
+    softmax_args sa = {s, l, live, m, n, (float)scale};
     parallel_for(softmax_chunk, &sa, (m + 15) / 16);
     if (gemm_limited_locked(s, vb, 0, 0, og, m, n, dv, 0, live, 1)) {
       rc = -1;

@@ -526,6 +526,13 @@ static void exp_shifted(double *restrict s, double m, long n) {
   }
 }
 
+/* The keys query row i of sq reads: the first kv_len, or (causal) the first i + kv_len - sq + 1
+ * of them (numpy's mask, kernels/nn.py `_mask`), at least none. */
+static inline long live_keys(long i, long sq, long kv_len, int causal) {
+  const long c = i + kv_len - sq + 1;
+  return !causal || c >= kv_len ? kv_len : c < 0 ? 0 : c;
+}
+
 /* chunk = ((b * hkv + kv head) * sq + query row) * splits + split: the g query heads of one
  * kv head together, so each key and value row is read once for all of them. */
 static void flash_chunk(void *p, long chunk) {
@@ -533,8 +540,7 @@ static void flash_chunk(void *p, long chunk) {
   const long g = a->hq / a->hkv, stride = a->dv + 2;
   long split = chunk % a->splits, i = chunk / a->splits % a->sq;
   long grp = chunk / a->splits / a->sq, b = grp / a->hkv, kvh = grp % a->hkv;
-  long live = a->causal && i + a->kv_len - a->sq + 1 < a->kv_len ? i + a->kv_len - a->sq + 1
-                                                                 : a->kv_len;
+  const long live = live_keys(i, a->sq, a->kv_len, a->causal);
   long j0 = split * SPLIT_KEYS, j1 = j0 + SPLIT_KEYS < live ? j0 + SPLIT_KEYS : live;
   const float *kb = a->k + (b * a->hkv + kvh) * a->sk * a->d;
   const float *vb = a->v + (b * a->hkv + kvh) * a->sk * a->dv;
