@@ -241,21 +241,15 @@ def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
 
 
 def _flash_decode_native(with_kv_len: bool) -> Kernel:
+    attention = _attention_native(with_kv_len)
+
     def flash_decode_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-        """One query per head over the live prefix of the keys, split-KV, in C (f32)."""
-        q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
-        if q.shape[2] != 1:
-            raise ValueError(f"flash decoding takes one query per head (Sq == 1), got q {q.shape}")
-        (bsz, hq, _, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
-        kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
-        lib, out = native.library(), outputs[0]
-        y = out if _writable(out) else np.empty(out.shape, F32)
-        part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2), np.float64)
-        p = native.ptr
-        lib.fuel_native_flash_decode(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sk, d, dv,
-                                     kv_len, float(params["scale"]))  # fmt: skip
-        if y is not out:
-            np.copyto(out, y, casting="unsafe")
+        """One query per head over the live prefix of the keys, split-KV, in C (f32): the
+        native attention's one-query path, refusing any other query count."""
+        if inputs[0].shape[2] != 1:
+            raise ValueError("flash decoding takes one query per head (Sq == 1), got q "
+                             f"{inputs[0].shape}")  # fmt: skip
+        attention(inputs, outputs, params)
 
     flash_decode_native.encode = _encode_flash  # type: ignore[attr-defined]
     return flash_decode_native
@@ -583,7 +577,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
                               "no bound; exponentials and sums in f64")  # fmt: skip
     for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
         add(table, "attention", key, _flash_decode_native(with_kv_len), attn, _flash_native_cost,
-            also=(_writable,), source=NATIVE_FLASH, code=code)  # fmt: skip
+            also=(_writable, _attention_native), source=NATIVE_FLASH, code=code)  # fmt: skip
         add(table, "attention", key, _attention_native(with_kv_len), attn, _attention_cost,
             also=(_writable,), source=NATIVE, code=code)  # fmt: skip
 
