@@ -85,6 +85,7 @@ from runtime.dtypes import to_numpy
 from runtime.judge import JudgeOracle
 from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
+from runtime.rounding import is_half, narrow
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
 from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
 from runtime.views import ViewPlanner, moves_unit_dims
@@ -653,6 +654,8 @@ def constant_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     arr = np.asarray(vals, dtype=np.float64 if dt.kind == "V" or dt.kind == "f" else None)
     if arr.size == 1 and math.prod(shape) != 1:
         arr = np.full(shape, arr.reshape(()))
+    if is_half(dt):  # a decimal literal rounds once, by fuel's rule (not the library's)
+        return narrow(arr, dtype_name(t)).reshape(shape)
     return arr.astype(dt).reshape(shape)
 
 

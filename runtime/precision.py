@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
+from runtime.rounding import is_half, narrow_into
+
 _UNAUDITED_NOTE = "unaudited"
 
 
@@ -93,14 +95,12 @@ def _ordered_int(x: np.ndarray) -> np.ndarray:
 
 
 def round_to(ref: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """Correctly rounded conversion of a float64 reference to `dt` (RNE, no double rounding:
-    ml_dtypes rounds f64 -> bf16 through f32, which can round twice)."""
+    """Correctly rounded conversion of a float64 reference to `dt` (RNE, once: fuel's own for
+    f16/bf16, `runtime.rounding`; IEEE numpy casts for f32/f64)."""
     ref = np.asarray(ref, dtype=np.float64)
-    if dt == np.dtype(ml_dtypes.bfloat16):
-        from lowering.cpu.kernels.special import f64_to_bf16
-
+    if is_half(dt):
         out = np.empty(ref.shape, dt)
-        f64_to_bf16(ref, out)
+        narrow_into(ref, out)
         return out
     return ref.astype(dt)
 

@@ -24,7 +24,7 @@ import pytest
 from lowering.cpu.kernels import hand_registered_table
 from runtime.binding_table import BindingEntry
 from runtime.contracts.references import (
-    _BF16_GRID,
+    _HALF_GRID,
     ERF,
     _gelu_decimal,
     erf_decimal,
@@ -372,9 +372,6 @@ def _int_edges(t: str) -> list[int]:
     return [v for v in vals if info.min <= v <= info.max]
 
 
-_F16_GRID = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
-
-
 def _midpoints(grid: np.ndarray, rng: np.random.Generator, n: int = 2000) -> np.ndarray:
     """Exact midpoints between random adjacent finite grid values (representable in f32)."""
     i = rng.integers(0, len(grid) - 2, n)
@@ -391,7 +388,9 @@ def cast_inputs(src: str, dst: str) -> np.ndarray:
     if src in ("f64", "f32") and x.size > 40_000:
         x = x[::2]
     if src in ("f64", "f32"):  # midpoints of the narrow grids and their neighbours: the traps
-        mids = np.concatenate([_midpoints(_BF16_GRID, rng), _midpoints(_F16_GRID, rng)])
+        mids = np.concatenate(
+            [_midpoints(_HALF_GRID["bf16"], rng), _midpoints(_HALF_GRID["f16"], rng)]
+        )
         near = [mids * (1 + 2.0**-30), mids * (1 - 2.0**-40)] if src == "f64" else []
         m = np.concatenate([mids, -mids, *near]).astype(NUMPY_DTYPES[src])
         x = np.concatenate([x, m, np.nextafter(m, np.inf), np.nextafter(m, -np.inf)])

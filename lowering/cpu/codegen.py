@@ -29,10 +29,9 @@ Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by 
   double for f32 too, like the numpy kernels' F64_COMPUTE; the f64 tanh form of gelu (a
   double-double argument) has no emitter.
 * f16/bf16 are stored as their bits and held as f32 values; each op computes like its numpy
-  kernel (in f32; erf/gelu in double) and rounds to the dtype at once, as the unfused kernels
-  do, and casts reproduce numpy's / ml_dtypes' conversions bit for bit (`codegen_half`).
-  pow, sigmoid, silu, f16 log and bf16 exp, whose numpy f32 SIMD results C cannot reproduce
-  to the last 16-bit rounding, have no emitter there: such groups stay on numpy (`c_eligible`).
+  kernel (+ - * / sqrt in f32, transcendentals in double) and rounds to the dtype at once, as
+  the unfused kernels do, by fuel's own rounding rules (`codegen_half`, `runtime.rounding`):
+  bit-identical by construction. pow has no emitter there: such groups stay on numpy.
 
 Compiled with the system C compiler (`$CC`, else `cc`) as `-O2 -fPIC -shared -std=c11
 -ffp-contract=off` (never -ffast-math or -march=native: the .so goes into portable bundles);
@@ -118,6 +117,16 @@ FLOAT_UNARY = {
 }
 """Unary float ops (f32 and f64). For f64 the casts to double are no-ops."""
 
+NARROW_UNARY = {
+    op: f"({{T}})fuel_tiny_half_sum((double){{x}}, {fn}((double){{x}}))"
+    for op, fn in (
+        ("silu", "fuel_silu"),
+        ("gelu", "fuel_gelu_erf"),
+        ("gelu_tanh", "fuel_gelu_tanh"),
+    )
+}
+"""`FLOAT_UNARY` overrides for results narrower than f64 (`special.tiny_half_sum`)."""
+
 INT_UNARY = {
     "neg": "({T})(0u - ({U}){x})",
     "abs": "({T})({x} < 0 ? 0u - ({U}){x} : ({U}){x})",
@@ -195,6 +204,12 @@ static double fuel_silu(double x) {
   else if (x < -700.0) { double h = exp(-0.5 * ax); num = (x * h) * h; }
   else num = x * e;
   return num / (1.0 + e);
+}""",
+    "fuel_tiny_half_sum": """
+/* special.tiny_half_sum: for 0 < |x| < 2^-60, silu and gelu are x/2 plus a positive term that
+   double drops; the next double above x/2 keeps it for the narrower rounding that follows. */
+static double fuel_tiny_half_sum(double x, double y) {
+  return (x != 0.0 && fabs(x) < 0x1p-60) ? nextafter(0.5 * x, INFINITY) : y;
 }""",
     "fuel_x_sigmoid": """
 /* x * sigmoid(v) (special.x_sigmoid without v_lo), silu's form for any v; +-inf x: limits. */
@@ -420,16 +435,18 @@ class _Emitter:
         if key not in table:
             raise CodegenError(f"no C code for '{op.name}' on {src}")
         fmt |= {"x": args[0], "y": args[-1]}
+        if src == "f32" and key in NARROW_UNARY:
+            return self.use_helpers(NARROW_UNARY[key].format(**fmt))
         return self.use_helpers(table[key].format(**fmt))
 
     def half_expr(self, op: Operation, key: str, args: list[str], dt: str) -> str:
-        """An f16/bf16 op: the f32 (erf/gelu: double) expression of the numpy kernel, rounded
-        to `dt` at once unless it only selects or flips a sign."""
+        """An f16/bf16 op: the f32 (transcendentals: double) expression of the numpy kernel,
+        rounded to `dt` at once unless it only selects or flips a sign."""
         wide = "double" if key in half.DOUBLE_COMPUTE else "float"
         table = FLOAT_UNARY if len(args) == 1 else FLOAT_BINARY
         if key not in table:
             raise CodegenError(f"no C code for '{op.name}' on {dt}")
-        text = (half.UNARY if len(args) == 1 else half.BINARY).get(key, table[key])
+        text = NARROW_UNARY.get(key, table[key]) if len(args) == 1 else table[key]
         text = self.use_helpers(text.format(T=wide, U="", sqrt="sqrtf", x=args[0], y=args[-1]))
         self.helpers.add(half.HELPER)
         if key in half.EXACT:

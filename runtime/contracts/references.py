@@ -230,22 +230,30 @@ def _erfcx_decimal(z: Decimal) -> Decimal:
 
 # -- exact rounding, casts -------------------------------------------------------------------
 
-_BF16_GRID = np.arange(0, 0x7F81, dtype=np.uint16).view(NUMPY_DTYPES["bf16"]).astype(np.float64)
-"""Every non-negative bf16 value (up to +inf), ascending: an exact RNE reference for bf16."""
+_HALF_GRID = {
+    d: np.arange(0, top + 1, dtype=np.uint16).view(NUMPY_DTYPES[d]).astype(np.float64)
+    for d, top in (("f16", 0x7C00), ("bf16", 0x7F80))
+}
+"""Every non-negative f16 / bf16 value (up to +inf), ascending: exact RNE references."""
+_HALF_BEYOND = {"f16": 2.0**16, "bf16": 2.0**128}
+"""What +inf stands for when rounding: the next binade's first value, so that the midpoint
+between the largest finite value and it is the overflow threshold."""
 
 
 def round_exact(x64: np.ndarray, dtype: str) -> np.ndarray:
     """Correctly round float64 values to `dtype` (returned as exact float64). numpy's f64 ->
-    f32/f16 casts are correctly rounded; ml_dtypes' f64 -> bf16 rounds twice, so bf16 uses a
-    midpoint comparison against the full bf16 grid instead (independent of fuel's kernels)."""
+    f32 cast is IEEE correctly rounded; f16 and bf16 use a midpoint comparison against every
+    value of the format instead (exact in float64, independent of fuel's kernels and of what a
+    numpy or ml_dtypes release does)."""
     x64 = np.asarray(x64, np.float64)
-    if dtype != "bf16":
+    if dtype not in _HALF_GRID:
         with np.errstate(over="ignore"):
             return x64.astype(NUMPY_DTYPES[dtype]).astype(np.float64)
+    grid = _HALF_GRID[dtype]
     mag = np.abs(x64)
-    idx = np.clip(np.searchsorted(_BF16_GRID, mag), 1, len(_BF16_GRID) - 1)
-    lo, hi = _BF16_GRID[idx - 1], _BF16_GRID[idx]
-    mid = (lo + np.where(np.isinf(hi), 2.0**128, hi)) / 2  # inf stands for 2^128 here
+    idx = np.clip(np.searchsorted(grid, mag), 1, len(grid) - 1)
+    lo, hi = grid[idx - 1], grid[idx]
+    mid = (lo + np.where(np.isinf(hi), _HALF_BEYOND[dtype], hi)) / 2
     up = (mag > mid) | ((mag == mid) & (idx % 2 == 0))  # even bit pattern = even mantissa
     r = np.where(up | (mag == hi), hi, lo)
     return np.where(np.isnan(x64), np.nan, np.copysign(r, x64))

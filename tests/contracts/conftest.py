@@ -57,7 +57,7 @@ precision:
   notes: computed one step wider
 determinism: same_hardware_bitwise
 entry_point: lowering.cpu.contracts.factories:unary
-entry_args: {ufunc: exp, compute: wide}
+entry_args: {ufunc: exp, compute: f64}
 ```
 """
 """A valid one-kernel contract file (the rule tests mutate it one field at a time)."""

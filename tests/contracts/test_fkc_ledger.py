@@ -136,7 +136,7 @@ def raises(inputs, outputs, params):
 
 def _broken(base: str, write: Write, pkg: str, fn: str) -> LoweredKernel:
     text = base.replace("lowering.cpu.contracts.factories:unary", f"{pkg}:{fn}")
-    text = text.replace("\nentry_args: {ufunc: exp, compute: wide}", "").replace("f32, f64", "f32")
+    text = text.replace("\nentry_args: {ufunc: exp, compute: f64}", "").replace("f32, f64", "f32")
     return _lowered(write(text, f"{fn}.fkc.md"), (pkg,))[0]
 
 

@@ -116,7 +116,7 @@ REFORMATTED = """```fkc
 kernel: "test_exp"
 op: 'exp'   # a comment
 entry_args:
-  compute: wide
+  compute: f64
   ufunc: exp
 entry_point: lowering.cpu.contracts.factories:unary
 determinism: same_hardware_bitwise
@@ -161,7 +161,7 @@ def test_revision_ignores_formatting_comments_and_prose(base: str, write: Write)
         ("max_ulp: 2", "max_ulp: 3"),
         ("revision_base: t1", "revision_base: t2"),
         ("flops: 10 * n", "flops: 11 * n"),
-        ("compute: wide", "compute: f64"),
+        ("compute: f64", "compute: self"),
     ],
 )
 def test_revision_changes_with_meaning(base: str, write: Write, old: str, new: str) -> None:
@@ -260,12 +260,12 @@ def test_entry_points_kernel_factory_and_built(
     pkg = user_package(KERNELS)
     entry = "lowering.cpu.contracts.factories:unary"
     plain = base.replace(entry, f"{pkg}:copy").replace(
-        "\nentry_args: {ufunc: exp, compute: wide}", ""
+        "\nentry_args: {ufunc: exp, compute: f64}", ""
     )
     table, _ = _import(write(plain, "p.fkc.md"), allow=(pkg,))
     assert table.lookup("exp", ("f32", "f32"), "cpu").kernel.__name__ == "copy"
     scaled = base.replace(entry, f"{pkg}:scaled").replace(
-        "{ufunc: exp, compute: wide}", "{factor: 3}"
+        "{ufunc: exp, compute: f64}", "{factor: 3}"
     )
     table, _ = _import(write(scaled, "s.fkc.md"), allow=(pkg,))
     import numpy as np

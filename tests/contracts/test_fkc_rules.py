@@ -37,7 +37,7 @@ EDITS: dict[type[FkcError], Edit] = {
     E.NoFrontMatter: Edit("---\nfkc_version", "fkc_version", at="fkc_version"),
     E.UnsupportedVersion: Edit("fkc_version: 1", "fkc_version: 7"),
     E.BadProvider: Edit("  revision_base: t1\n", "", at="provider:"),
-    E.UnclosedFence: Edit("compute: wide}\n```", "compute: wide}\n", at="```fkc"),
+    E.UnclosedFence: Edit("compute: f64}\n```", "compute: f64}\n", at="```fkc"),
     E.SectionWithoutBlock: Edit(
         "## exp (f32, f64)", "## empty\n\nnothing here\n\n## exp (f32, f64)", at="## empty"
     ),
@@ -79,10 +79,10 @@ EDITS: dict[type[FkcError], Edit] = {
     ),
     E.EntryPointUnresolved: Edit("factories:unary", "factories:no_such_factory", at="entry_point"),
     E.BadEntryArgs: Edit(
-        "{ufunc: exp, compute: wide}", "{ufunc: {name: exp}, compute: wide}", at="entry_args"
+        "{ufunc: exp, compute: f64}", "{ufunc: {name: exp}, compute: f64}", at="entry_args"
     ),
     E.FactoryFailed: Edit(
-        "{ufunc: exp, compute: wide}", "{ufunc: no_such_ufunc, compute: wide}", at="```fkc\nkernel"
+        "{ufunc: exp, compute: f64}", "{ufunc: no_such_ufunc, compute: f64}", at="```fkc\nkernel"
     ),
 }
 """Rules shown by a one-field edit of the base contract."""
@@ -97,7 +97,7 @@ def _provider_mismatch(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
 
 def _duplicate_registration(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
     # Two sections naming the same kernel *function* at the same key: finalize would reject it.
-    text = base.replace("\nentry_args: {ufunc: exp, compute: wide}", "").replace(
+    text = base.replace("\nentry_args: {ufunc: exp, compute: f64}", "").replace(
         "lowering.cpu.contracts.factories:unary", "fkc_dup_kernels:kernel"
     )
     twin = text[text.index("## exp") :].replace("test_exp", "test_exp_twin")

@@ -21,7 +21,7 @@ from lowering.cpu.kernels import reduction as _reduction
 from lowering.cpu.kernels import special
 from lowering.cpu.kernels._common import F64, F64_COMPUTE, WIDE, compute_kernel
 from lowering.cpu.kernels.elementwise import (
-    UNARY_COMPOSITES,
+    NARROW_FORMS,
     _binary,
     _compare,
     _gelu,
@@ -31,17 +31,18 @@ from lowering.cpu.kernels.elementwise import (
     _unary,
     _where,
     _where_axis,
+    composite_for,
 )
 from lowering.cpu.kernels.linalg import _matmul
 from runtime.contracts.entry import BuiltKernel
 from runtime.dtypes import compute_dtype
+from runtime.rounding import REVISION_CODE
 
 Dtypes = Sequence[str]
 
 COMPUTE: dict[str, Callable[[str], np.dtype | None]] = {
     "self": lambda t: None,  # compute in the dtype itself
     "half_wide": _half_wide,  # f16/bf16 in f32 (IEEE basic ops: one rounding is exact)
-    "wide": lambda t: WIDE[t],  # one step wider: f32 in f64, f16/bf16 in f32
     "f64": lambda t: F64_COMPUTE[t],  # every float in f64
 }
 """Compute-dtype policies a contract names in `entry_args.compute`."""
@@ -64,14 +65,16 @@ def unary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
 
 
 def composite(dtypes: Dtypes, fn: str) -> BuiltKernel:
-    """A composite unary (`rsqrt`, `sigmoid`, `silu`) evaluated wide, rounded once."""
-    body = UNARY_COMPOSITES[fn]
-    return BuiltKernel(compute_kernel(body, WIDE[dtypes[0]]), depends_on=(body,))
+    """A composite unary (`rsqrt`, `sigmoid`, `silu`) evaluated in f64, rounded once."""
+    body = composite_for(fn, dtypes[0])
+    return BuiltKernel(
+        compute_kernel(body, F64_COMPUTE[dtypes[0]]), depends_on=(body, *REVISION_CODE)
+    )
 
 
 def gelu(dtypes: Dtypes) -> BuiltKernel:
     """gelu in f64, both forms (`approximate: none | tanh`)."""
-    forms = (special.gelu_erf, special.gelu_tanh, special.gelu_tanh_f64)
+    forms = (special.gelu_erf, special.gelu_tanh, special.gelu_tanh_f64, *NARROW_FORMS)
     return BuiltKernel(_gelu(F64_COMPUTE[dtypes[0]]), depends_on=forms)
 
 
@@ -117,15 +120,10 @@ def matmul(dtypes: Dtypes) -> BuiltKernel:
 
 
 def cast(dtypes: Dtypes) -> BuiltKernel:
-    """A copy (S -> S), numpy's unsafe conversion, or a correctly rounded `special` conversion
-    where ml_dtypes would round twice through f32 (f64/i64/i32 -> bf16)."""
+    """A copy (S -> S), fuel's own rounding into or out of f16/bf16 (`runtime.rounding`), or
+    numpy's conversion (exact or IEEE correctly rounded) between the other dtypes."""
     src, dst = dtypes
-    if src == dst:
-        return BuiltKernel(_cast._copy())
-    if dst == "bf16" and src in _cast._TO_BF16_SPECIAL:
-        convert = _cast._TO_BF16_SPECIAL[src]
-        return BuiltKernel(_cast._to_bf16(convert), depends_on=(convert,))
-    return BuiltKernel(_cast._convert())
+    return BuiltKernel(_cast.make_cast(src, dst), depends_on=REVISION_CODE)
 
 
 def reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
@@ -194,8 +192,8 @@ def fast_composite(dtypes: Dtypes, op: str) -> BuiltKernel:
 
 
 def fast_softmax(dtypes: Dtypes) -> BuiltKernel:
-    """numpy-fast: softmax in f32 (f16 rounded through `f32_to_f16`)."""
-    return BuiltKernel(_alt._softmax_fast, depends_on=(_alt.f32_to_f16,))
+    """numpy-fast: softmax in f32, rounded once into f16/bf16 by `runtime.rounding`."""
+    return BuiltKernel(_alt._softmax_fast, depends_on=REVISION_CODE)
 
 
 def f64acc_reduce(dtypes: Dtypes, op: str) -> BuiltKernel:

@@ -18,6 +18,7 @@ from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps, revisi
 from runtime.cost import CostEstimate, CostFn
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, SIGNED_INT_DTYPES
 from runtime.precision import PrecisionGuarantee
+from runtime.rounding import CHUNK, HALF, REVISION_CODE, store
 
 Arrays = Sequence[np.ndarray]
 Params = Mapping[str, Any]
@@ -77,6 +78,8 @@ def add(
     positional ufunc call (the executor's fast path); `source` and `caps` default to the
     precise numpy library's."""
     revision = None
+    if any(d in HALF for d in dtypes):  # their results are written by runtime.rounding
+        also = (*also, *REVISION_CODE)
     if also or code:
         text = " ".join(str(revision_hash(f, source)) for f in (kernel, *also)) + code
         revision = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
@@ -121,17 +124,11 @@ def copy_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEsti
     return CostEstimate(0.0, 2.0 * out_bytes + extra, OVERHEAD_NS["ufunc"])
 
 
-CHUNK = 16384
-"""Elements per slice of a composite elementwise evaluation: its temporaries stay in cache and
-come from malloc's free lists instead of fresh (page-faulting) mmaps. 3x faster than whole-array
-evaluation on 1M elements; 4096..65536 measured within 20% of each other."""
-
-
 def compute_kernel(fn: Callable[[np.ndarray], np.ndarray], cdt: np.dtype | None) -> Kernel:
     """A unary kernel that evaluates the composite `fn` on the input converted to `cdt` (None:
-    as is) and rounds once into the output. `fn` sees flat slices of CHUNK elements
-    (elementwise, so the layout is free) and runs under errstate(all="ignore"): its intermediate
-    inf * 0 or overflow are by design and fixed up inside `fn`."""
+    as is) and rounds once into the output (`runtime.rounding.store`). `fn` sees flat slices of
+    CHUNK elements (elementwise, so the layout is free) and runs under errstate(all="ignore"):
+    its intermediate inf * 0 or overflow are by design and fixed up inside `fn`."""
 
     def composite(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         x, out = inputs[0], outputs[0]
@@ -141,7 +138,7 @@ def compute_kernel(fn: Callable[[np.ndarray], np.ndarray], cdt: np.dtype | None)
         with np.errstate(all="ignore"):
             for i in range(0, x.size, CHUNK):
                 part = flat_in[i : i + CHUNK].astype(work, copy=False)
-                np.copyto(flat_out[i : i + CHUNK], fn(part), casting="unsafe")
+                store(flat_out[i : i + CHUNK], fn(part))
         if not out.flags.c_contiguous:
             np.copyto(out, flat_out.reshape(out.shape))
 

@@ -47,8 +47,8 @@ from lowering.cpu.kernels._common import (
 from lowering.cpu.kernels.linalg import matmul_cost
 from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
 from runtime.cost import CostEstimate, CostFn
-from runtime.dtypes import NUMPY_DTYPES
 from runtime.precision import PrecisionGuarantee
+from runtime.rounding import REVISION_CODE, apply_into, narrow, store
 
 F16 = np.dtype(np.float16)
 FAST, F64ACC, EINSUM, CONTIG, BCAST_ROW = (
@@ -211,35 +211,7 @@ def _softmax_fast(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     np.exp(e, out=e)
     acc = None if axis == x.ndim - 1 else F64
     total = np.add.reduce(e, axis=axis, dtype=acc, keepdims=True)
-    out = outputs[0]
-    if out.dtype == F16:
-        f32_to_f16(np.divide(e, total, out=e, dtype=F32, casting="unsafe"), out)
-    else:
-        np.divide(e, total, out=out, dtype=F32, casting="unsafe")
-
-
-def f32_to_f16(q: np.ndarray, out: np.ndarray) -> None:
-    """Correctly rounded (RNE) f32 -> f16 into `out`, on the bits. numpy's cast is a scalar loop,
-    ~15x slower again for f16 subnormal results, which most softmax outputs are."""
-    b = np.ascontiguousarray(q, F32).view(np.uint32)
-    a = b & np.uint32(0x7FFFFFFF)
-    tiny = a < np.uint32(0x38800000)  # below 2^-14: f16 subnormals (and 0)
-    # Normal range: adding 0xFFF plus the kept lsb rounds the 13 dropped bits to nearest-even;
-    # a mantissa carry moves into the exponent, and past 65504 the result saturates at inf.
-    h = a + (np.uint32(0xFFF) + ((a >> np.uint32(13)) & np.uint32(1)))
-    h >>= np.uint32(13)
-    h -= np.uint32(0x1C000)  # exponent bias 127 -> 15 (wraps for tiny: masked off next)
-    np.minimum(h, np.uint32(0x7C00), out=h)
-    h *= ~tiny
-    # Tiny: |q| + 0.5 rounds |q| to a multiple of 2^-24 (RNE) and leaves k = |q| 2^24 in the
-    # low bits; the f16 bit pattern of k 2^-24 is k itself.
-    k = np.fmin(a.view(F32), np.float32(2.0**-14)) + np.float32(0.5)
-    k = k.view(np.uint32) - np.uint32(0x3F000000)
-    k *= tiny
-    h += k
-    h[a > np.uint32(0x7F800000)] = 0x7E00  # NaN stays a (quiet) NaN
-    h |= (b >> np.uint32(16)) & np.uint32(0x8000)
-    np.copyto(out.view(np.uint16), h.reshape(out.shape), casting="unsafe")
+    apply_into(np.divide, (e, total), outputs[0], dtype=F32)
 
 
 def _softmax_claim(dtype: str) -> PrecisionGuarantee:
@@ -259,13 +231,10 @@ def _softmax_claim(dtype: str) -> PrecisionGuarantee:
 
 
 def _f16_rounded(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-    """`fn` with its f32 result rounded to f16 by `f32_to_f16` (the kernel then copies f16)."""
+    """`fn` with its f32 result rounded to f16 in the slice (the kernel then copies f16)."""
 
     def f16_result(x: np.ndarray) -> np.ndarray:
-        r = fn(x)
-        out = np.empty(r.shape, F16)
-        f32_to_f16(r, out)
-        return out
+        return narrow(fn(x), "f16", result=True)
 
     return f16_result
 
@@ -289,7 +258,7 @@ FAST_COST: dict[str, tuple[float, str]] = {
     "sigmoid": (2.7, "composite"), "silu": (2.2, "composite"), "gelu": (40.0, "gelu"),
     "softmax": (4.2, "composite"),
 }  # fmt: skip
-_FAST_HELPERS = (sigmoid_f32, x_sigmoid_f32, gelu_erf_f32, gelu_tanh_f32, f32_to_f16)
+_FAST_HELPERS = (sigmoid_f32, x_sigmoid_f32, gelu_erf_f32, gelu_tanh_f32, *REVISION_CODE)
 
 
 def _register_fast(table: KernelBindingTable) -> None:
@@ -315,7 +284,7 @@ def _register_fast(table: KernelBindingTable) -> None:
             claim,
             cost("softmax"),
             FAST,
-            also=(f32_to_f16,),
+            also=REVISION_CODE,
         )
 
 
@@ -356,12 +325,8 @@ def exact_f16_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
 
 
 def _into(out: np.ndarray, acc: np.ndarray) -> None:
-    """Round the f64 `acc` once into `out` (bf16 through the round-to-odd conversion)."""
-    acc = acc.reshape(out.shape)
-    if out.dtype == NUMPY_DTYPES["bf16"]:
-        special.f64_to_bf16(acc, out)
-    else:
-        np.copyto(out, acc, casting="unsafe")
+    """Round the f64 `acc` once into `out` (`runtime.rounding` for f16/bf16)."""
+    store(out, acc.reshape(out.shape))
 
 
 def _sum_f64(dtype: str, mean: bool) -> Kernel:
@@ -400,7 +365,7 @@ def _f64acc_reduce_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -
 def _matmul_f64acc(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """f32 products are exact in f64; the f64 BLAS sum is rounded once into the f32 output."""
     a, b = (np.ascontiguousarray(v, dtype=F64) for v in inputs)
-    np.copyto(outputs[0], np.matmul(a, b), casting="unsafe")
+    store(outputs[0], np.matmul(a, b))
 
 
 def _matmul_f64acc_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:

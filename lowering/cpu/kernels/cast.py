@@ -3,25 +3,18 @@
 Semantics: float -> int truncates toward zero (defined for in-range finite values only);
 anything -> i1 is `x != 0` (NaN -> true); i1 -> number gives 0/1; int -> float and wide float ->
 narrow float round to nearest even, correctly (from the source value, never through an
-intermediate RNE). Integer -> integer wraps modulo 2^bits. numpy's own conversions are correct
-for every pair except those ml_dtypes routes through f32 (f64/i64/i32 -> bf16), which
-`special` re-rounds to odd first.
+intermediate RNE). Integer -> integer wraps modulo 2^bits. Conversions into or out of f16/bf16
+are fuel's own (`runtime.rounding`: one correct rounding, a NaN becomes the quiet NaN of the
+destination with its sign); the others are numpy's, exact or IEEE correctly rounded.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lowering.cpu.kernels import special
 from lowering.cpu.kernels._common import ALL, Arrays, Params, add, exact, per_element_cost
 from runtime.binding_table import Kernel, KernelBindingTable
-
-_TO_BF16_SPECIAL = {
-    "f64": special.f64_to_bf16,
-    "i64": special.i64_to_bf16,
-    "i32": special.i64_to_bf16,
-}
-"""Sources whose ml_dtypes conversion to bf16 double-rounds through f32."""
+from runtime.rounding import HALF, narrow_into, widen_into
 
 
 def _copy() -> Kernel:
@@ -38,11 +31,29 @@ def _convert() -> Kernel:
     return cast_convert
 
 
-def _to_bf16(convert: special.ConvertInto) -> Kernel:
-    def cast_to_bf16(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-        convert(inputs[0], outputs[0])
+def _narrow() -> Kernel:
+    def cast_narrow(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        narrow_into(inputs[0], outputs[0])
 
-    return cast_to_bf16
+    return cast_narrow
+
+
+def _widen() -> Kernel:
+    def cast_widen(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        widen_into(inputs[0], outputs[0])
+
+    return cast_widen
+
+
+def make_cast(src: str, dst: str) -> Kernel:
+    """The cast kernel of one (source, destination) pair."""
+    if src == dst:
+        return _copy()
+    if dst in HALF:
+        return _narrow()
+    if src in HALF and dst in ("f32", "f64"):
+        return _widen()
+    return _convert()
 
 
 def register_cast(table: KernelBindingTable) -> None:
@@ -51,10 +62,5 @@ def register_cast(table: KernelBindingTable) -> None:
     claim = exact("exact or correctly rounded (RNE); float->int truncates, in range only")
     for src in ALL:
         for dst in ALL:
-            if src == dst:
-                kernel = _copy()
-            elif dst == "bf16" and src in _TO_BF16_SPECIAL:
-                kernel = _to_bf16(_TO_BF16_SPECIAL[src])
-            else:
-                kernel = _convert()
-            add(table, "cast", (src, dst), kernel, claim, cost, also=(special.f64_to_bf16,))
+            kernel = make_cast(src, dst)
+            add(table, "cast", (src, dst), kernel, claim, cost, also=(narrow_into, widen_into))

@@ -36,6 +36,7 @@ from lowering.cpu.kernels._common import (
 )
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, dtype_bytes
+from runtime.rounding import store
 
 SOURCE = "numpy-flashdecode"
 DTYPES = ("f32", "f16", "bf16")
@@ -90,7 +91,7 @@ def _kernel(with_kv_len: bool) -> Kernel:
     def attention_flashdecode(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         q, k, v = inputs[:3]
         n = int(inputs[3]) if with_kv_len else k.shape[2]
-        np.copyto(outputs[0], flash_decode(q, k, v, n, params["scale"]), casting="unsafe")
+        store(outputs[0], flash_decode(q, k, v, n, params["scale"]))
 
     return attention_flashdecode
 

@@ -48,6 +48,7 @@ from lowering.cpu.kernels.torch_blas import available as torch_available
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.dtypes import compute_dtype
+from runtime.rounding import apply_into, store
 
 _Act = Callable[[np.ndarray, np.ndarray], None]
 
@@ -62,8 +63,8 @@ def _activations(cdt: np.dtype) -> dict[str, _Act]:
         return lambda y, out: kernel([y], [out], {})
 
     return {
-        "none": lambda y, out: np.copyto(out, y, casting="unsafe"),
-        "relu": lambda y, out: np.maximum(y, 0, out=out, casting="unsafe"),
+        "none": lambda y, out: store(out, y),
+        "relu": lambda y, out: apply_into(np.maximum, (y, 0), out),
         "silu": run(special.silu, wide),
         "gelu": run(special.gelu_erf, f64),
         "gelu_tanh": run(special.gelu_tanh if f64 is not None else special.gelu_tanh_f64, f64),
@@ -105,7 +106,7 @@ def _gated_mlp(t: str) -> Kernel:
         g = np.matmul(x, wg)
         silu(g, g)  # the standalone silu kernel: evaluated wide chunk by chunk, rounded to cdt
         g *= np.matmul(x, wu)
-        np.copyto(outputs[0], np.matmul(g, wd), casting="unsafe")
+        store(outputs[0], np.matmul(g, wd))
 
     return gated_mlp
 

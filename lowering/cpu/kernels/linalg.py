@@ -28,6 +28,7 @@ from lowering.cpu.kernels._common import (
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.precision import PrecisionGuarantee
+from runtime.rounding import store
 
 MATMUL_DTYPES = (*F, "i64", "i32")
 
@@ -49,7 +50,7 @@ def _matmul(cdt: np.dtype | None) -> Kernel:
 
     def matmul_wide(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         a, b = inputs
-        np.copyto(outputs[0], np.matmul(a.astype(cdt), b.astype(cdt)), casting="unsafe")
+        store(outputs[0], np.matmul(a.astype(cdt), b.astype(cdt)))
 
     return matmul_wide
 

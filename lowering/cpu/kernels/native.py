@@ -61,6 +61,7 @@ from lowering.cpu.kernels.nn import _NO_BOUND, _rms_norm, _rope, attention_cost
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, CostFn
 from runtime.precision import PrecisionGuarantee
+from runtime.rounding import store
 
 NATIVE = "native"
 NATIVE_FLASH = "native-flashdecode"
@@ -193,7 +194,7 @@ def _matmul_bias_act_native(inputs: Arrays, outputs: Arrays, params: Params,
         if act != "none":
             f32_activations()[act](y, y)
     if y is not out:
-        np.copyto(out, y, casting="unsafe")
+        store(out, y)
 
 
 def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params,
@@ -282,7 +283,7 @@ def _attention_native(with_kv_len: bool) -> Kernel:
             lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk,
                                             d, dv, kv_len, causal, scale)  # fmt: skip
         if y is not out:
-            np.copyto(out, y, casting="unsafe")
+            store(out, y)
 
     return attention_native
 

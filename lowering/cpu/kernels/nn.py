@@ -40,6 +40,7 @@ from lowering.cpu.kernels._common import (
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, CostFn
 from runtime.dtypes import compute_dtype
+from runtime.rounding import apply_into, store
 
 _NO_BOUND = "reduction over the last dim (cancellation): no relative bound"
 
@@ -56,7 +57,7 @@ def _rms_norm(cdt: np.dtype) -> Kernel:
         ms /= x.shape[-1]
         ms += params["eps"]
         inv = np.divide(1.0, np.sqrt(ms, out=ms), out=ms)
-        np.multiply(x * inv, w, out=outputs[0], casting="unsafe")
+        apply_into(np.multiply, (x * inv, w), outputs[0])
 
     return rms_norm
 
@@ -71,7 +72,7 @@ def _layer_norm(cdt: np.dtype) -> Kernel:
         var += params["eps"]
         xc *= np.divide(1.0, np.sqrt(var, out=var), out=var)
         xc *= w
-        np.add(xc, b, out=outputs[0], casting="unsafe")
+        apply_into(np.add, (xc, b), outputs[0])
 
     return layer_norm
 
@@ -85,8 +86,8 @@ def _rope(cdt: np.dtype) -> Kernel:
             a, b, oa, ob = x[..., 0::2], x[..., 1::2], out[..., 0::2], out[..., 1::2]
         else:
             a, b, oa, ob = x[..., :h], x[..., h:], out[..., :h], out[..., h:]
-        np.subtract(a * c, b * s, out=oa, casting="unsafe")
-        np.add(b * c, a * s, out=ob, casting="unsafe")
+        apply_into(np.subtract, (a * c, b * s), oa)
+        apply_into(np.add, (b * c, a * s), ob)
 
     return rope
 
@@ -129,7 +130,7 @@ def _attention(cdt: np.dtype, with_kv_len: bool,
         q, k, v = (_compute(a, cdt) for a in inputs[:3])
         sk = k.shape[2]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
-        np.copyto(outputs[0], _sdpa(q, k, v, kv_len, params, mm), casting="unsafe")
+        store(outputs[0], _sdpa(q, k, v, kv_len, params, mm))
 
     return attention
 

@@ -38,6 +38,7 @@ from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.dtypes import to_numpy
 from runtime.precision import PrecisionGuarantee
+from runtime.rounding import apply_into, store
 
 REDUCE_UFUNCS: dict[str, np.ufunc] = {
     "reduce_sum": np.add,
@@ -79,7 +80,7 @@ def _reduce(uf: np.ufunc, native: np.dtype, cdt: np.dtype | None, contiguous: bo
     def reduce_wide(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         x = np.ascontiguousarray(inputs[0])
         acc = uf.reduce(x, params["axes"], cdt, keepdims=params["keepdim"])
-        np.copyto(outputs[0], acc, casting="unsafe")
+        store(outputs[0], acc)
 
     return reduce_wide
 
@@ -90,7 +91,7 @@ def _mean(cdt: np.dtype | None) -> Kernel:
         axes = params["axes"]
         acc = np.add.reduce(x, axes, x.dtype if cdt is None else cdt, keepdims=params["keepdim"])
         count = math.prod(x.shape[a] for a in axes)
-        np.divide(acc, count, out=outputs[0], casting="unsafe")
+        apply_into(np.divide, (acc, count), outputs[0])
 
     return mean
 
@@ -101,7 +102,7 @@ def _softmax(cdt: np.dtype | None) -> Kernel:
         x = inputs[0].astype(cdt) if cdt is not None else np.ascontiguousarray(inputs[0])
         e = np.subtract(x, np.max(x, axis=axis, keepdims=True))
         np.exp(e, out=e)
-        np.divide(e, np.add.reduce(e, axis=axis, keepdims=True), out=outputs[0], casting="unsafe")
+        apply_into(np.divide, (e, np.add.reduce(e, axis=axis, keepdims=True)), outputs[0])
 
     return softmax
 

@@ -4,9 +4,6 @@
   deep negative tail where 1 + erf(x/sqrt 2) cancels completely, and `erf` itself.
 * `gelu_tanh`, `sigmoid`, `silu`: overflow-free forms (exp only ever sees -|x|) that also keep
   their relative accuracy where sigmoid underflows (x * sigmoid(v) for a large |x|).
-* Correctly rounded conversions to bfloat16: ml_dtypes 0.6 converts f64 -> bf16 and i64/i32 ->
-  bf16 through f32 with round-to-nearest twice (double rounding: 1 + 2^-8 + 2^-30 becomes 1.0
-  instead of 1 + 2^-7). Rounding to *odd* in the wider step makes the final RNE exact.
 
 The erfcx approximation is fuel's own fit: with t = (z - 3) / (z + 3) in [-1, 1), the function
 g(t) = erfcx(z) (1 + 2z) is smooth and bounded in [1, 1.26] (g(1) = 2/sqrt(pi)); its Chebyshev
@@ -19,11 +16,8 @@ series below z = 3 and its continued fraction above), truncated at degree 27 (tr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
-
-from lowering.cpu.kernels._common import CHUNK
 
 _ERFCX_T_POLY = (
     1.2530080582697296, -0.1356211061245812, -0.04756229435345109, 0.1296451587027629,
@@ -176,52 +170,32 @@ def _fix_infinities(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return y
 
 
-# -- correctly rounded conversions to bfloat16 ------------------------------------------------
-
-ConvertInto = Callable[[np.ndarray, np.ndarray], None]
-"""A conversion that writes its result into a preallocated destination."""
-ConvertOdd = Callable[[np.ndarray], np.ndarray]
+_TINY = 2.0**-60
 
 
-def _f64_to_f32_odd(x: np.ndarray) -> np.ndarray:
-    """Round float64 to float32 *to odd*: truncate toward zero, then set the last bit if the
-    conversion was inexact. With 24 >= 8 + 2 bits, a following RNE to bf16 is then exact."""
-    t = x.astype(np.float32)
-    back = t.astype(np.float64)
-    away = np.abs(back) > np.abs(x)  # RNE went up in magnitude (incl. overflow to inf); t != 0
-    bits = t.view(np.uint32) - away  # one step back toward zero: the magnitude is the low bits
-    bits |= back != x  # inexact -> odd (NaN != NaN sets a payload bit: still NaN)
-    return bits.view(np.float32)
+def tiny_half_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`y` = silu(x) or gelu(x) (either form) computed in double, for a result that is rounded
+    to a narrower type next. For 0 < |x| < 2^-60 each of them is x/2 plus a positive term below
+    2^-61 |x/2| (x^2/4, x^2/sqrt(2 pi), ...), which double drops: x/2 can be a rounding midpoint
+    of f32 and of the 16-bit types (an odd subnormal x), and the true value lies just above it.
+    The next double above x/2 stands for it there (a sticky bit): no grid point of a format of
+    at most 51 bits lies between the two, so both round the same. Not for f64 results."""
+    tiny = (np.abs(x) < _TINY) & (x != 0)
+    if not tiny.any():
+        return y
+    return np.where(tiny, np.nextafter(0.5 * x, np.inf), y)
 
 
-def _i64_to_f64_odd(x: np.ndarray) -> np.ndarray:
-    """Round int64 to float64 to odd (hi/lo split, exact TwoSum of the two exact halves)."""
-    hi = (x >> 32).astype(np.float64) * 4294967296.0
-    lo = (x & 0xFFFFFFFF).astype(np.float64)
-    s = hi + lo
-    bb = s - hi
-    err = (hi - (s - bb)) + (lo - bb)
-    s = np.where((err != 0) & ((err < 0) != (s < 0)), np.nextafter(s, 0.0), s)
-    return (s.view(np.int64) | (err != 0).astype(np.int64)).view(np.float64)
+def silu_narrow(x: np.ndarray) -> np.ndarray:
+    """`silu` for results narrower than f64 (`tiny_half_sum`)."""
+    return tiny_half_sum(x, silu(x))
 
 
-def f64_to_bf16(x: np.ndarray, out: np.ndarray) -> None:
-    """Correctly rounded (RNE) float64 -> bfloat16 into `out`."""
-    _to_bf16_chunked(x, out, lambda part: _f64_to_f32_odd(part.astype(np.float64)))
+def gelu_erf_narrow(x: np.ndarray) -> np.ndarray:
+    """`gelu_erf` for results narrower than f64 (`tiny_half_sum`)."""
+    return tiny_half_sum(x, gelu_erf(x))
 
 
-def i64_to_bf16(x: np.ndarray, out: np.ndarray) -> None:
-    """Correctly rounded (RNE) int64 -> bfloat16 into `out` (odd -> odd -> nearest-even)."""
-    _to_bf16_chunked(x, out, lambda part: _f64_to_f32_odd(_i64_to_f64_odd(part.astype(np.int64))))
-
-
-def _to_bf16_chunked(x: np.ndarray, out: np.ndarray, to_f32_odd: ConvertOdd) -> None:
-    """Apply `to_f32_odd` slice by slice (in cache) and let ml_dtypes do the exact last RNE."""
-    flat_in = x.reshape(-1)
-    flat_out = out.reshape(-1) if out.flags.c_contiguous else np.empty(x.size, out.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(0, x.size, CHUNK):
-            odd = to_f32_odd(flat_in[i : i + CHUNK])
-            np.copyto(flat_out[i : i + CHUNK], odd, casting="unsafe")
-    if not out.flags.c_contiguous:
-        np.copyto(out, flat_out.reshape(out.shape))
+def gelu_tanh_narrow(x: np.ndarray) -> np.ndarray:
+    """`gelu_tanh` for results narrower than f64 (`tiny_half_sum`)."""
+    return tiny_half_sum(x, gelu_tanh(x))

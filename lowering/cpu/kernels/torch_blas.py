@@ -31,6 +31,7 @@ from lowering.cpu.kernels._common import F32, Arrays, Params, add, deterministic
 from lowering.cpu.kernels.linalg import matmul_claim, matmul_cost
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts.entry import BuiltKernel
+from runtime.rounding import store
 
 TORCH_BLAS = "torch-blas"
 MATMUL_DTYPES = ("f32", "f64")
@@ -76,7 +77,7 @@ def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarr
             return np.matmul(a, b, out=out)
         y = np.matmul(a, b)
         if out is not None:
-            np.copyto(out, y, casting="unsafe")
+            store(out, y)
         return y
     torch = _torch()
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
@@ -85,7 +86,7 @@ def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarr
         return out
     y = torch.matmul(ta, tb).numpy()
     if out is not None:
-        np.copyto(out, y, casting="unsafe")
+        store(out, y)
     return y
 
 
