@@ -63,4 +63,4 @@ def register_cast(table: KernelBindingTable) -> None:
     for src in ALL:
         for dst in ALL:
             kernel = make_cast(src, dst)
-            add(table, "cast", (src, dst), kernel, claim, cost, also=(narrow_into, widen_into))
+            add(table, "cast", (src, dst), kernel, claim, cost)
