@@ -3,7 +3,7 @@
     fuel explain MODULE.mlir [--topology FILE] [--judge PATH|none] [--precision SPEC]
                  [--html OUT.html] [--op N]
 
-Both renderers read an `ExecutionPlan` (runtime/plan.py) and show, per decision point in
+Both renderers read an `ExecutionPlan` (passes/picker/plan.py) and show, per decision point in
 program order, its signature, device, every candidate the ranker saw (winner, kept, pruned,
 other-device, rejected) with Layer-1 / Judge / transfer times, and one "why" line derived
 from the per-device compute costs (`Decision.node_cost`) and the transfers the topology
@@ -15,7 +15,7 @@ start, exit pricing) the line says so instead of inventing a reason.
 per op); `explain_html` (runtime/explain_html.py) is a self-contained page (inline CSS/JS,
 no network) with the graph as a layered SVG (devices coloured, cross-device edges dashed red
 with their transfer cost) and a `<details>` section per op. The planner's options come from
-the same flags as the picker passes (passes/picker_support.py). Every user error is one
+the same flags as the picker passes (passes/picker/support.py). Every user error is one
 message on stderr, exit 1.
 """
 
@@ -35,8 +35,8 @@ from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ReshapeOp
-from runtime.plan import Decision, ExecutionPlan, PlanOptions, value_bytes
-from runtime.ranker import Candidate, PrecisionRequirement
+from passes.picker.plan import Decision, ExecutionPlan, PlanOptions, value_bytes
+from passes.picker.ranker import Candidate, PrecisionRequirement
 from runtime.topology import SystemTopology
 
 # -- units ---------------------------------------------------------------------------------
@@ -545,7 +545,7 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
         req = PrecisionRequirement.parse(args.precision or "")
     except ValueError as e:
         raise ExplainError(f"--precision: {e}") from None
-    from runtime.plan import topology_kernels
+    from passes.picker.plan import topology_kernels
 
     topo = SystemTopology.from_file(args.topology) if args.topology else SystemTopology.detect()
     topology_kernels(topo)  # the cuda kernels join the table before the Judge's snapshot
@@ -554,8 +554,8 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from passes.picker.plan import compile_plan
     from runtime.module import FuelModule, ModuleError
-    from runtime.plan import compile_plan
 
     try:
         text = Path(args.module).read_text(encoding="utf-8")
@@ -590,9 +590,9 @@ def _one_message(msg: str) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Run `fuel explain` for parsed arguments; every user error is one message and exit 1."""
+    from passes.picker.plan import PlanError
     from runtime.binding_table import BindingTableError
     from runtime.module import ModuleError
-    from runtime.plan import PlanError
     from runtime.topology import TopologyError
 
     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 
+from passes.picker.plan import ExecutionPlan, PlanOptions
 from runtime.explain import (
     _NUMERIC,
     COLUMNS,
@@ -27,7 +28,6 @@ from runtime.explain import (
     fmt_bytes,
     fmt_ns,
 )
-from runtime.plan import ExecutionPlan, PlanOptions
 from runtime.topology import SystemTopology
 
 # -- layout ----------------------------------------------------------------------------------

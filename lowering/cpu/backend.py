@@ -111,7 +111,7 @@ def _bool(key: str, value: str) -> bool:
 
 
 def _precision(value: str) -> str:
-    from runtime.ranker import PrecisionRequirement
+    from passes.picker.ranker import PrecisionRequirement
 
     try:
         PrecisionRequirement.parse(value)
@@ -178,9 +178,9 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
     """`fuel-optimize` in place, unless disabled or already done (`md["optimized"]` says)."""
     from xdsl.utils.exceptions import PassFailedException
 
+    from passes.fused.patterns import known_weights
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
-    from runtime.fused_patterns import known_weights
+    from passes.picker.support import PickerOptions
 
     if not options.optimize or is_optimized(module):
         md["optimized"] = False

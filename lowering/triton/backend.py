@@ -135,7 +135,7 @@ def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions)
 
 
 def _decomposition(op: Operation) -> list[Operation] | None:
-    """The primitive ops computing a fused op (`runtime.fused` matches exactly these chains),
+    """The primitive ops computing a fused op (`passes.fused` matches exactly these chains),
     the last one producing its result; None for an op that is not fused."""
     from fuel_dialect import ops_elementwise as ew
     from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp

@@ -17,12 +17,12 @@ from lowering.cpu.kernels.native import NATIVE_FLASH
 from lowering.cpu.kernels.torch_blas import available as torch_available
 from passes.bake_variants import BakeVariantsPass, bake_choice
 from passes.emit_decode_flash import EmitDecodeFlashPass
+from passes.picker.plan import PlanOptions
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import Executor
 from runtime.judge import HashMapJudge, size_class
 from runtime.module import FuelModule
-from runtime.plan import PlanOptions
 from runtime.topology import SystemTopology
 
 RNG = np.random.default_rng(7)

@@ -13,9 +13,9 @@ import runtime.binding_table as bt
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
+from passes.picker.plan import PlanError, PlanOptions, compile_plan
 from runtime.executor import ExecutionError, Executor
 from runtime.module import FuelModule
-from runtime.plan import PlanError, PlanOptions, compile_plan
 from runtime.topology import SystemTopology
 
 CPU_2GPU = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "cpu_2gpu.toml"

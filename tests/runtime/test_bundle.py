@@ -44,7 +44,7 @@ def test_round_trip_is_bit_identical_to_the_optimized_module(
     decoder: FuelModule, bundles: tuple[Path, Path], x: np.ndarray
 ) -> None:
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
+    from passes.picker.support import PickerOptions
 
     direct = FuelModule(decoder.op.clone(), decoder.weights)
     optimize_graph(direct.op, PickerOptions(judge="none"))

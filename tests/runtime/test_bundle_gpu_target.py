@@ -108,7 +108,7 @@ def test_an_optimized_module_keeps_its_host_plan_on_the_gpu_target(tmp_path: Pat
     """fuel-optimize's output (a fused `fuel.gated_mlp`, every op stamped and placed on the
     cpu here) lowers for sm_90: ops planned for the host stay host ops there."""
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
+    from passes.picker.support import PickerOptions
 
     module = FuelModule.load(DECODER)
     optimize_graph(module.op, PickerOptions(judge="none"))
@@ -225,7 +225,7 @@ def test_a_gpu_topology_plan_lowers_its_cuda_arms_and_runs_them(tmp_path: Path) 
     from fuel_dialect.branch import PICKED_ATTR, BranchOp
     from fuel_dialect.ops_triton import LibraryCallOp
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
+    from passes.picker.support import PickerOptions
     from runtime.executor import Executor
 
     module = FuelModule.load(DECODER)

@@ -15,13 +15,13 @@ import pytest
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
+from passes.picker.plan import PlanOptions, compile_plan
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.cost import CostEstimate
 from runtime.explain import explain_text, fmt_bytes, fmt_ns, main
 from runtime.explain_html import explain_html
 from runtime.judge import HashMapJudge, size_class
 from runtime.module import FuelModule
-from runtime.plan import PlanOptions, compile_plan
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
 

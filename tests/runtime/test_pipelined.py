@@ -18,7 +18,8 @@ from frontends.builder import GraphBuilder  # noqa: E402
 from fuel_dialect.attrs import KERNEL_ATTR, DeviceAttr, KernelRefAttr  # noqa: E402
 from fuel_dialect.base import KernelOp  # noqa: E402
 from fuel_dialect.dispatch import PIN_ATTR  # noqa: E402
-from passes.picker_support import clear_decisions, stamp_device, stamp_kernel  # noqa: E402
+from passes.picker.plan import PlanOptions, compile_plan  # noqa: E402
+from passes.picker.support import clear_decisions, stamp_device, stamp_kernel  # noqa: E402
 from passes.select import insert_copies  # noqa: E402
 from runtime.binding_table import KernelBindingTable, global_bindings  # noqa: E402
 from runtime.compiled import READY  # noqa: E402
@@ -26,7 +27,6 @@ from runtime.cost import CostEstimate  # noqa: E402
 from runtime.devices import DeviceUnavailable, OutOfDeviceMemory, TorchDevice  # noqa: E402
 from runtime.executor import ExecutionError, Executor  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
-from runtime.plan import PlanOptions, compile_plan  # noqa: E402
 from runtime.topology import SystemTopology  # noqa: E402
 
 TOPO = SystemTopology.from_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")

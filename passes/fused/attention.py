@@ -1,5 +1,5 @@
 """Patterns of `fuel.rope` and `fuel.attention` over primitive fuel IR (what an ONNX or torch
-export of a Llama-style block contains), and their builders. See `runtime.fused_patterns`.
+export of a Llama-style block contains), and their builders. See `passes.fused.patterns`.
 
 * rope, the rotate-half form: `x * cos + rotate_half(x) * sin` with `rotate_half(x) =
   concat(-x[..., D/2:], x[..., :D/2])` and full-width tables whose two halves are equal (HF
@@ -43,7 +43,7 @@ from fuel_dialect.ops_movement import (
     TransposeOp,
 )
 from fuel_dialect.ops_nn import AttentionOp, MatmulOp, RopeOp, SoftmaxOp
-from runtime.fused_patterns import (
+from passes.fused.patterns import (
     FusedMatch,
     constant_array,
     either,

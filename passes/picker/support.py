@@ -19,7 +19,7 @@ from xdsl.utils.exceptions import PassFailedException
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, CandidateAttr, placed_device
-from runtime.plan import (
+from passes.picker.plan import (
     Decision,
     ExecutionPlan,
     PlanError,
@@ -28,7 +28,7 @@ from runtime.plan import (
     compile_plan,
     topology_kernels,
 )
-from runtime.ranker import Candidate, PrecisionRequirement
+from passes.picker.ranker import Candidate, PrecisionRequirement
 from runtime.topology import SystemTopology, TopologyError
 
 

@@ -38,16 +38,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ReshapeOp
-from runtime.binding_table import (
-    BindingTableError,
-    KernelBindingTable,
-    bindings_generation,
-    ensure_backend_kernels,
-    global_bindings,
-)
-from runtime.cost import dtype_bytes, layer1_cost
-from runtime.module import entry_function
-from runtime.ranker import (
+from passes.picker.ranker import (
     KEEP_PER_DEVICE,
     AlternativeSet,
     Candidate,
@@ -60,6 +51,15 @@ from runtime.ranker import (
     compute_static_costs,
     default_chain,
 )
+from runtime.binding_table import (
+    BindingTableError,
+    KernelBindingTable,
+    bindings_generation,
+    ensure_backend_kernels,
+    global_bindings,
+)
+from runtime.cost import dtype_bytes, layer1_cost
+from runtime.module import entry_function
 from runtime.topology import SystemTopology
 
 
@@ -177,7 +177,7 @@ class _Planner:
 
     def draft(self, op: Operation) -> None:
         assert isinstance(op, KernelOp)
-        from runtime.ranker import enumerate_candidates
+        from passes.picker.ranker import enumerate_candidates
 
         dtypes, params = op.kernel_dtypes(), op.kernel_params()
         cands = enumerate_candidates(op.KERNEL_OP, dtypes, self.placements(op), self.table)

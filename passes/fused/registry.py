@@ -2,7 +2,7 @@
 
 A `FusedEntry` names a fused op fuel has as one op (`fuel.softmax`, `fuel.gated_mlp`, ...), a
 **pattern** that recognises its decomposition in primitive IR rooted at one op
-(`runtime.fused_patterns`, `runtime.fused_attention`), and a **build** that emits the fused
+(`passes.fused.patterns`, `passes.fused.attention`), and a **build** that emits the fused
 op for a match. `fuel-fuse-patterns` offers each match as a variant arm, where a kernel for the
 fused op is bound.
 
@@ -21,10 +21,8 @@ from typing import Any
 
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_nn import LayerNormOp, RmsNormOp
-from runtime import precision as kernel_precision
-from runtime.cost import CostEstimate, CostFn, fused_cost, io_bytes
-from runtime.fused_attention import build_attention, build_rope, match_attention, match_rope
-from runtime.fused_patterns import (
+from passes.fused.attention import build_attention, build_rope, match_attention, match_rope
+from passes.fused.patterns import (
     Build,
     FusedMatch,
     Pattern,
@@ -38,6 +36,8 @@ from runtime.fused_patterns import (
     match_rms_norm,
     match_softmax,
 )
+from runtime import precision as kernel_precision
+from runtime.cost import CostEstimate, CostFn, fused_cost, io_bytes
 
 UNTRACKED = 0
 """`KernelRevisionHash` of a kernel whose build is not tracked."""
