@@ -18,7 +18,7 @@ from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source, import_glob
 from runtime.contracts import errors as E
-from runtime.contracts_cli import main as contracts_cli
+from tools.kernels import main as contracts_cli
 
 MODULE = """
 import numpy as np

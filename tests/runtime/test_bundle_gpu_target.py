@@ -19,9 +19,9 @@ import pytest
 from lowering.bundle import write_bundle
 from runtime.binding_table import KernelBindingTable
 from runtime.bundle import BundleError, load_bundle, sha256
-from runtime.cli import main as fuel_main
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import resign
+from tools.fuel import main as fuel_main
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"

@@ -83,7 +83,7 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
     """A bundle (directory or archive) runs its verified module; anything else is loaded."""
     from runtime.bundle import is_bundle, load_bundle
     from runtime.executor import Executor
-    from runtime.onnx_cli import load_any
+    from tools.import_onnx import load_any
 
     if is_bundle(args.module):
         if args.weights:
@@ -162,7 +162,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     from lowering.bundle import write_bundle
     from runtime.bundle import MANIFEST, read_container
-    from runtime.onnx_cli import load_any
+    from tools.import_onnx import load_any
 
     args.target = args.target or ["cpu"]
     options = _compile_options(args)
@@ -221,10 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "where this machine lacks the GPU (also FUEL_EMULATE_GPU=1)")  # fmt: skip
     r.set_defaults(fn=cmd_run)
     _add_compile_parser(sub)
-    from runtime.contracts_cli import add_kernels_parser, add_verify_kernels_parser
-    from runtime.explain import add_explain_parser
-    from runtime.judge_cli import add_judge_parser
-    from runtime.onnx_cli import add_import_parser
+    from tools.explain import add_explain_parser
+    from tools.import_onnx import add_import_parser
+    from tools.judge import add_judge_parser
+    from tools.kernels import add_kernels_parser, add_verify_kernels_parser
 
     add_import_parser(sub)
     add_judge_parser(sub)

@@ -3,7 +3,7 @@
 The graph is a layered SVG (longest-path layering with barycentre ordering; devices
 coloured; cross-device edges dashed red with their transfer cost) and each decision point has
 a `<details>` section with the same candidate table and why line as the text view
-(runtime/explain.py, which owns the shared model of the plan).
+(tools/explain.py, which owns the shared model of the plan).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from xdsl.dialects import func
 
 from passes.picker.plan import ExecutionPlan, PlanOptions
-from runtime.explain import (
+from runtime.topology import SystemTopology
+from tools.explain import (
     _NUMERIC,
     COLUMNS,
     _block_args,
@@ -28,7 +29,6 @@ from runtime.explain import (
     fmt_bytes,
     fmt_ns,
 )
-from runtime.topology import SystemTopology
 
 # -- layout ----------------------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m runtime.onnx_cli MODEL.onnx ...`: the `import` subcommand on its own."""
+    """`python -m tools.import_onnx MODEL.onnx ...`: the `import` subcommand on its own."""
     p = argparse.ArgumentParser(prog="fuel")
     add_import_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(["import", *(sys.argv[1:] if argv is None else argv)])

@@ -12,7 +12,7 @@ device) locally; when the placement DP chose against that local comparison (a se
 start, exit pricing) the line says so instead of inventing a reason.
 
 `explain_text` is the terminal view (columns aligned across the whole module, a few lines
-per op); `explain_html` (runtime/explain_html.py) is a self-contained page (inline CSS/JS,
+per op); `explain_html` (tools/explain_html.py) is a self-contained page (inline CSS/JS,
 no network) with the graph as a layered SVG (devices coloured, cross-device edges dashed red
 with their transfer cost) and a `<details>` section per op. The planner's options come from
 the same flags as the picker passes (passes/picker/support.py). Every user error is one
@@ -567,8 +567,8 @@ def _run(args: argparse.Namespace) -> int:
     options, label = _plan_options(args)
     plan = compile_plan(module.op, options)
     if args.html:
-        from runtime.explain_html import explain_html
         from runtime.fsutil import atomic_write_text
+        from tools.explain_html import explain_html
 
         page = explain_html(plan, args.module, options, judge_label=label, op_index=args.op)
         atomic_write_text(args.html, page)

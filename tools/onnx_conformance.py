@@ -1,6 +1,6 @@
 """ONNX's own backend node tests, run through fuel: import -> compile -> run -> compare.
 
-    python -m frontends.onnx.conformance [-v] [-k SUBSTRING] [--through bundle|executor]
+    python -m tools.onnx_conformance [-v] [-k SUBSTRING] [--through bundle|executor]
 
 `onnx.backend.test.case.node.collect_testcases()` yields each case in memory: a one-node (or
 expanded-function) model, inputs and expected outputs. Each case goes `through`:
@@ -164,7 +164,7 @@ class BundleRunner:
         from lowering.bundle import build_bundle
         from runtime.bundle import load_bundle
 
-        files = build_bundle(module, ("cpu",), self.options, "frontends.onnx.conformance")
+        files = build_bundle(module, ("cpu",), self.options, "tools.onnx_conformance")
         with tempfile.TemporaryDirectory(prefix="bundle.", dir=self.scratch) as d:
             for name, data in files.items():
                 path = Path(d, name)
