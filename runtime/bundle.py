@@ -318,8 +318,8 @@ def _native_table() -> KernelBindingTable:
     """The global table plus fuel's native kernels, registered although no C compiler is here
     (a bundle ships the library: `_install_native`)."""
     if not _NATIVE_TABLE:
-        from lowering.cpu.kernels.native import register_native
         from runtime.binding_table import global_bindings
+        from runtime.kernels.cpu.native import register_native
 
         table = global_bindings().copy()
         register_native(table, force=True)
@@ -340,9 +340,9 @@ _TRITON_TABLE: list[KernelBindingTable] = []
 
 
 def _triton_table() -> KernelBindingTable:
-    """This fuel's Triton registry (`lowering.triton.registry`), built once."""
+    """This fuel's Triton registry (`runtime.kernels.triton.registry`), built once."""
     if not _TRITON_TABLE:
-        from lowering.triton.registry import triton_kernel_table
+        from runtime.kernels.triton.registry import triton_kernel_table
 
         _TRITON_TABLE.append(triton_kernel_table())
     return _TRITON_TABLE[0]
@@ -539,7 +539,7 @@ def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[st
     k = next((k for k in kernels if k.get("meta", {}).get("kind") == "native"), None)
     if k is None:
         return
-    from lowering.cpu import native
+    from runtime import native
 
     if native.enabled():
         return  # compiled (and cached) here from the same source
@@ -608,7 +608,7 @@ class LoadedBundle:
             raise BundleError(f"{self.path}: target {target} {reason}; emulate it (fuel run "
                               f"--emulate, emulate=True or {EMULATE_ENV}=1)")  # fmt: skip
         module, table = self.lowered(target)
-        import lowering.triton  # noqa: F401 (sets TRITON_INTERPRET where there is no GPU)
+        import runtime.kernels.triton  # noqa: F401 (sets TRITON_INTERPRET where there is no GPU)
 
         devices = {}
         if emulate:

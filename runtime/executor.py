@@ -212,17 +212,17 @@ class _Compiler(ViewPlanner):
     generated: dict[str, Any] = field(default_factory=dict)
     """Generated Triton kernels by symbol name (one load per `fuel.triton_kernel`)."""
     encoded: dict[int, Any] = field(default_factory=dict)
-    """id(args) of a top-level item -> its `lowering.cpu.native.Record`: the same call, as a
+    """id(args) of a top-level item -> its `runtime.native.Record`: the same call, as a
     record of a native program (see `runtime.work_items.fuse_native_runs`)."""
     native: bool = False
-    """fuel's native library may run programs here (`lowering.cpu.native.available()`)."""
+    """fuel's native library may run programs here (`runtime.native.available()`)."""
     prepared: dict[Any, Any] = field(default_factory=dict)
     """What kernels derived once from constant operands (`prepare`: packed weights), shared
     by every op that reads the same constant; held for the executor's life."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
-        from lowering.cpu import native
+        from runtime import native
 
         self.native = native.available()
 
@@ -434,7 +434,7 @@ class _Compiler(ViewPlanner):
         outs = [self.alloc_into(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
-        from lowering.cpu.kernels.native import encode_ufunc
+        from runtime.kernels.cpu.native import encode_ufunc
 
         static = all(a is not None for a in ins)  # no per-run operand
         if node.entry.direct is not None and not node.params:
@@ -504,7 +504,7 @@ class _Compiler(ViewPlanner):
         else:
             self.items.append((fn, args := [ptrs]))
             if self.native and self.arm_bytes is None:  # a native program may call it too
-                from lowering.cpu import native
+                from runtime import native
 
                 addr = ctypes.cast(fn, ctypes.c_void_p).value
                 self.encode(args, native.Record([native.OP_CALL, addr, ctypes.addressof(ptrs)]))
@@ -584,7 +584,7 @@ class _Compiler(ViewPlanner):
         except BindingTableError as e:
             raise ExecutionError(f"cannot run library call '{name}' [{', '.join(dtypes)}] on "
                                  f"{device} (does the table hold the Triton kernels? "
-                                 f"lowering.triton.registry.register_triton_kernels): "
+                                 f"runtime.kernels.triton.registry.register_triton_kernels): "
                                  f"{e}") from None  # fmt: skip
         self.submit(op, device, entry.kernel, op.kernel_params(), f"{op.name} {name}")
 

@@ -97,7 +97,7 @@ def round_to(ref: np.ndarray, dt: np.dtype) -> np.ndarray:
     ml_dtypes rounds f64 -> bf16 through f32, which can round twice)."""
     ref = np.asarray(ref, dtype=np.float64)
     if dt == np.dtype(ml_dtypes.bfloat16):
-        from lowering.cpu.kernels.special import f64_to_bf16
+        from runtime.kernels.cpu.special import f64_to_bf16
 
         out = np.empty(ref.shape, dt)
         f64_to_bf16(ref, out)

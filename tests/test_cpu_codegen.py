@@ -20,10 +20,10 @@ from xdsl.context import Context
 from frontends.builder import GraphBuilder
 from lowering.cpu import codegen
 from lowering.cpu.codegen_half import HALF
-from lowering.cpu.kernels.elementwise import F64_ULP
 from passes.convert_fuel_to_c import ConvertFuelToCPass
 from runtime.dtypes import to_numpy
 from runtime.executor import Executor
+from runtime.kernels.cpu.elementwise import F64_ULP
 from runtime.module import FuelModule
 
 pytestmark = pytest.mark.skipif(

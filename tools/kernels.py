@@ -38,7 +38,7 @@ def _builtin_contract_dirs() -> list[Path]:
     """The vendor providers' folders (torch-blas, where torch is installed), the numpy provider's
     folder, then one folder per alternative kernel_source (each has its own ledger.json: one
     import is one provider)."""
-    from lowering.cpu.contracts import CONTRACTS_DIR, PROVIDER_DIRS, vendor_dirs
+    from runtime.kernels.cpu.contracts import CONTRACTS_DIR, PROVIDER_DIRS, vendor_dirs
 
     return [*vendor_dirs(), CONTRACTS_DIR, *PROVIDER_DIRS]
 
@@ -70,7 +70,7 @@ def add_kernels_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--cpu-contracts",
         action="store_true",
-        help="build the CPU kernels from lowering/cpu/contracts instead of the "
+        help="build the CPU kernels from runtime/kernels/cpu/contracts instead of the "
         "default table (what the default becomes once switched)",
     )
     p.set_defaults(fn=cmd_kernels)
@@ -186,7 +186,7 @@ def format_rows(rows: Sequence[Row]) -> str:
 
 def _kernels_table(args: argparse.Namespace) -> KernelBindingTable:
     if args.cpu_contracts:
-        from lowering.cpu.contracts import register_cpu_kernels_from_contracts
+        from runtime.kernels.cpu.contracts import register_cpu_kernels_from_contracts
 
         table = KernelBindingTable()
         register_cpu_kernels_from_contracts(table)

@@ -23,7 +23,7 @@ Options (`fuel compile --option KEY=VALUE`, all strings):
 
 `codegen=c` is the fast path for dispatch-bound graphs (one C call per fused group instead of
 one numpy call per op: a 200-op elementwise chain runs ~20x faster). `auto`, the default, is
-`c` where fuel's native kernels are enabled (`lowering.cpu.native.enabled`: a C compiler exists
+`c` where fuel's native kernels are enabled (`runtime.native.enabled`: a C compiler exists
 and FUEL_NATIVE is not 0), else `none`: the same switch decides whether the picker may choose
 the native kernels (GEMV and packed GEMM products, gated MLP, norms, rope, attention). A
 bundle that uses either carries the machine code it needs (the native library's source and
@@ -66,14 +66,14 @@ class CpuOptions:
     """Judge report path, or `none` (the default keeps builds reproducible)."""
     codegen: str = "auto"
     """`c`: lower host fusion groups to generated C kernels; `none`: library kernels only;
-    `auto`: `c` where fuel's native kernels are enabled (`lowering.cpu.native.enabled`: a C
+    `auto`: `c` where fuel's native kernels are enabled (`runtime.native.enabled`: a C
     compiler exists and FUEL_NATIVE is not 0), else `none`."""
 
     @property
     def generates_c(self) -> bool:
         """Whether the codegen stage runs (`auto` resolved on this machine)."""
         if self.codegen == "auto":
-            from lowering.cpu import native
+            from runtime import native
 
             return native.enabled()
         return self.codegen == "c"
@@ -260,12 +260,12 @@ NATIVE_LIBRARY = "native/fuel_native"
 
 
 def native_artifact() -> KernelArtifact:
-    """fuel's native library (`lowering.cpu.native`) as a bundle artifact: its compiled source
+    """fuel's native library (`runtime.native`) as a bundle artifact: its compiled source
     and library, so the bundle runs where no C compiler is (same machine architecture)."""
     import platform
 
-    from lowering.cpu import native
     from lowering.cpu.codegen import library_path, source_key
+    from runtime import native
 
     source = native.source()
     files = {f"{NATIVE_LIBRARY}.c": source.encode(),

@@ -13,7 +13,7 @@ than the space is stored only from the points whose broadcast coordinates are 0.
 overlap inputs (the executor's memory plan gives them fresh buffers; `CKernel` writes through
 a temporary when a caller's outputs overlap).
 
-Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by op:
+Semantics are the numpy kernels' (`runtime/kernels/cpu/elementwise.py`), op by op:
 * f32 transcendentals (exp log tanh sin cos rsqrt sigmoid silu pow) are computed in double and
   rounded once, like the numpy kernels' f64 compute dtype (measured bit-identical to them on
   200k inputs per op); + - * / sqrt recip are IEEE in the dtype itself (correctly rounded, so
@@ -24,7 +24,7 @@ Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by 
 * max/min/relu propagate NaN; comparisons give i1 as a 0/1 byte; `where` selects.
 * `cast`: to i1 is `x != 0`; float -> int truncates (in range only, like numpy); int -> float
   and f64 -> f32 round once to nearest even.
-* erf and gelu are `lowering.cpu.kernels.special`'s f64 algorithms transcribed (the same
+* erf and gelu are `runtime.kernels.cpu.special`'s f64 algorithms transcribed (the same
   erfcx polynomial, series and exact-square splits, in the same operation order), evaluated in
   double for f32 too, like the numpy kernels' F64_COMPUTE; the f64 tanh form of gelu (a
   double-double argument) has no emitter.
@@ -261,7 +261,7 @@ HELPER_DEPS = {
 @functools.cache
 def _helper_constants() -> dict[str, Any]:
     """The numeric tables of the numpy kernels' special functions, as exact C literals."""
-    from lowering.cpu.kernels import special
+    from runtime.kernels.cpu import special
 
     def arr(xs: Sequence[float]) -> str:
         return ", ".join(float(x).hex() for x in xs)

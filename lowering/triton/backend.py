@@ -206,8 +206,8 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
     copies its operands over). BackendError naming the op if it is placed on a cuda device or
     the CPU has no kernel either."""
     from lowering.triton.codegen import FUSIBLE
-    from lowering.triton.registry import triton_kernel_table
     from passes.convert_fuel_to_triton import eligible
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     table = triton_kernel_table()
     for op in block.ops:
@@ -301,7 +301,7 @@ Kernel = tuple[str, str, tuple[Any, ...], str, dict[str, Any]]
 
 
 def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
-    from lowering.triton.spec import TritonKernelSpec
+    from runtime.kernels.triton.spec import TritonKernelSpec
 
     spec = TritonKernelSpec(
         name=plan.name,
@@ -321,8 +321,8 @@ def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
 def _library_specs(module: ModuleOp) -> list[Kernel]:
     """(kernel id, launch specs, meta) per distinct library call (key, shapes, params)."""
     from lowering.triton.aot import kernel_specs
-    from lowering.triton.registry import triton_kernel_table
     from runtime.binding_table import BindingTableError
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     out, seen = [], set()
     for op in module.walk():
@@ -483,8 +483,8 @@ def run_lowered(
 
 
 def _library(call: LibraryCallOp, table: Any) -> Any:
-    from lowering.triton.registry import triton_kernel_table
     from runtime.binding_table import BindingTableError
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     table = table if table is not None else _default_table(triton_kernel_table)
     try:
@@ -532,7 +532,7 @@ def _value(op: ConstantOp | WeightOp, weights: Mapping[str, np.ndarray]) -> Any:
 
 
 def _torch_dtype(t: Any) -> Any:
-    from lowering.triton.spec import TORCH_DTYPES
+    from runtime.kernels.triton.spec import TORCH_DTYPES
 
     return TORCH_DTYPES[dtype_name(t)]
 

@@ -694,7 +694,7 @@ class GeneratedKernel:
         self.fn = load_kernel(plan.name, plan.source)
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from lowering.triton.spec import TORCH_DTYPES
+        from runtime.kernels.triton.spec import TORCH_DTYPES
 
         plan = self.plan
         for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):

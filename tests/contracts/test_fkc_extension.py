@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu.kernels import hand_registered_table
 from passes.picker.plan import PlanOptions, compile_plan
 from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source, import_glob
 from runtime.contracts import errors as E
+from runtime.kernels.cpu import hand_registered_table
 from tools.kernels import main as contracts_cli
 
 MODULE = """

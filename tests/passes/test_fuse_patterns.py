@@ -410,8 +410,8 @@ def test_register_is_idempotent_and_a_taken_name_is_an_error() -> None:
 
 
 def _table_without_fused_kernels():  # noqa: ANN202
-    from lowering.cpu.kernels import FAMILIES
     from runtime.binding_table import KernelBindingTable
+    from runtime.kernels.cpu import FAMILIES
 
     table = KernelBindingTable()
     for register in FAMILIES:

@@ -53,7 +53,7 @@ def test_the_default_table_holds_only_cpu_kernels_until_a_backend_is_asked_for(
 
 
 def test_loading_is_once_per_backend_even_from_many_threads(fresh: bt._GlobalState) -> None:
-    from lowering.triton.registry import triton_kernel_table
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     gen0 = bt.bindings_generation()
     bt.global_bindings()

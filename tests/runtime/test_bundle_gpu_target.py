@@ -162,7 +162,7 @@ def test_a_tampered_triton_source_is_refused(decoder_bundle: Path, tmp_path: Pat
 def test_a_library_kernel_the_registry_lacks_is_refused(
     decoder_bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lowering.triton.registry import triton_kernel_table
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     older = KernelBindingTable()  # this fuel's registry without rms_norm
     for (op, dtypes, backend), e in triton_kernel_table().iter_entries():

@@ -297,7 +297,7 @@ def test_decoder_block_on_the_triton_registry_matches_the_host_run() -> None:
     """Every op the Triton registry serves is pinned to cuda:0; the planner inserts the copies;
     the executor runs the kernels under the interpreter and reads the result back."""
     from examples.decoder_block import BlockConfig, build_decoder_block
-    from lowering.triton.registry import register_triton_kernels
+    from runtime.kernels.triton.registry import register_triton_kernels
 
     cfg = BlockConfig()
     m = build_decoder_block(cfg)

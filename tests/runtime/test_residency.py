@@ -323,7 +323,7 @@ def place_on(m: FuelModule, device: str) -> FuelModule:
 def cuda_table() -> KernelBindingTable:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from lowering.triton.registry import register_triton_kernels
+    from runtime.kernels.triton.registry import register_triton_kernels
 
     t = global_bindings().copy()
     register_triton_kernels(t)

@@ -20,8 +20,8 @@ from lowering.triton.aot import (
     parse_target,
     specialization_of,
 )
-from lowering.triton.kernels.elementwise import unary_kernel
-from lowering.triton.spec import TritonKernelSpec, TritonSpecError, eval_grid_expr, signature
+from runtime.kernels.triton.elementwise import unary_kernel
+from runtime.kernels.triton.spec import TritonKernelSpec, TritonSpecError, eval_grid_expr, signature
 
 ELF = b"\x7fELF"
 
