@@ -67,7 +67,7 @@ def fuel_runner(
         from xdsl.context import Context
 
         from lowering.cpu.codegen import find_compiler
-        from passes.convert_fuel_to_c import ConvertFuelToCPass
+        from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 
         if find_compiler() is None:
             raise ImportError("no C compiler", name="cc")

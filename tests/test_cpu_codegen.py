@@ -20,7 +20,7 @@ from xdsl.context import Context
 from frontends.builder import GraphBuilder
 from lowering.cpu import codegen
 from lowering.cpu.codegen_half import HALF
-from passes.convert_fuel_to_c import ConvertFuelToCPass
+from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 from runtime.dtypes import to_numpy
 from runtime.executor import Executor
 from runtime.kernels.cpu.elementwise import F64_ULP

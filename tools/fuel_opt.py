@@ -16,7 +16,8 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fuel_dialect.dialect import Fuel
-from passes import get_all_passes
+from lowering import LOWERING_PASSES
+from passes import get_all_passes, lazy_pass
 
 
 class FuelOptMain(xDSLOptMain):
@@ -32,6 +33,8 @@ class FuelOptMain(xDSLOptMain):
     def register_all_passes(self) -> None:
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
+        for name, (module, cls) in LOWERING_PASSES.items():
+            self.register_pass(name, lazy_pass(module, cls))
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)

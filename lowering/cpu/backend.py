@@ -281,7 +281,7 @@ def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
 
     from fuel_dialect.ops_cpu import CKernelOp
     from lowering.cpu.codegen import CodegenError, library_path
-    from passes.convert_fuel_to_c import ConvertFuelToCPass
+    from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 
     ConvertFuelToCPass().apply(Context(), module.op)
     module.op.verify()

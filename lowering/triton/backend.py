@@ -116,7 +116,7 @@ def make_backend() -> TritonBackend:
 
 def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions) -> ModuleOp:
     """A converted, verified copy of `module` (a ModuleOp or a FuelModule)."""
-    from passes.convert_fuel_to_triton import ConvertFuelToTritonPass
+    from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 
     op = getattr(module, "op", module)
     if not isinstance(op, ModuleOp):
@@ -184,7 +184,7 @@ def decompose_fused(block: Block, placed_only: bool) -> None:
     """Replace each fused op the Triton backend would convert by its decomposition (the
     registry has no fused kernels; the decomposition's matmuls become library calls and its
     elementwise tail a generated kernel). The op's `#fuel.device` placement carries over."""
-    from passes.convert_fuel_to_triton import eligible
+    from lowering.triton.convert_fuel_to_triton import eligible
 
     for op in list(block.ops):
         if not eligible(op, placed_only):
@@ -206,7 +206,7 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
     copies its operands over). BackendError naming the op if it is placed on a cuda device or
     the CPU has no kernel either."""
     from lowering.triton.codegen import FUSIBLE
-    from passes.convert_fuel_to_triton import eligible
+    from lowering.triton.convert_fuel_to_triton import eligible
     from runtime.kernels.triton.registry import triton_kernel_table
 
     table = triton_kernel_table()

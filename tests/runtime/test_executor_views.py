@@ -201,7 +201,7 @@ def test_generated_c_kernels_write_into_the_concat() -> None:
     write the layers' caches straight into the stacked output: no concat copies them."""
     from xdsl.context import Context
 
-    from passes.convert_fuel_to_c import ConvertFuelToCPass
+    from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 
     m = kv_update()
     ConvertFuelToCPass().apply(Context(), m.op)

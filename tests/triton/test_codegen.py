@@ -23,7 +23,7 @@ from lowering.triton.codegen import (
     kernel_source,
     source_file,
 )
-from passes.convert_fuel_to_triton import ConvertFuelToTritonPass
+from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 from runtime.dtypes import to_numpy
 from runtime.executor import Executor
 from runtime.module import FuelModule

@@ -16,7 +16,7 @@ from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp
 from lowering.cpu.codegen import c_groups, c_pays_off, c_source
 from lowering.triton.codegen import FusionGroup
-from passes.convert_fuel_to_triton import KernelSymbols, schedule
+from lowering.triton.convert_fuel_to_triton import KernelSymbols, schedule
 
 HOST = "cpu"
 LIBRARY_SOURCE = "numpy"
