@@ -412,7 +412,7 @@ def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping
     every library call (in the registry's sibling order, so an unstamped call gets the
     first); a key or revision this fuel lacks is refused."""
     from fuel_dialect.ops_triton import LibraryCallOp
-    from lowering.triton.backend import library_kernel_id
+    from runtime.compiled import library_kernel_id
 
     full = _triton_table()
     chosen: dict[tuple[str, tuple[str, ...], str], set[int]] = {}
@@ -476,7 +476,7 @@ def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
 
 def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
     from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-    from lowering.cpu.backend import kernel_id, kernel_ops
+    from runtime.compiled import kernel_id, kernel_ops
 
     for op in kernel_ops(module):
         stamp = op.attributes.get(KERNEL_ATTR)
@@ -495,8 +495,8 @@ def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
     addressed, into the C kernel cache."""
     import platform
 
-    from lowering.cpu.codegen import c_cache_dir
     from runtime.fsutil import atomic_write_bytes
+    from runtime.loaders.c import c_cache_dir
 
     built, here = k["meta"].get("machine"), platform.machine()
     if built != here:
@@ -521,7 +521,7 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
     sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
     if not c_kernels and not sources:
         return
-    from lowering.cpu.codegen import register_prebuilt
+    from runtime.loaders.c import register_prebuilt
 
     have = set()
     for k in c_kernels:
@@ -623,7 +623,7 @@ class LoadedBundle:
     def _cpu_executor(self):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
         from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-        from lowering.cpu.backend import kernel_ops
+        from runtime.compiled import kernel_ops
         from runtime.executor import Executor
 
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use

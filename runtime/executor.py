@@ -35,7 +35,7 @@ A module lowered by the Triton backend (`fuel.triton_launch` of generated `fuel.
 `fuel.library_call`s of binding-table keys) runs the same way: `place_lowered` places every
 launch and call on `cuda:0` unless a `#fuel.device` says otherwise and inserts the `fuel.copy`s
 that move graph inputs, host-op operands and results across; a launch runs its kernel's source
-(`lowering.triton.codegen.GeneratedKernel`: JIT-compiled by Triton on a real GPU, interpreted on
+(`runtime.loaders.triton.GeneratedKernel`: JIT-compiled by Triton on a real GPU, interpreted on
 an emulated device), a library call the table's kernel at its key (the stamped sibling, if any).
 """
 
@@ -474,7 +474,7 @@ class _Compiler(ViewPlanner):
         """A generated C kernel (`fuel.c_launch`): one ctypes call on a prebuilt pointer array.
         Planned buffers, weights and constants never move, so their pointers are set now; a
         per-run value (a graph input) is re-pointed only when a run binds another array."""
-        from lowering.cpu.codegen import CodegenError, CPlan, kernel_for
+        from runtime.loaders.c import CodegenError, CPlan, kernel_for
 
         device = placed_device(op)
         if device not in (None, HOST):
@@ -559,7 +559,7 @@ class _Compiler(ViewPlanner):
 
     def triton_launch(self, op: TritonLaunchOp) -> None:
         """A generated Triton kernel: its `fuel.triton_kernel` source, loaded once per symbol."""
-        from lowering.triton.codegen import CodegenError, GeneratedKernel, KernelPlan
+        from runtime.loaders.triton import CodegenError, GeneratedKernel, KernelPlan
 
         device, name = self.lowered_device(op), op.kernel.string_value()
         if name not in self.generated:
@@ -574,7 +574,7 @@ class _Compiler(ViewPlanner):
 
     def library_call(self, op: LibraryCallOp) -> None:
         """A binding-table kernel by key (honouring a `fuel.kernel` stamp's sibling)."""
-        from lowering.triton.backend import library_entry
+        from runtime.compiled import library_entry
 
         device = self.lowered_device(op)
         name, dtypes, backend = op.key()

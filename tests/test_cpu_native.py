@@ -360,7 +360,7 @@ def test_a_forked_child_runs_on_its_own_thread() -> None:
 def test_a_broken_compiler_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from lowering.cpu.codegen import CodegenError
+    from runtime.loaders.c import CodegenError
 
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))  # nothing cached: it must compile
     monkeypatch.setenv("CC", "false")  # runs, fails

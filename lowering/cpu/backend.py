@@ -35,17 +35,17 @@ found.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.ir import Operation
 
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from lowering.backend import BackendError, KernelArtifact, Stage
+from runtime.compiled import kernel_id, kernel_ops
 from runtime.module import FuelModule
 
 CPU_TARGET = "cpu"
@@ -77,20 +77,6 @@ class CpuOptions:
 
             return native.enabled()
         return self.codegen == "c"
-
-
-def kernel_id(stamp: KernelRefAttr) -> str:
-    """The stable id of a stamped kernel: `op[dtypes]@backend/source`, e.g.
-    `matmul[f32,f32,f32]@cpu/numpy` (binding key + provenance tag; never a build counter)."""
-    op, dtypes, backend = stamp.key()
-    return f"{op}[{','.join(dtypes)}]@{backend}/{stamp.kernel_source.data}"
-
-
-def kernel_ops(module: FuelModule) -> Iterator[Operation]:
-    """Every kernel op of the module, branch arms included, in program order."""
-    for op in module.op.walk():
-        if isinstance(op, KernelOp):
-            yield op
 
 
 def is_optimized(module: FuelModule) -> bool:
@@ -264,8 +250,8 @@ def native_artifact() -> KernelArtifact:
     and library, so the bundle runs where no C compiler is (same machine architecture)."""
     import platform
 
-    from lowering.cpu.codegen import library_path, source_key
     from runtime import native
+    from runtime.loaders.c import library_path, source_key
 
     source = native.source()
     files = {f"{NATIVE_LIBRARY}.c": source.encode(),
@@ -280,8 +266,8 @@ def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
     from xdsl.context import Context
 
     from fuel_dialect.ops_cpu import CKernelOp
-    from lowering.cpu.codegen import CodegenError, library_path
     from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
+    from runtime.loaders.c import CodegenError, library_path
 
     ConvertFuelToCPass().apply(Context(), module.op)
     module.op.verify()
@@ -300,7 +286,7 @@ def c_artifacts(module: FuelModule) -> list[KernelArtifact]:
     import platform
 
     from fuel_dialect.ops_cpu import CKernelOp
-    from lowering.cpu.codegen import CFLAGS, library_path, source_key
+    from runtime.loaders.c import CFLAGS, library_path, source_key
 
     out = []
     for k in module.op.ops:

@@ -43,7 +43,8 @@ from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from fuel_dialect.ops_triton import MAX_BLOCK, LibraryCallOp, TritonKernelOp, TritonLaunchOp
 from lowering.backend import BackendError, KernelArtifact, Stage
-from lowering.triton.codegen import GeneratedKernel, KernelPlan, cache_dir, load_kernel
+from runtime.compiled import library_entry, library_kernel_id
+from runtime.loaders.triton import GeneratedKernel, KernelPlan, cache_dir, load_kernel
 from runtime.module import entry_function, io_names
 
 _TARGET = re.compile(r"sm_(\d{2,3})a?")
@@ -345,37 +346,6 @@ def _library_specs(module: ModuleOp) -> list[Kernel]:
         source = "\n\n".join(dict.fromkeys(inspect.getsource(_py(s.fn)) for s in specs))
         out.append((kernel_id, "library", specs, source, extra))
     return out
-
-
-def library_kernel_id(op: LibraryCallOp) -> str:
-    """The bundle's kernel id of a library call: its key and shapes, e.g.
-    `matmul_f32_f32_f32_4x8_8x16_4x16`."""
-    name, dtypes, _ = op.key()
-    shapes = [shape_of(v.type) for v in (*op.args, *op.res)]
-    dims = "_".join("x".join(map(str, s)) or "scalar" for s in shapes)
-    return f"{name}_{'_'.join(dtypes)}_{dims}"
-
-
-def library_entry(op: LibraryCallOp, table: Any) -> Any:
-    """The binding-table entry a library call runs: its `fuel.kernel` stamp's sibling (at the
-    stamped revision) when it carries one for its backend, else the key's first entry."""
-    from runtime.compiled import StaleKernelStamp
-
-    stamp = op.attributes.get(KERNEL_ATTR)
-    if not isinstance(stamp, KernelRefAttr) or stamp.backend.data != op.backend.data:
-        return table.lookup(*op.key())
-    for entry in table.lookup_alternatives(*op.key()):
-        if entry.kernel_source == stamp.kernel_source.data:
-            if entry.revision_hash != stamp.revision_int():
-                raise StaleKernelStamp(
-                    f"'{op.callee.data}' is stamped with {stamp.kernel_source.data} revision "
-                    f"{stamp.revision.data}, the table has {entry.revision_hash:016x}"
-                )
-            return entry
-    from runtime.binding_table import NoKernelForOp
-
-    name, dtypes, backend = op.key()
-    raise NoKernelForOp(name, dtypes, backend, [f"(stamped source '{stamp.kernel_source.data}')"])
 
 
 def _py(fn: Any) -> Any:

@@ -57,7 +57,7 @@ _LOCK = threading.Lock()
 def enabled() -> bool:
     """The native kernels may be registered: `FUEL_NATIVE` is not `0` and a C compiler exists
     (checked without compiling)."""
-    from lowering.cpu.codegen import find_compiler
+    from runtime.loaders.c import find_compiler
 
     return os.environ.get("FUEL_NATIVE", "1") != "0" and find_compiler() is not None
 
@@ -65,7 +65,7 @@ def enabled() -> bool:
 def available() -> bool:
     """The library can be loaded here: `enabled()`, or a kernel bundle installed its prebuilt
     copy (`install_prebuilt`) and `FUEL_NATIVE` is not `0`."""
-    from lowering.cpu.codegen import prebuilt, source_key
+    from runtime.loaders.c import prebuilt, source_key
 
     if os.environ.get("FUEL_NATIVE", "1") == "0":
         return False
@@ -75,7 +75,7 @@ def available() -> bool:
 def install_prebuilt(library_file: Path) -> None:
     """Use `library_file` (a bundle's verified copy of this library, built from exactly
     `source()`) instead of compiling: a bundle runs its native kernels where no compiler is."""
-    from lowering.cpu.codegen import register_prebuilt
+    from runtime.loaders.c import register_prebuilt
 
     register_prebuilt(source(), library_file)
 
@@ -114,7 +114,7 @@ def threads() -> int:
 @functools.cache
 def source() -> str:
     """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `SOURCE_PATHS`."""
-    from lowering.cpu.codegen import helper_source
+    from runtime.native.helpers import helper_source
 
     files = "\n".join(p.read_text() for p in SOURCE_PATHS)
     return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + files
@@ -152,7 +152,7 @@ def library() -> Any:
     pool started; `CodegenError` if it cannot be built."""
     if _LIB:
         return _LIB[0]
-    from lowering.cpu.codegen import CodegenError, library_path
+    from runtime.loaders.c import CodegenError, library_path
 
     with _LOCK:
         if not _LIB:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu.codegen import find_compiler
 from runtime.executor import ExecutionError, Executor
+from runtime.loaders.c import find_compiler
 from runtime.module import FuelModule
 
 L, H, S, D = 3, 2, 16, 8  # layers, kv heads, cache length, head dim
