@@ -325,7 +325,7 @@ def _candidate(c: Any) -> dict[str, Any]:
 
 def _why(chosen: str, rows: list[dict[str, Any]]) -> str:
     """One line in `fuel explain`'s words, from the recorded alternatives."""
-    from tools.explain import fmt_ns
+    from runtime.cost import fmt_ns
 
     if not rows:
         return f"{chosen}: no picker decision; the executor's default kernel, stamped at compile"

@@ -22,7 +22,6 @@ message on stderr, exit 1.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,38 +36,8 @@ from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ReshapeOp
 from passes.picker.plan import Decision, ExecutionPlan, PlanOptions, value_bytes
 from passes.picker.ranker import Candidate, PrecisionRequirement
+from runtime.cost import fmt_bytes, fmt_flops, fmt_ns
 from runtime.topology import SystemTopology
-
-# -- units ---------------------------------------------------------------------------------
-
-_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
-_BYTE_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
-_FLOP_UNITS = ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"))
-
-
-def _scaled(x: float, units: tuple[tuple[float, str], ...], base: str) -> str:
-    for scale, name in units:
-        if abs(x) >= scale:
-            v = x / scale
-            return f"{v:.1f} {name}" if abs(v) < 100 else f"{v:.0f} {name}"
-    return f"{x:.0f} {base}"
-
-
-def fmt_ns(ns: float) -> str:
-    """Nanoseconds in human units: `980 ns`, `1.2 µs`, `45.0 ms`; `0` for nothing."""
-    if ns == 0:
-        return "0"
-    return "∞" if math.isinf(ns) else _scaled(ns, _TIME_UNITS, "ns")
-
-
-def fmt_bytes(n: float) -> str:
-    """Bytes in binary units: `512 B`, `24.0 KiB`, `1.5 MiB`."""
-    return _scaled(n, _BYTE_UNITS, "B")
-
-
-def _fmt_flops(n: float) -> str:
-    return _scaled(n, _FLOP_UNITS, "FLOP")
-
 
 # -- the graph around each decision --------------------------------------------------------
 
@@ -166,7 +135,7 @@ def ranked_candidates(d: Decision) -> list[tuple[Candidate, str]]:
 
 def _layer1(c: Candidate) -> str:
     cost = c.static_cost
-    work = [f(n) for f, n in ((_fmt_flops, cost.flops), (fmt_bytes, cost.bytes_moved)) if n]
+    work = [f(n) for f, n in ((fmt_flops, cost.flops), (fmt_bytes, cost.bytes_moved)) if n]
     return fmt_ns(c.static_ns) + (f" ({', '.join(work)})" if work else "")
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from xdsl.dialects import func
 
 from passes.picker.plan import ExecutionPlan, PlanOptions
+from runtime.cost import fmt_bytes, fmt_ns
 from runtime.topology import SystemTopology
 from tools.explain import (
     _NUMERIC,
@@ -26,8 +27,6 @@ from tools.explain import (
     _select,
     _View,
     _views,
-    fmt_bytes,
-    fmt_ns,
 )
 
 # -- layout ----------------------------------------------------------------------------------

@@ -17,12 +17,12 @@ from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
 from passes.picker.plan import PlanOptions, compile_plan
 from runtime.binding_table import KernelBindingTable, global_bindings
-from runtime.cost import CostEstimate
+from runtime.cost import CostEstimate, fmt_bytes, fmt_ns
 from runtime.judge import HashMapJudge, size_class
 from runtime.module import FuelModule
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
-from tools.explain import explain_text, fmt_bytes, fmt_ns, main
+from tools.explain import explain_text, main
 from tools.explain_html import explain_html
 
 ROOT = Path(__file__).resolve().parents[2]
