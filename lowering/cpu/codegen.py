@@ -1,6 +1,6 @@
 """Generated C for fused elementwise groups on the host: the source emitter.
 
-The groups are `lowering.triton.codegen.fusion_groups` (connected elementwise/broadcast/cast
+The groups are `lowering.fusion.fusion_groups` (connected elementwise/broadcast/cast
 ops over one iteration space). `c_source` emits one readable C function per group,
 
     void fused_0(void **args)   /* args: input pointers, then output pointers */
@@ -51,7 +51,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.cpu import codegen_half as half
-from lowering.triton.codegen import FusionGroup, broadcast_index, emit_group, fusion_groups, op_key
+from lowering.fusion import FusionGroup, broadcast_index, emit_group, fusion_groups, op_key
 from runtime.loaders.c import CodegenError
 from runtime.native.helpers import HELPER_DEPS, HELPERS, helper_source
 

@@ -15,8 +15,7 @@ from fuel_dialect.dispatch import PIN_ATTR
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp
 from lowering.cpu.codegen import c_groups, c_pays_off, c_source
-from lowering.triton.codegen import FusionGroup
-from lowering.triton.convert_fuel_to_triton import KernelSymbols, schedule
+from lowering.fusion import FusionGroup, KernelSymbols, schedule
 
 HOST = "cpu"
 LIBRARY_SOURCE = "numpy"
@@ -110,7 +109,7 @@ def launch(
 @dataclass(frozen=True)
 class ConvertFuelToCPass(ModulePass):
     """Lower host fusion groups to generated C: each group of at least `min_ops` connected
-    elementwise/broadcast/cast ops over one iteration space (`lowering.triton.codegen
+    elementwise/broadcast/cast ops over one iteration space (`lowering.fusion
     .fusion_groups`, restricted to ops with a C emitter: `lowering.cpu.codegen.c_eligible`)
     becomes one `fuel.c_launch` of a module-level `fuel.c_kernel` holding its C source
     (identical kernels are shared), when the cost model expects it to pay off (`cost_model`).

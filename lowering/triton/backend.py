@@ -206,7 +206,7 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
     library call the Triton registry cannot serve, so the op stays a host op (the executor
     copies its operands over). BackendError naming the op if it is placed on a cuda device or
     the CPU has no kernel either."""
-    from lowering.triton.codegen import FUSIBLE
+    from lowering.fusion import FUSIBLE
     from lowering.triton.convert_fuel_to_triton import eligible
     from runtime.kernels.triton.registry import triton_kernel_table
 

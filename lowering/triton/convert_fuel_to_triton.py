@@ -3,9 +3,7 @@ ops become binding-table library calls on the `cuda` backend."""
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from xdsl.context import Context
@@ -21,7 +19,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
@@ -29,7 +26,8 @@ from fuel_dialect.branch import BranchOp
 from fuel_dialect.dtypes import element_type
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp, encode_params
-from lowering.triton.codegen import FUSIBLE, FusionGroup, fusion_groups, kernel_source
+from lowering.fusion import FUSIBLE, FusionGroup, KernelSymbols, fusion_groups, schedule
+from lowering.triton.codegen import kernel_source
 
 BACKEND = "cuda"
 
@@ -44,39 +42,6 @@ def eligible(op: Operation, placed_only: bool = False) -> bool:
     if isinstance(stamp, KernelRefAttr) and stamp.backend.data != BACKEND:
         return False
     return not placed_only
-
-
-def schedule(block: Block, nodes: list[list[Operation]]) -> list[int]:
-    """A topological order of `nodes` (each a group of ops run as one), nearest to the block
-    order: Kahn's algorithm taking the ready node whose first op comes earliest."""
-    node_of = {op: i for i, ops in enumerate(nodes) for op in ops}
-    first = {op: i for i, op in enumerate(block.ops)}
-    deps: list[set[int]] = [set() for _ in nodes]
-    for i, ops in enumerate(nodes):
-        for op in ops:
-            for inner in op.walk():
-                for v in inner.operands:
-                    j = node_of.get(v.owner)  # type: ignore[arg-type]
-                    if j is not None and j != i:
-                        deps[i].add(j)
-    users: list[list[int]] = [[] for _ in nodes]
-    for i, ds in enumerate(deps):
-        for j in ds:
-            users[j].append(i)
-    pending = [len(ds) for ds in deps]
-    ready = [(first[ops[0]], i) for i, ops in enumerate(nodes) if not pending[i]]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            pending[u] -= 1
-            if not pending[u]:
-                heapq.heappush(ready, (first[nodes[u][0]], u))
-    if len(order) != len(nodes):
-        raise AssertionError("convert-fuel-to-triton: fusion groups form a cycle")
-    return order
 
 
 def library_call(op: Operation) -> LibraryCallOp:
@@ -95,34 +60,6 @@ def library_call(op: Operation) -> LibraryCallOp:
         properties=props,
         attributes=dict(op.attributes),
     )
-
-
-@dataclass
-class KernelSymbols:
-    """A module's generated kernel symbols, one per distinct kernel: a group whose source
-    (named "kernel") matches an earlier group's reuses its symbol. `make(group, name)` builds
-    the module-level kernel op; new ones go before the first function."""
-
-    module: ModuleOp
-    prefix: str
-    source: Callable[[FusionGroup, str], str]
-    make: Callable[[FusionGroup, str], Operation]
-    taken: set[str]
-    by_source: dict[str, str] = field(default_factory=dict)
-
-    def symbol(self, group: FusionGroup) -> str:
-        canonical = self.source(group, "kernel")
-        if canonical in self.by_source:
-            return self.by_source[canonical]
-        n = len(self.taken)
-        while f"{self.prefix}{n}" in self.taken:
-            n += 1
-        name = f"{self.prefix}{n}"
-        self.taken.add(name)
-        self.by_source[canonical] = name
-        funcs = [op for op in self.module.ops if isinstance(op, func.FuncOp)]
-        Rewriter.insert_op(self.make(group, name), InsertPoint.before(funcs[0]))
-        return name
 
 
 def triton_kernel_op(group: FusionGroup, name: str, block_size: int) -> TritonKernelOp:

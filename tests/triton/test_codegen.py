@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from fuel_dialect.dialect import fuel_context
+from lowering.fusion import fusion_groups
 from lowering.triton.backend import run_lowered
-from lowering.triton.codegen import fusion_groups, kernel_source
+from lowering.triton.codegen import kernel_source
 from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 from runtime.dtypes import to_numpy
 from runtime.executor import Executor
