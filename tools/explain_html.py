@@ -3,7 +3,7 @@
 The graph is a layered SVG (longest-path layering with barycentre ordering; devices
 coloured; cross-device edges dashed red with their transfer cost) and each decision point has
 a `<details>` section with the same candidate table and why line as the text view
-(tools/explain.py, which owns the shared model of the plan).
+(tools/explain_text.py, which owns the shared model of the plan).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from xdsl.dialects import func
 from passes.picker.plan import ExecutionPlan, PlanOptions
 from runtime.cost import fmt_bytes, fmt_ns
 from runtime.topology import SystemTopology
-from tools.explain import (
+from tools.explain_text import (
     _NUMERIC,
     COLUMNS,
     _block_args,

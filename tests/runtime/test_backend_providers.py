@@ -96,7 +96,7 @@ def test_an_unavailable_backend_is_a_note_and_a_clear_error_when_pinned(
     (note,) = plan.notes
     assert note.startswith("cuda:0, cuda:1: backend 'cuda' has no kernels")
     assert "No module named 'fuel_no_such_module'" in note and "fuel_no_such_module package" in note
-    from tools.explain import explain_text
+    from tools.explain_text import explain_text
 
     assert f"note       {note}" in explain_text(plan, "big.mlir", opts)
     (op,) = plan.decisions

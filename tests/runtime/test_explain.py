@@ -22,8 +22,9 @@ from runtime.judge import HashMapJudge, size_class
 from runtime.module import FuelModule
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
-from tools.explain import explain_text, main
+from tools.explain import main
 from tools.explain_html import explain_html
+from tools.explain_text import explain_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"
