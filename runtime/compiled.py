@@ -161,3 +161,11 @@ def kernel_ops(module: FuelModule) -> Iterator[Operation]:
     for op in module.op.walk():
         if isinstance(op, KernelOp):
             yield op
+
+
+class ExecutionError(Exception):
+    """A module cannot be compiled or run; the message names the op or input at fault."""
+
+
+class InputError(ExecutionError):
+    """Graph inputs with a wrong name, shape or dtype."""

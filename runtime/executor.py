@@ -73,7 +73,7 @@ from runtime.binding_table import (
     ensure_backend_kernels,
     global_bindings,
 )
-from runtime.compiled import compile_op
+from runtime.compiled import ExecutionError, InputError, compile_op
 from runtime.devices import (
     DeviceRuntime,
     DeviceUnavailable,
@@ -102,14 +102,6 @@ from runtime.work_items import (
 )
 
 HOST = "cpu"
-
-
-class ExecutionError(Exception):
-    """A module cannot be compiled or run; the message names the op or input at fault."""
-
-
-class InputError(ExecutionError):
-    """Graph inputs with a wrong name, shape or dtype."""
 
 
 @dataclass

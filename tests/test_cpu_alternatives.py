@@ -26,9 +26,9 @@ from test_cpu_precision import (
 
 from frontends.builder import GraphBuilder
 from runtime.binding_table import BindingEntry, KernelBindingTable
-from runtime.compiled import dispatched_kernel_source
+from runtime.compiled import ExecutionError, dispatched_kernel_source
 from runtime.dtypes import NUMPY_DTYPES
-from runtime.executor import ExecutionError, Executor
+from runtime.executor import Executor
 from runtime.kernels.cpu import FAMILIES, register_cpu_kernels
 from runtime.kernels.cpu.alternatives import exact_f16_sum, f32_to_f16
 from runtime.kernels.cpu.linalg import register_linalg

@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lowering.backend import BackendError
     from runtime.binding_table import BindingTableError
     from runtime.bundle import BundleError
-    from runtime.executor import ExecutionError
+    from runtime.compiled import ExecutionError
     from runtime.module import ModuleError
     from runtime.weights import WeightsError
 

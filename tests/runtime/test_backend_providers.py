@@ -14,7 +14,8 @@ from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
 from passes.picker.plan import PlanError, PlanOptions, compile_plan
-from runtime.executor import ExecutionError, Executor
+from runtime.compiled import ExecutionError
+from runtime.executor import Executor
 from runtime.module import FuelModule
 from runtime.topology import SystemTopology
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from runtime.executor import ExecutionError, Executor
+from runtime.compiled import ExecutionError
+from runtime.executor import Executor
 from runtime.loaders.c import find_compiler
 from runtime.module import FuelModule
 

@@ -11,7 +11,8 @@ import pytest
 from frontends.builder import GraphBuilder
 from passes.optimize import optimize_graph
 from runtime import native
-from runtime.executor import ExecutionError, Executor
+from runtime.compiled import ExecutionError
+from runtime.executor import Executor
 from runtime.module import FuelModule
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
