@@ -21,7 +21,7 @@ COMPILE := $(TOOLS)/bin/pip-compile -q --generate-hashes --allow-unsafe --strip-
 	--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) pyproject.toml
 PYTEST_ARGS := -q -m "not gpu" --durations=15
 
-.PHONY: demo test lit pytest bench lock test-latest clean
+.PHONY: demo test lint lit pytest bench lock test-latest clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,11 @@ $(STAMP_TEST): requirements/dev.txt pyproject.toml | $(BIN)/python
 demo: $(STAMP_BASE)
 	$(BIN)/python examples/demo.py
 
-test: lit pytest
+test: lint lit pytest
+
+# the import layers (pyproject.toml [tool.importlinter]): no import reaches up a layer
+lint: $(STAMP_TEST)
+	$(BIN)/lint-imports
 
 lit: $(STAMP_TEST)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv tests/filecheck
@@ -68,6 +72,7 @@ test-latest:
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[test,bench]'
 	$(LATEST)/bin/pip list --format=freeze | grep -iE '^(xdsl|numpy|ml.dtypes|torch|triton|onnx)'
+	cd $(CURDIR) && $(LATEST)/bin/lint-imports
 	PATH="$(CURDIR)/$(LATEST)/bin:$$PATH" $(LATEST)/bin/lit -sv tests/filecheck
 	$(LATEST)/bin/python -m pytest $(PYTEST_ARGS) tests
 

@@ -89,8 +89,8 @@ def fuel_runner(
     if codegen:
         from xdsl.context import Context
 
-        from lowering.cpu.codegen import find_compiler
-        from passes.convert_fuel_to_c import ConvertFuelToCPass
+        from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
+        from runtime.loaders.c import find_compiler
 
         if find_compiler() is None:
             raise ImportError("no C compiler", name="cc")

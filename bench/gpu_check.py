@@ -46,10 +46,10 @@ import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import lowering.triton  # noqa: E402, F401  (selects the interpreter on a CPU machine)
-from lowering.triton.kernels.movement import COPY_OPS  # noqa: E402
-from lowering.triton.registry import triton_kernel_table  # noqa: E402
+import runtime.kernels.triton  # noqa: E402, F401  (selects the interpreter on a CPU machine)
 from runtime.binding_table import BindingEntry  # noqa: E402
+from runtime.kernels.triton.movement import COPY_OPS  # noqa: E402
+from runtime.kernels.triton.registry import triton_kernel_table  # noqa: E402
 from runtime.precision import PrecisionGuarantee, measure_errors  # noqa: E402
 
 DEV = "cuda" if GPU else "cpu"

@@ -25,13 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from examples.decoder_block import BlockConfig, build_decoder_block  # noqa: E402
 from fuel_dialect.dtypes import shape_of  # noqa: E402
-from passes.picker_support import stamp_kernel  # noqa: E402
+from passes.picker.plan import ExecutionPlan, PlanOptions, compile_plan  # noqa: E402
+from passes.picker.ranker import Candidate  # noqa: E402
+from passes.picker.support import stamp_kernel  # noqa: E402
 from runtime.binding_table import global_bindings  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
 from runtime.judge import ProfileJudgeOracle  # noqa: E402
 from runtime.judge_profile import Cell, run_judge  # noqa: E402
-from runtime.plan import ExecutionPlan, PlanOptions, compile_plan  # noqa: E402
-from runtime.ranker import Candidate  # noqa: E402
 
 
 def timed(module, feed, runs: int) -> float:

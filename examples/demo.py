@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT))
 from examples.decoder_block import BlockConfig, build_decoder_block, reference  # noqa: E402
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR  # noqa: E402
 from passes.optimize import optimize_graph  # noqa: E402
-from passes.picker_support import PickerOptions  # noqa: E402
+from passes.picker.support import PickerOptions  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
-from runtime.explain import explain_text  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
+from tools.explain_text import explain_text  # noqa: E402
 
 ATOL, RTOL = 1e-4, 1e-4  # f32 kernels against a float64 reference over a 64-wide block
 LOGITS_ATOL = 1e-4  # fuel's f32 logits against PyTorch's f32 logits (measured ~5e-6)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -83,3 +84,16 @@ def normalize_axis(axis: int, rank: int) -> int | None:
     if -rank <= axis < rank:
         return axis % rank if rank else 0
     return None
+
+
+Signature = tuple[tuple[tuple[int, ...], str], ...]
+"""(shape, dtype name) per operand of a generated kernel."""
+
+
+def io_signature(function_type: Any) -> tuple[Signature, Signature]:
+    """(inputs, outputs) of a kernel symbol's function type, as plain (shape, dtype) data."""
+
+    def sig(types: Iterable[Any]) -> Signature:
+        return tuple((shape_of(t), dtype_name(t)) for t in types)
+
+    return sig(function_type.inputs.data), sig(function_type.outputs.data)

@@ -274,7 +274,7 @@ def picker_record(module: FuelModule) -> dict[str, Any]:
     every alternative the picker kept or dropped (costs in ns, verdict) and why."""
     from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
     from fuel_dialect.dispatch import ALTERNATIVES_ATTR
-    from lowering.cpu.backend import kernel_id
+    from runtime.compiled import kernel_id
 
     ops = []
     for where, op in _kernel_ops_with_paths(module):
@@ -325,7 +325,7 @@ def _candidate(c: Any) -> dict[str, Any]:
 
 def _why(chosen: str, rows: list[dict[str, Any]]) -> str:
     """One line in `fuel explain`'s words, from the recorded alternatives."""
-    from runtime.explain import fmt_ns
+    from runtime.cost import fmt_ns
 
     if not rows:
         return f"{chosen}: no picker decision; the executor's default kernel, stamped at compile"

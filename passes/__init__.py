@@ -1,4 +1,7 @@
-"""fuel's passes: a lazy registry of pass name -> pass class (one ModulePass per file).
+"""fuel's passes, IR -> IR: a lazy registry of pass name -> pass class (one ModulePass per
+file), the picker engine (`passes.picker`) and the fused-op registry and matchers
+(`passes.fused`). The conversion passes belong to their backends (`lowering.LOWERING_PASSES`);
+`fuel-opt` registers both.
 
 Importing a pass module is deferred until the pass is asked for, so `fuel-opt` starts fast.
 """
@@ -48,13 +51,13 @@ _FUEL_PASSES = {
     "fuel-fix-dtypes": ("passes.fix_dtypes", "FixDtypesPass"),
     "fuel-fix-layouts": ("passes.fix_layouts", "FixLayoutsPass"),
     "fuel-fuse-patterns": ("passes.fuse_patterns", "FusePatternsPass"),
-    "convert-fuel-to-triton": ("passes.convert_fuel_to_triton", "ConvertFuelToTritonPass"),
     "fuel-insert-residency": ("passes.insert_residency", "InsertResidencyPass"),
-    "convert-fuel-to-c": ("passes.convert_fuel_to_c", "ConvertFuelToCPass"),
 }
 
 
-def _lazy(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+def lazy_pass(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+    """A factory importing `module` and returning its pass class `cls` on first call."""
+
     def load() -> type[ModulePass]:
         import importlib
 
@@ -65,5 +68,5 @@ def _lazy(module: str, cls: str) -> Callable[[], type[ModulePass]]:
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every pass `fuel-opt -p` accepts, by name."""
-    fuel = {name: _lazy(mod, cls) for name, (mod, cls) in _FUEL_PASSES.items()}
+    fuel = {name: lazy_pass(mod, cls) for name, (mod, cls) in _FUEL_PASSES.items()}
     return {**_xdsl_passes(), **fuel}

@@ -11,8 +11,8 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from fuel_dialect.branch import BranchOp, collapse_branch
-from passes.picker_support import PickerOptions, placed_device
-from runtime.plan import PlanError, PlanOptions, is_decision_point, price_op
+from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
+from passes.picker.support import PickerOptions, placed_device
 
 
 def op_device(op: Operation, default: str) -> str:

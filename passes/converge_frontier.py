@@ -15,10 +15,10 @@ from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAt
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
-from passes.picker_support import PickerOptions
+from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
+from passes.picker.support import PickerOptions
 from runtime.binding_table import global_bindings
 from runtime.cost import CostEstimate, dtype_bytes, layer1_cost, numel
-from runtime.plan import PlanError, PlanOptions, is_decision_point, price_op
 
 
 def arm_key(arm: Region) -> tuple:

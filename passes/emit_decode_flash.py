@@ -21,9 +21,9 @@ from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAt
 from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.dtypes import shape_of
 from fuel_dialect.ops_nn import AttentionOp
-from passes.picker_support import PickerOptions
+from passes.picker.plan import PlanError, PlanOptions, price_op
+from passes.picker.support import PickerOptions
 from runtime.binding_table import KernelBindingTable
-from runtime.plan import PlanError, PlanOptions, price_op
 from runtime.topology import SystemTopology
 
 FLASH_SOURCE = "numpy-flashdecode"

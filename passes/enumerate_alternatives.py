@@ -8,10 +8,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from passes.picker_support import PickerOptions, clear_decisions, write_alternatives
+from passes.picker.plan import is_decision_point
+from passes.picker.ranker import enumerate_candidates
+from passes.picker.support import PickerOptions, clear_decisions, write_alternatives
 from runtime.binding_table import global_bindings
-from runtime.plan import is_decision_point
-from runtime.ranker import enumerate_candidates
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class EnumerateAlternativesPass(ModulePass, PickerOptions):
     name = "fuel-enumerate-alternatives"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from passes.picker_support import candidate_attr
+        from passes.picker.support import candidate_attr
 
         opts = self.plan_options()
         table = global_bindings()

@@ -23,9 +23,9 @@ from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR
 from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
 from passes.fuse_casts import is_exact_rewrite
-from passes.picker_support import PickerOptions, candidate_backends
+from passes.picker.plan import PlanOptions
+from passes.picker.support import PickerOptions, candidate_backends
 from runtime.binding_table import KernelBindingTable, global_bindings
-from runtime.plan import PlanOptions
 from runtime.topology import SystemTopology
 
 WIDENS_TO = {

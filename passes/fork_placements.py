@@ -12,9 +12,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.dispatch import CopyOp
-from passes.picker_support import PickerOptions, plan_module, stamp_device, stamp_kernel
-from runtime.plan import ExecutionPlan
-from runtime.ranker import Candidate
+from passes.picker.plan import ExecutionPlan
+from passes.picker.ranker import Candidate
+from passes.picker.support import PickerOptions, plan_module, stamp_device, stamp_kernel
 
 
 def runners_up(plan: ExecutionPlan, op: Operation, limit: int) -> list[Candidate]:

@@ -24,9 +24,9 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR
 from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
-from passes.picker_support import PickerOptions, candidate_backends
+from passes.picker.plan import PlanError, PlanOptions, price_op
+from passes.picker.support import PickerOptions, candidate_backends
 from runtime.binding_table import KernelBindingTable, global_bindings
-from runtime.plan import PlanError, PlanOptions, price_op
 from runtime.topology import SystemTopology
 
 # dtype -> the dtypes that hold every one of its values (cast there and back is the identity)

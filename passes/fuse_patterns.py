@@ -15,10 +15,15 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.branch import BranchOp, YieldOp
 from passes.emit_decode_flash import inside_branch
+from passes.fused.patterns import known_weights
+from passes.fused.registry import (
+    FusedEntry,
+    FusedKernelRegistry,
+    FusedMatch,
+    default_fused_registry,
+)
+from passes.picker.plan import is_decision_point
 from runtime.binding_table import KernelBindingTable, global_bindings
-from runtime.fused import FusedEntry, FusedKernelRegistry, FusedMatch, default_fused_registry
-from runtime.fused_patterns import known_weights
-from runtime.plan import is_decision_point
 
 FUSED_ATTR = "fuel.fused"
 """Discardable attribute on an offered fused op: the registry entry it came from."""
@@ -115,7 +120,7 @@ def fuse_patterns(module: ModuleOp, registry: FusedKernelRegistry | None = None,
 
 @dataclass(frozen=True)
 class FusePatternsPass(ModulePass):
-    """For each match of a registered fused pattern (`runtime.fused`: softmax, rms_norm,
+    """For each match of a registered fused pattern (`passes.fused.registry`: softmax, rms_norm,
     layer_norm, SiLU-gated MLP, matmul + bias + activation, rope, attention from primitives)
     whose interior values are read only inside the match (the root's result may have any
     readers) and whose fused op has a kernel in the binding table, make an ungated
@@ -123,7 +128,7 @@ class FusePatternsPass(ModulePass):
     (with any table it needs: a half-width rope table), tagged `fuel.fused`. Which arm runs is
     `fuel-bake-variants`' decision by cost. Weight values are opaque here (the IR does not hold
     them), so a rope whose tables are rows of a weight matches only in-process, under
-    `runtime.fused_patterns.known_weights` or `fuse_patterns(..., weights=)`.
+    `passes.fused.patterns.known_weights` or `fuse_patterns(..., weights=)`.
 
     Pre: verified fuel IR. Post: the same values, some computed inside variant branches. Ops
     already inside a branch are never matched, so the pass is idempotent. Surgical: no DCE.

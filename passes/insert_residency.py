@@ -13,7 +13,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.dispatch import CopyOp
-from runtime.residency import (
+from passes.picker.residency import (
     Candidate,
     DeviceResidency,
     Eviction,
@@ -34,7 +34,7 @@ DEFAULT_ROUNDS = 16
 
 @dataclass(frozen=True)
 class InsertResidencyPass(ModulePass):
-    """While a device's planned peak (`runtime.residency.ResidencyPlanner`) exceeds its budget,
+    """While a device's planned peak (`picker.residency.ResidencyPlanner`) exceeds its budget,
     take the best candidate live at the peak (bytes x idle gap), copy it to the host after its
     last read before the gap (`fuel.copy ... {fuel.residency = "evict"}`) and back right before
     the next read (`{fuel.residency = "reload"}`), rewiring every later read to the reload; then

@@ -26,7 +26,9 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import BranchOp, YieldOp
-from passes.picker_support import (
+from passes.picker.plan import ExecutionPlan, PlanOptions
+from passes.picker.residency import ResidencyError, ResidencyReport, parse_budgets
+from passes.picker.support import (
     PickerOptions,
     clear_decisions,
     plan_module,
@@ -35,8 +37,6 @@ from passes.picker_support import (
     verdicts,
     write_alternatives,
 )
-from runtime.plan import ExecutionPlan, PlanOptions
-from runtime.residency import ResidencyError, ResidencyReport, parse_budgets
 from runtime.topology import SystemTopology
 
 

@@ -8,7 +8,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from passes.picker_support import (
+from passes.picker.support import (
     PickerOptions,
     clear_decisions,
     decisions,

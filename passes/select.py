@@ -12,7 +12,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.dispatch import CopyOp
-from passes.picker_support import (
+from passes.picker.plan import ExecutionPlan
+from passes.picker.support import (
     PickerOptions,
     clear_decisions,
     decisions,
@@ -22,7 +23,6 @@ from passes.picker_support import (
     verdicts,
     write_alternatives,
 )
-from runtime.plan import ExecutionPlan
 from runtime.topology import SystemTopology, TransferPath
 
 

@@ -257,8 +257,8 @@ _STATE = _GlobalState()
 
 def _default_initializers() -> list[Callable[[KernelBindingTable], None]]:
     # Kernel contracts first (precision claims gated by the checked-in ledger), then the
-    # families not migrated to contracts yet, hand-registered (lowering/cpu/contracts).
-    from lowering.cpu.contracts import register_cpu_kernels_from_contracts
+    # families not migrated to contracts yet, hand-registered (runtime/kernels/cpu/contracts).
+    from runtime.kernels.cpu.contracts import register_cpu_kernels_from_contracts
 
     return [register_cpu_kernels_from_contracts]
 
@@ -314,7 +314,9 @@ class BackendProvider:
 
 
 BACKEND_PROVIDERS: dict[str, BackendProvider] = {
-    "cuda": BackendProvider("lowering.triton.registry:register_triton_kernels", "torch and triton"),
+    "cuda": BackendProvider(
+        "runtime.kernels.triton.registry:register_triton_kernels", "torch and triton"
+    ),
 }
 """Backends whose kernels join the process-wide table on first need (`ensure_backend_kernels`).
 The planner asks for the backends of its topology's devices, the executor for a device's

@@ -318,8 +318,8 @@ def _native_table() -> KernelBindingTable:
     """The global table plus fuel's native kernels, registered although no C compiler is here
     (a bundle ships the library: `_install_native`)."""
     if not _NATIVE_TABLE:
-        from lowering.cpu.kernels.native import register_native
         from runtime.binding_table import global_bindings
+        from runtime.kernels.cpu.native import register_native
 
         table = global_bindings().copy()
         register_native(table, force=True)
@@ -340,9 +340,9 @@ _TRITON_TABLE: list[KernelBindingTable] = []
 
 
 def _triton_table() -> KernelBindingTable:
-    """This fuel's Triton registry (`lowering.triton.registry`), built once."""
+    """This fuel's Triton registry (`runtime.kernels.triton.registry`), built once."""
     if not _TRITON_TABLE:
-        from lowering.triton.registry import triton_kernel_table
+        from runtime.kernels.triton.registry import triton_kernel_table
 
         _TRITON_TABLE.append(triton_kernel_table())
     return _TRITON_TABLE[0]
@@ -412,7 +412,7 @@ def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping
     every library call (in the registry's sibling order, so an unstamped call gets the
     first); a key or revision this fuel lacks is refused."""
     from fuel_dialect.ops_triton import LibraryCallOp
-    from lowering.triton.backend import library_kernel_id
+    from runtime.compiled import library_kernel_id
 
     full = _triton_table()
     chosen: dict[tuple[str, tuple[str, ...], str], set[int]] = {}
@@ -476,7 +476,7 @@ def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
 
 def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
     from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-    from lowering.cpu.backend import kernel_id, kernel_ops
+    from runtime.compiled import kernel_id, kernel_ops
 
     for op in kernel_ops(module):
         stamp = op.attributes.get(KERNEL_ATTR)
@@ -495,8 +495,8 @@ def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
     addressed, into the C kernel cache."""
     import platform
 
-    from lowering.cpu.codegen import c_cache_dir
     from runtime.fsutil import atomic_write_bytes
+    from runtime.loaders.c import c_cache_dir
 
     built, here = k["meta"].get("machine"), platform.machine()
     if built != here:
@@ -521,7 +521,7 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
     sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
     if not c_kernels and not sources:
         return
-    from lowering.cpu.codegen import register_prebuilt
+    from runtime.loaders.c import register_prebuilt
 
     have = set()
     for k in c_kernels:
@@ -539,7 +539,7 @@ def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[st
     k = next((k for k in kernels if k.get("meta", {}).get("kind") == "native"), None)
     if k is None:
         return
-    from lowering.cpu import native
+    from runtime import native
 
     if native.enabled():
         return  # compiled (and cached) here from the same source
@@ -608,7 +608,7 @@ class LoadedBundle:
             raise BundleError(f"{self.path}: target {target} {reason}; emulate it (fuel run "
                               f"--emulate, emulate=True or {EMULATE_ENV}=1)")  # fmt: skip
         module, table = self.lowered(target)
-        import lowering.triton  # noqa: F401 (sets TRITON_INTERPRET where there is no GPU)
+        import runtime.kernels.triton  # noqa: F401 (sets TRITON_INTERPRET where there is no GPU)
 
         devices = {}
         if emulate:
@@ -623,7 +623,7 @@ class LoadedBundle:
     def _cpu_executor(self):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
         from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-        from lowering.cpu.backend import kernel_ops
+        from runtime.compiled import kernel_ops
         from runtime.executor import Executor
 
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from xdsl.ir import Operation
 
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
+from fuel_dialect.dtypes import shape_of
+from fuel_dialect.ops_triton import LibraryCallOp
 from runtime.binding_table import (
     BindingEntry,
     BindingTableError,
@@ -18,6 +20,7 @@ from runtime.binding_table import (
     NoKernelForOp,
     OpParams,
 )
+from runtime.module import FuelModule
 
 
 class StaleKernelStamp(BindingTableError):
@@ -117,3 +120,52 @@ def execute_compiled(
     """Run the node's kernel into `outputs`. CPU kernels are synchronous, so this is `READY`."""
     node.entry.kernel(inputs, outputs, node.params)
     return READY
+
+
+def library_kernel_id(op: LibraryCallOp) -> str:
+    """The bundle's kernel id of a library call: its key and shapes, e.g.
+    `matmul_f32_f32_f32_4x8_8x16_4x16`."""
+    name, dtypes, _ = op.key()
+    shapes = [shape_of(v.type) for v in (*op.args, *op.res)]
+    dims = "_".join("x".join(map(str, s)) or "scalar" for s in shapes)
+    return f"{name}_{'_'.join(dtypes)}_{dims}"
+
+
+def library_entry(op: LibraryCallOp, table: Any) -> Any:
+    """The binding-table entry a library call runs: its `fuel.kernel` stamp's sibling (at the
+    stamped revision) when it carries one for its backend, else the key's first entry."""
+    stamp = op.attributes.get(KERNEL_ATTR)
+    if not isinstance(stamp, KernelRefAttr) or stamp.backend.data != op.backend.data:
+        return table.lookup(*op.key())
+    for entry in table.lookup_alternatives(*op.key()):
+        if entry.kernel_source == stamp.kernel_source.data:
+            if entry.revision_hash != stamp.revision_int():
+                raise StaleKernelStamp(
+                    f"'{op.callee.data}' is stamped with {stamp.kernel_source.data} revision "
+                    f"{stamp.revision.data}, the table has {entry.revision_hash:016x}"
+                )
+            return entry
+    name, dtypes, backend = op.key()
+    raise NoKernelForOp(name, dtypes, backend, [f"(stamped source '{stamp.kernel_source.data}')"])
+
+
+def kernel_id(stamp: KernelRefAttr) -> str:
+    """The stable id of a stamped kernel: `op[dtypes]@backend/source`, e.g.
+    `matmul[f32,f32,f32]@cpu/numpy` (binding key + provenance tag; never a build counter)."""
+    op, dtypes, backend = stamp.key()
+    return f"{op}[{','.join(dtypes)}]@{backend}/{stamp.kernel_source.data}"
+
+
+def kernel_ops(module: FuelModule) -> Iterator[Operation]:
+    """Every kernel op of the module, branch arms included, in program order."""
+    for op in module.op.walk():
+        if isinstance(op, KernelOp):
+            yield op
+
+
+class ExecutionError(Exception):
+    """A module cannot be compiled or run; the message names the op or input at fault."""
+
+
+class InputError(ExecutionError):
+    """Graph inputs with a wrong name, shape or dtype."""

@@ -350,3 +350,35 @@ def fused_cost(decomposition: Sequence[CostComponent], boundary_bytes: float) ->
         bytes_moved=float(boundary_bytes),
         overhead_ns=max(overhead, FAMILY_OVERHEAD_NS["elementwise"]),
     )
+
+
+# -- units ---------------------------------------------------------------------------------
+
+_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
+_BYTE_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+_FLOP_UNITS = ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"))
+
+
+def _scaled(x: float, units: tuple[tuple[float, str], ...], base: str) -> str:
+    for scale, name in units:
+        if abs(x) >= scale:
+            v = x / scale
+            return f"{v:.1f} {name}" if abs(v) < 100 else f"{v:.0f} {name}"
+    return f"{x:.0f} {base}"
+
+
+def fmt_ns(ns: float) -> str:
+    """Nanoseconds in human units: `980 ns`, `1.2 µs`, `45.0 ms`; `0` for nothing."""
+    if ns == 0:
+        return "0"
+    return "∞" if math.isinf(ns) else _scaled(ns, _TIME_UNITS, "ns")
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in binary units: `512 B`, `24.0 KiB`, `1.5 MiB`."""
+    return _scaled(n, _BYTE_UNITS, "B")
+
+
+def fmt_flops(n: float) -> str:
+    """Operations in decimal units: `512 FLOP`, `1.2 GFLOP`."""
+    return _scaled(n, _FLOP_UNITS, "FLOP")

@@ -35,7 +35,7 @@ A module lowered by the Triton backend (`fuel.triton_launch` of generated `fuel.
 `fuel.library_call`s of binding-table keys) runs the same way: `place_lowered` places every
 launch and call on `cuda:0` unless a `#fuel.device` says otherwise and inserts the `fuel.copy`s
 that move graph inputs, host-op operands and results across; a launch runs its kernel's source
-(`lowering.triton.codegen.GeneratedKernel`: JIT-compiled by Triton on a real GPU, interpreted on
+(`runtime.loaders.triton.GeneratedKernel`: JIT-compiled by Triton on a real GPU, interpreted on
 an emulated device), a library call the table's kernel at its key (the stamped sibling, if any).
 """
 
@@ -73,7 +73,7 @@ from runtime.binding_table import (
     ensure_backend_kernels,
     global_bindings,
 )
-from runtime.compiled import compile_op
+from runtime.compiled import ExecutionError, InputError, compile_op
 from runtime.devices import (
     DeviceRuntime,
     DeviceUnavailable,
@@ -103,14 +103,6 @@ from runtime.work_items import (
 )
 
 HOST = "cpu"
-
-
-class ExecutionError(Exception):
-    """A module cannot be compiled or run; the message names the op or input at fault."""
-
-
-class InputError(ExecutionError):
-    """Graph inputs with a wrong name, shape or dtype."""
 
 
 @dataclass
@@ -213,17 +205,17 @@ class _Compiler(ViewPlanner):
     generated: dict[str, Any] = field(default_factory=dict)
     """Generated Triton kernels by symbol name (one load per `fuel.triton_kernel`)."""
     encoded: dict[int, Any] = field(default_factory=dict)
-    """id(args) of a top-level item -> its `lowering.cpu.native.Record`: the same call, as a
+    """id(args) of a top-level item -> its `runtime.native.Record`: the same call, as a
     record of a native program (see `runtime.work_items.fuse_native_runs`)."""
     native: bool = False
-    """fuel's native library may run programs here (`lowering.cpu.native.available()`)."""
+    """fuel's native library may run programs here (`runtime.native.available()`)."""
     prepared: dict[Any, Any] = field(default_factory=dict)
     """What kernels derived once from constant operands (`prepare`: packed weights), shared
     by every op that reads the same constant; held for the executor's life."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
-        from lowering.cpu import native
+        from runtime import native
 
         self.native = native.available()
 
@@ -435,7 +427,7 @@ class _Compiler(ViewPlanner):
         outs = [self.alloc_into(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
-        from lowering.cpu.kernels.native import encode_ufunc
+        from runtime.kernels.cpu.native import encode_ufunc
 
         static = all(a is not None for a in ins)  # no per-run operand
         if node.entry.direct is not None and not node.params:
@@ -475,7 +467,7 @@ class _Compiler(ViewPlanner):
         """A generated C kernel (`fuel.c_launch`): one ctypes call on a prebuilt pointer array.
         Planned buffers, weights and constants never move, so their pointers are set now; a
         per-run value (a graph input) is re-pointed only when a run binds another array."""
-        from lowering.cpu.codegen import CodegenError, CPlan, kernel_for
+        from runtime.loaders.c import CodegenError, CPlan, kernel_for
 
         device = placed_device(op)
         if device not in (None, HOST):
@@ -505,7 +497,7 @@ class _Compiler(ViewPlanner):
         else:
             self.items.append((fn, args := [ptrs]))
             if self.native and self.arm_bytes is None:  # a native program may call it too
-                from lowering.cpu import native
+                from runtime import native
 
                 addr = ctypes.cast(fn, ctypes.c_void_p).value
                 self.encode(args, native.Record([native.OP_CALL, addr, ctypes.addressof(ptrs)]))
@@ -560,7 +552,7 @@ class _Compiler(ViewPlanner):
 
     def triton_launch(self, op: TritonLaunchOp) -> None:
         """A generated Triton kernel: its `fuel.triton_kernel` source, loaded once per symbol."""
-        from lowering.triton.codegen import CodegenError, GeneratedKernel, KernelPlan
+        from runtime.loaders.triton import CodegenError, GeneratedKernel, KernelPlan
 
         device, name = self.lowered_device(op), op.kernel.string_value()
         if name not in self.generated:
@@ -575,7 +567,7 @@ class _Compiler(ViewPlanner):
 
     def library_call(self, op: LibraryCallOp) -> None:
         """A binding-table kernel by key (honouring a `fuel.kernel` stamp's sibling)."""
-        from lowering.triton.backend import library_entry
+        from runtime.compiled import library_entry
 
         device = self.lowered_device(op)
         name, dtypes, backend = op.key()
@@ -585,7 +577,7 @@ class _Compiler(ViewPlanner):
         except BindingTableError as e:
             raise ExecutionError(f"cannot run library call '{name}' [{', '.join(dtypes)}] on "
                                  f"{device} (does the table hold the Triton kernels? "
-                                 f"lowering.triton.registry.register_triton_kernels): "
+                                 f"runtime.kernels.triton.registry.register_triton_kernels): "
                                  f"{e}") from None  # fmt: skip
         self.submit(op, device, entry.kernel, op.kernel_params(), f"{op.name} {name}")
 

@@ -31,7 +31,7 @@ from fuel_dialect.ops_movement import (
     WeightOp,
 )
 from runtime.binding_table import BindingTableError
-from runtime.compiled import compile_op
+from runtime.compiled import ExecutionError, compile_op
 from runtime.work_items import view_item
 
 HOST = "cpu"
@@ -66,8 +66,6 @@ class ViewPlanner:
         try:
             params = compile_op(op, self.table, self.backend).params
         except BindingTableError as e:
-            from runtime.executor import ExecutionError
-
             raise ExecutionError(f"cannot compile '{op.name}': {e}") from None
         if isinstance(op, SliceOp):
             index = tuple(map(slice, params["starts"], params["limits"], params["steps"]))

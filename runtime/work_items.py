@@ -121,7 +121,7 @@ def view_item(
 
 
 def native_program_item(fn: Any, words: int, n: int, kernels: list[str]) -> None:
-    """Run a native program (`lowering.cpu.native.program`): n kernel calls in one C call."""
+    """Run a native program (`runtime.native.program`): n kernel calls in one C call."""
     failed = fn(words, n)
     if failed >= 0:
         raise MemoryError(f"'{kernels[failed]}' (record {failed} of the native program) could "
@@ -137,7 +137,7 @@ def fuse_native_runs(
     reaches every array only through raw pointers, so the replaced items' arguments (weights,
     planned buffers), the records' scratch arrays and the program's words are kept alive in
     `keep`."""
-    from lowering.cpu import native
+    from runtime import native
 
     out_items: list[tuple[Any, list[Any]]] = []
     out_names: list[str] = []

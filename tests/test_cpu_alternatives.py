@@ -1,4 +1,4 @@
-"""The alternative CPU siblings (lowering/cpu/kernels/alternatives.py).
+"""The alternative CPU siblings (runtime/kernels/cpu/alternatives.py).
 
 Every sibling's precision claim is verified against float64 / long double / exact references on
 the precision tests' probe inputs plus wider sweeps; bit-stability by repeat (and strided) runs;
@@ -25,10 +25,10 @@ from test_cpu_precision import (
 )
 
 from frontends.builder import GraphBuilder
-from lowering.cpu.kernels import FAMILIES, register_cpu_kernels
-from lowering.cpu.kernels.alternatives import exact_f16_sum
-from lowering.cpu.kernels.linalg import register_linalg
-from lowering.cpu.kernels.native import register_native
+from runtime.kernels.cpu import FAMILIES, register_cpu_kernels
+from runtime.kernels.cpu.alternatives import exact_f16_sum
+from runtime.kernels.cpu.linalg import register_linalg
+from runtime.kernels.cpu.native import register_native
 from runtime.binding_table import BindingEntry, KernelBindingTable
 from runtime.compiled import dispatched_kernel_source
 from runtime.dtypes import NUMPY_DTYPES

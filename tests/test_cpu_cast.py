@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowering.cpu.kernels import hand_registered_table
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES
+from runtime.kernels.cpu import hand_registered_table
 
 BF16 = ml_dtypes.bfloat16
 

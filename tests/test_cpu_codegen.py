@@ -20,14 +20,15 @@ from xdsl.context import Context
 from frontends.builder import GraphBuilder
 from lowering.cpu import codegen
 from lowering.cpu.codegen_half import HALF
-from lowering.cpu.kernels.elementwise import F64_ULP
-from passes.convert_fuel_to_c import ConvertFuelToCPass
+from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 from runtime.dtypes import to_numpy
 from runtime.executor import Executor
+from runtime.kernels.cpu.elementwise import F64_ULP
+from runtime.loaders import c as c_loader
 from runtime.module import FuelModule
 
 pytestmark = pytest.mark.skipif(
-    codegen.find_compiler() is None, reason="no C compiler ($CC or cc) on this machine"
+    c_loader.find_compiler() is None, reason="no C compiler ($CC or cc) on this machine"
 )
 
 TRANSCENDENTAL = {"exp", "log", "tanh", "sin", "cos", "rsqrt", "sigmoid", "silu", "pow", "erf",
@@ -281,44 +282,44 @@ def test_kernel_protocol_and_contiguity() -> None:
     x, b = g.input("x", (3, 4)), g.input("b", (4,))
     m = lowered(g.build({"y": g.mul(g.add(x, b), 2.0)}))
     kop = next(op for op in m.op.walk() if op.name == "fuel.c_kernel")
-    k = codegen.kernel_for(codegen.CPlan.from_op(kop))
+    k = c_loader.kernel_for(c_loader.CPlan.from_op(kop))
     xs = np.arange(24, dtype=np.float32).reshape(4, 6)[:3, :4]  # a non-contiguous view
     bs = np.ones(4, np.float32)
     out = np.zeros((4, 3), np.float32).T  # non-contiguous destination
     k([xs, bs], [out], {})
     np.testing.assert_array_equal(out, (xs + bs) * 2)
-    with pytest.raises(codegen.CodegenError, match="input 1 must be f32"):
+    with pytest.raises(c_loader.CodegenError, match="input 1 must be f32"):
         k([xs, bs.astype(np.float64)], [out], {})
 
 
 def test_compile_error_carries_stderr(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
-    with pytest.raises(codegen.CodegenError, match=r"C compile failed .*\n.*error"):
-        codegen.compile_source("void broken(void **args) { return 1 +; }\n", tmp_path / "b.so")
+    with pytest.raises(c_loader.CodegenError, match=r"C compile failed .*\n.*error"):
+        c_loader.compile_source("void broken(void **args) { return 1 +; }\n", tmp_path / "b.so")
 
 
 def test_missing_compiler_is_a_clear_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("CC", "/nonexistent/fuel-cc")
-    assert codegen.find_compiler() is None
-    with pytest.raises(codegen.CodegenError, match="no C compiler found"):
-        codegen.compile_source("void k(void **args) {}\n", tmp_path / "k.so")
+    assert c_loader.find_compiler() is None
+    with pytest.raises(c_loader.CodegenError, match="no C compiler found"):
+        c_loader.compile_source("void k(void **args) {}\n", tmp_path / "k.so")
 
 
 def test_cache_reuse_does_not_recompile(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
     src = "/* cache test */\nvoid cache_probe(void **args) { *(int *)args[0] = 7; }\n"
-    path = codegen.library_path(src)
+    path = c_loader.library_path(src)
     assert path.is_file() and path.parent == tmp_path / "cpu"
     mtime = path.stat().st_mtime_ns
 
     def refuse(source: str, dest: object) -> None:
         raise AssertionError("recompiled a cached kernel")
 
-    monkeypatch.setattr(codegen, "compile_source", refuse)
-    assert codegen.library_path(src) == path and path.stat().st_mtime_ns == mtime
-    fn = codegen.load_function("cache_probe", src)
+    monkeypatch.setattr(c_loader, "compile_source", refuse)
+    assert c_loader.library_path(src) == path and path.stat().st_mtime_ns == mtime
+    fn = c_loader.load_function("cache_probe", src)
     box = np.zeros(1, np.int32)
-    ptrs = codegen.pointer_array(1)
+    ptrs = c_loader.pointer_array(1)
     ptrs[0] = box.ctypes.data
     fn(ptrs)
     assert box[0] == 7
@@ -357,12 +358,12 @@ def test_bundle_round_trip_uses_the_bundled_library(tmp_path, monkeypatch) -> No
     c_kernels = [k for k in kernels if k["meta"].get("kind") == "c"]
     assert c_kernels and all(len(k["files"]) == 2 for k in c_kernels)
     kop = next(op for op in loaded.module.op.ops if op.name == "fuel.c_kernel")
-    assert codegen.library_path(kop.source.data).name.startswith("bundle_")
+    assert c_loader.library_path(kop.source.data).name.startswith("bundle_")
 
     def refuse(source: str, dest: object) -> None:
         raise AssertionError("a bundled kernel was recompiled")
 
-    monkeypatch.setattr(codegen, "compile_source", refuse)
+    monkeypatch.setattr(c_loader, "compile_source", refuse)
     got = loaded.executor().run(feeds)["y"]
     assert ulp_diff(got, want) <= 1  # silu: f64 compute on both sides, rounded once
 

@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import hand_registered_table
 from runtime.binding_table import NoKernelForOp, global_bindings
 from runtime.cost import CostEstimate
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, SIGNED_INT_DTYPES
+from runtime.kernels.cpu import hand_registered_table
 
 F, I, SI, ALL = FLOAT_DTYPES, INT_DTYPES, SIGNED_INT_DTYPES, ALL_DTYPES  # noqa: E741
 
@@ -100,7 +100,7 @@ VENDOR_FIRST = (
     if importlib.util.find_spec("torch")
     else set()
 )
-"""Keys whose sibling 0 is PyTorch's CPU BLAS (lowering/cpu/kernels/torch_blas.py) when torch is
+"""Keys whose sibling 0 is PyTorch's CPU BLAS (runtime/kernels/cpu/torch_blas.py) when torch is
 installed: vendor BLAS first, numpy second."""
 
 

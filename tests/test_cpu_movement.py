@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import hand_registered_table
 from runtime.dtypes import ALL_DTYPES, NUMPY_DTYPES
+from runtime.kernels.cpu import hand_registered_table
 
 TABLE = hand_registered_table()
 
@@ -99,7 +99,7 @@ def test_where_along_one_axis_is_exact(cshape, hits, ashape, bshape, t: str) -> 
 
 
 def test_where_axis_is_the_one_axis_cond_varies_along() -> None:
-    from lowering.cpu.kernels.elementwise import _where_axis
+    from runtime.kernels.cpu.elementwise import _where_axis
 
     out = np.empty((1, 2, 16, 8))
     assert _where_axis(np.zeros((1, 1, 16, 1), bool), out) == 2

@@ -1,4 +1,4 @@
-"""fuel's native C kernels (`lowering.cpu.native`, kernel_source `native`): numerics against
+"""fuel's native C kernels (`runtime.native`, kernel_source `native`): numerics against
 float64, the numpy fallbacks, bit-stability across thread counts, cost-based choice."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lowering.cpu import native
-from lowering.cpu.kernels import native as nk
-from lowering.cpu.kernels.fused import _gated_mlp
-from lowering.cpu.kernels.linalg import matmul_cost
+from runtime import native
 from runtime.binding_table import global_bindings
+from runtime.kernels.cpu import native as nk
+from runtime.kernels.cpu.fused import _gated_mlp
+from runtime.kernels.cpu.linalg import matmul_cost
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
 
@@ -101,7 +101,7 @@ def test_gated_mlp_against_float64_and_numpy_kernel() -> None:
 def test_gated_mlp_many_rows_is_its_steps_bit_for_bit() -> None:
     """Prefill rows: the three products on the packed GEMM and a C silu * up that rounds
     exactly like numpy's f64 silu."""
-    from lowering.cpu.kernels.fused import f32_activations
+    from runtime.kernels.cpu.fused import f32_activations
 
     g = rng(4)
     x = g.standard_normal((16, 32)).astype(F32)
@@ -118,7 +118,7 @@ def test_gated_mlp_many_rows_is_its_steps_bit_for_bit() -> None:
 
 
 def test_silu_mul_rounds_like_the_numpy_silu() -> None:
-    from lowering.cpu.kernels.fused import f32_activations
+    from runtime.kernels.cpu.fused import f32_activations
 
     g = rng(13)
     x = np.concatenate([g.standard_normal(200_000) * 8, g.standard_normal(200_000) * 200,
@@ -159,7 +159,7 @@ def test_rms_norm_specials_and_empty() -> None:
 
 _BITS_SCRIPT = """
 import hashlib, numpy as np
-from lowering.cpu.kernels import native as nk
+from runtime.kernels.cpu import native as nk
 g = np.random.default_rng(7)
 h = hashlib.sha256()
 for m, k, n in [(1, 512, 1408), (5, 1000, 777), (2, 64, 4096), (40, 300, 200), (13, 64, 4096)]:
@@ -323,7 +323,7 @@ def test_flash_decode_refuses_prefill() -> None:
 
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_rope_is_the_numpy_kernel_bit_for_bit(interleaved: bool) -> None:
-    from lowering.cpu.kernels.nn import _rope
+    from runtime.kernels.cpu.nn import _rope
 
     g = rng(11)
     for shape in [(1, 8, 1, 64), (2, 3, 5, 16), (7, 2)]:
@@ -360,7 +360,7 @@ def test_a_forked_child_runs_on_its_own_thread() -> None:
 def test_a_broken_compiler_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from lowering.cpu.codegen import CodegenError
+    from runtime.loaders.c import CodegenError
 
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))  # nothing cached: it must compile
     monkeypatch.setenv("CC", "false")  # runs, fails

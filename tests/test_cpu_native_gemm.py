@@ -1,4 +1,4 @@
-"""fuel's packed FMA GEMM (`lowering/cpu/native/fuel_gemm.c`, `lowering.cpu.kernels.native`):
+"""fuel's packed FMA GEMM (`runtime/native/fuel_gemm.c`, `runtime.kernels.cpu.native`):
 every output is one FMA chain in k order, so the AVX-512, AVX2 and portable micro-kernels, the
 packed and the in-place weight, and a plain C loop agree bit for bit; the error is bounded
 against float64; bias and relu are numpy's steps; the executor packs constant weights once."""
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu import native
-from lowering.cpu.kernels import native as nk
-from lowering.cpu.kernels.fused import f32_activations
-from lowering.cpu.kernels.linalg import matmul_cost
+from runtime import native
 from runtime.executor import Executor
+from runtime.kernels.cpu import native as nk
+from runtime.kernels.cpu.fused import f32_activations
+from runtime.kernels.cpu.linalg import matmul_cost
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
 
@@ -257,7 +257,7 @@ def test_attention_follows_the_products_pool(monkeypatch: pytest.MonkeyPatch) ->
     """Native attention over many queries runs on the packed GEMM: priced at the BLAS rate
     where a SIMD micro-kernel runs, like the GEMM's portable kernel elsewhere; one query (the
     flash kernel) at the BLAS rate everywhere."""
-    from lowering.cpu.kernels.nn import attention_cost
+    from runtime.kernels.cpu.nn import attention_cost
 
     params = {"causal": True, "scale": 0.125}
     dt = ["f32"] * 4

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import hand_registered_table
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES
+from runtime.kernels.cpu import hand_registered_table
 
 F = FLOAT_DTYPES
 

@@ -21,7 +21,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import hand_registered_table
 from runtime.binding_table import BindingEntry
 from runtime.contracts.references import (
     _HALF_GRID,
@@ -33,6 +32,7 @@ from runtime.contracts.references import (
 )
 from runtime.contracts.references import round_exact as round_to
 from runtime.dtypes import NUMPY_DTYPES
+from runtime.kernels.cpu import hand_registered_table
 from runtime.precision import measure_errors
 
 L = np.longdouble

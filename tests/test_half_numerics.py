@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from lowering.cpu.kernels import hand_registered_table
+from runtime.kernels.cpu import hand_registered_table
 from runtime.contracts.references import _HALF_GRID, round_exact
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import constant_array

@@ -82,7 +82,7 @@ def import_onnx(model: ModelLike, *, input_shapes: Mapping[str, Sequence[int]] |
 
 def load_any(path: str | os.PathLike[str], weights: str | None = None) -> FuelModule:
     """Import a `.onnx` file, else load fuel IR (and its weights). The CLI uses the lazy twin
-    `runtime.onnx_cli.load_any`, which imports onnx only for `.onnx` paths."""
+    `tools.import_onnx.load_any`, which imports onnx only for `.onnx` paths."""
     if Path(path).suffix.lower() == ".onnx":
         return import_onnx(path)
     return FuelModule.load(path, weights)

@@ -23,7 +23,7 @@ Options (`fuel compile --option KEY=VALUE`, all strings):
 
 `codegen=c` is the fast path for dispatch-bound graphs (one C call per fused group instead of
 one numpy call per op: a 200-op elementwise chain runs ~20x faster). `auto`, the default, is
-`c` where fuel's native kernels are enabled (`lowering.cpu.native.enabled`: a C compiler exists
+`c` where fuel's native kernels are enabled (`runtime.native.enabled`: a C compiler exists
 and FUEL_NATIVE is not 0), else `none`: the same switch decides whether the picker may choose
 the native kernels (GEMV and packed GEMM products, gated MLP, norms, rope, attention). A
 bundle that uses either carries the machine code it needs (the native library's source and
@@ -35,17 +35,17 @@ found.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.ir import Operation
 
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from lowering.backend import BackendError, KernelArtifact, Stage
+from runtime.compiled import kernel_id, kernel_ops
 from runtime.module import FuelModule
 
 CPU_TARGET = "cpu"
@@ -66,31 +66,17 @@ class CpuOptions:
     """Judge report path, or `none` (the default keeps builds reproducible)."""
     codegen: str = "auto"
     """`c`: lower host fusion groups to generated C kernels; `none`: library kernels only;
-    `auto`: `c` where fuel's native kernels are enabled (`lowering.cpu.native.enabled`: a C
+    `auto`: `c` where fuel's native kernels are enabled (`runtime.native.enabled`: a C
     compiler exists and FUEL_NATIVE is not 0), else `none`."""
 
     @property
     def generates_c(self) -> bool:
         """Whether the codegen stage runs (`auto` resolved on this machine)."""
         if self.codegen == "auto":
-            from lowering.cpu import native
+            from runtime import native
 
             return native.enabled()
         return self.codegen == "c"
-
-
-def kernel_id(stamp: KernelRefAttr) -> str:
-    """The stable id of a stamped kernel: `op[dtypes]@backend/source`, e.g.
-    `matmul[f32,f32,f32]@cpu/numpy` (binding key + provenance tag; never a build counter)."""
-    op, dtypes, backend = stamp.key()
-    return f"{op}[{','.join(dtypes)}]@{backend}/{stamp.kernel_source.data}"
-
-
-def kernel_ops(module: FuelModule) -> Iterator[Operation]:
-    """Every kernel op of the module, branch arms included, in program order."""
-    for op in module.op.walk():
-        if isinstance(op, KernelOp):
-            yield op
 
 
 def is_optimized(module: FuelModule) -> bool:
@@ -111,7 +97,7 @@ def _bool(key: str, value: str) -> bool:
 
 
 def _precision(value: str) -> str:
-    from runtime.ranker import PrecisionRequirement
+    from passes.picker.ranker import PrecisionRequirement
 
     try:
         PrecisionRequirement.parse(value)
@@ -178,9 +164,9 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
     """`fuel-optimize` in place, unless disabled or already done (`md["optimized"]` says)."""
     from xdsl.utils.exceptions import PassFailedException
 
+    from passes.fused.patterns import known_weights
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
-    from runtime.fused_patterns import known_weights
+    from passes.picker.support import PickerOptions
 
     if not options.optimize or is_optimized(module):
         md["optimized"] = False
@@ -260,12 +246,12 @@ NATIVE_LIBRARY = "native/fuel_native"
 
 
 def native_artifact() -> KernelArtifact:
-    """fuel's native library (`lowering.cpu.native`) as a bundle artifact: its compiled source
+    """fuel's native library (`runtime.native`) as a bundle artifact: its compiled source
     and library, so the bundle runs where no C compiler is (same machine architecture)."""
     import platform
 
-    from lowering.cpu import native
-    from lowering.cpu.codegen import library_path, source_key
+    from runtime import native
+    from runtime.loaders.c import library_path, source_key
 
     source = native.source()
     files = {f"{NATIVE_LIBRARY}.c": source.encode(),
@@ -280,8 +266,8 @@ def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
     from xdsl.context import Context
 
     from fuel_dialect.ops_cpu import CKernelOp
-    from lowering.cpu.codegen import CodegenError, library_path
-    from passes.convert_fuel_to_c import ConvertFuelToCPass
+    from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
+    from runtime.loaders.c import CodegenError, library_path
 
     ConvertFuelToCPass().apply(Context(), module.op)
     module.op.verify()
@@ -300,7 +286,7 @@ def c_artifacts(module: FuelModule) -> list[KernelArtifact]:
     import platform
 
     from fuel_dialect.ops_cpu import CKernelOp
-    from lowering.cpu.codegen import CFLAGS, library_path, source_key
+    from runtime.loaders.c import CFLAGS, library_path, source_key
 
     out = []
     for k in module.op.ops:

@@ -1,6 +1,6 @@
-"""Generated C for fused elementwise groups on the host: source, compiler driver, loader.
+"""Generated C for fused elementwise groups on the host: the source emitter.
 
-The groups are `lowering.triton.codegen.fusion_groups` (connected elementwise/broadcast/cast
+The groups are `lowering.fusion.fusion_groups` (connected elementwise/broadcast/cast
 ops over one iteration space). `c_source` emits one readable C function per group,
 
     void fused_0(void **args)   /* args: input pointers, then output pointers */
@@ -13,7 +13,7 @@ than the space is stored only from the points whose broadcast coordinates are 0.
 overlap inputs (the executor's memory plan gives them fresh buffers; `CKernel` writes through
 a temporary when a caller's outputs overlap).
 
-Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by op:
+Semantics are the numpy kernels' (`runtime/kernels/cpu/elementwise.py`), op by op:
 * f32 transcendentals (exp log tanh sin cos rsqrt sigmoid silu pow) are computed in double and
   rounded once, like the numpy kernels' f64 compute dtype (measured bit-identical to them on
   200k inputs per op); + - * / sqrt recip are IEEE in the dtype itself (correctly rounded, so
@@ -24,7 +24,7 @@ Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by 
 * max/min/relu propagate NaN; comparisons give i1 as a 0/1 byte; `where` selects.
 * `cast`: to i1 is `x != 0`; float -> int truncates (in range only, like numpy); int -> float
   and f64 -> f32 round once to nearest even.
-* erf and gelu are `lowering.cpu.kernels.special`'s f64 algorithms transcribed (the same
+* erf and gelu are `runtime.kernels.cpu.special`'s f64 algorithms transcribed (the same
   erfcx polynomial, series and exact-square splits, in the same operation order), evaluated in
   double for f32 too, like the numpy kernels' F64_COMPUTE; the f64 tanh form of gelu (a
   double-double argument) has no emitter.
@@ -33,52 +33,26 @@ Semantics are the numpy kernels' (`lowering/cpu/kernels/elementwise.py`), op by 
   the unfused kernels do, by fuel's own rounding rules (`codegen_half`, `runtime.rounding`):
   bit-identical by construction. pow has no emitter there: such groups stay on numpy.
 
-Compiled with the system C compiler (`$CC`, else `cc`) as `-O2 -fPIC -shared -std=c11
--ffp-contract=off` (never -ffast-math or -march=native: the .so goes into portable bundles);
-the library is cached by content hash (source, compiler, flags, machine) in `c_cache_dir()`.
+The compiler driver, cache and loader are run-time code: `runtime.loaders.c` (`CKernel`,
+`kernel_for`); the C helpers shared with the native library are `runtime.native.helpers`.
 `c_pays_off` is the pass's cost model: a group becomes C when one call beats its numpy calls
 (libm's scalar transcendentals are 3-8x slower per element than numpy's SIMD ones, so large
 transcendental groups stay on numpy).
-`CKernel` is a fuel `Kernel` on contiguous numpy arrays; `CKernel.fn` is the raw ctypes
-entry the executor calls with a prebuilt pointer array.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import hashlib
 import math
-import os
-import platform
-import shlex
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.cpu import codegen_half as half
-from lowering.triton.codegen import (
-    FusionGroup,
-    broadcast_index,
-    cache_dir,
-    emit_group,
-    fusion_groups,
-    io_signature,
-    op_key,
-)
-
-CFLAGS = ("-O2", "-fPIC", "-shared", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
-"""Compiler flags: no fast-math, no FMA contraction (results stay the numpy kernels'), no
--march=native (bundles must run on any CPU of the architecture). -fno-math-errno only lets
-sqrt be an instruction (errno is never read)."""
+from lowering.fusion import FusionGroup, broadcast_index, emit_group, fusion_groups, op_key
+from runtime.loaders.c import CodegenError
+from runtime.native.helpers import HELPER_DEPS, HELPERS, helper_source
 
 CTYPE = {
     "f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t", "i8": "int8_t",
@@ -119,11 +93,7 @@ FLOAT_UNARY = {
 
 NARROW_UNARY = {
     op: f"({{T}})fuel_tiny_half_sum((double){{x}}, {fn}((double){{x}}))"
-    for op, fn in (
-        ("silu", "fuel_silu"),
-        ("gelu", "fuel_gelu_erf"),
-        ("gelu_tanh", "fuel_gelu_tanh"),
-    )
+    for op, fn in (("silu", "fuel_silu"), ("gelu", "fuel_gelu_erf"), ("gelu_tanh", "fuel_gelu_tanh"))
 }
 """`FLOAT_UNARY` overrides for results narrower than f64 (`special.tiny_half_sum`)."""
 
@@ -186,117 +156,6 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
 SUPPORTED = {k: v + half.SUPPORTED.get(k, ()) for k, v in SUPPORTED.items()}
 """op -> operand dtypes with a C emitter (the numpy kernels' dtype sets; f16/bf16: the ops
 `codegen_half.SUPPORTED` lists)."""
-
-HELPERS = {
-    "fuel_sigmoid": """
-/* 1 / (1 + exp(-x)) without overflow: exp only sees -|x| (special.sigmoid). */
-static double fuel_sigmoid(double x) {
-  double e = exp(-fabs(x));
-  return (x >= 0 ? 1.0 : e) / (1.0 + e);
-}""",
-    "fuel_silu": """
-/* x * sigmoid(x) (special.x_sigmoid(x, x)): x e / (1 + e), e = exp(-|x|); below -700, where e
-   nears the subnormals, (x h) h with h = exp(-|x|/2); silu(+-inf) is its limit (+inf, -0.0). */
-static double fuel_silu(double x) {
-  if (isinf(x)) return x > 0 ? x : -0.0;
-  double ax = fabs(x), e = exp(-ax), num;
-  if (x >= 0) num = x;
-  else if (x < -700.0) { double h = exp(-0.5 * ax); num = (x * h) * h; }
-  else num = x * e;
-  return num / (1.0 + e);
-}""",
-    "fuel_tiny_half_sum": """
-/* special.tiny_half_sum: for 0 < |x| < 2^-60, silu and gelu are x/2 plus a positive term that
-   double drops; the next double above x/2 keeps it for the narrower rounding that follows. */
-static double fuel_tiny_half_sum(double x, double y) {
-  return (x != 0.0 && fabs(x) < 0x1p-60) ? nextafter(0.5 * x, INFINITY) : y;
-}""",
-    "fuel_x_sigmoid": """
-/* x * sigmoid(v) (special.x_sigmoid without v_lo), silu's form for any v; +-inf x: limits. */
-static double fuel_x_sigmoid(double x, double v) {
-  double av = fabs(v), e = exp(-av), num;
-  if (v >= 0) num = x;
-  else if (v < -700.0) { double h = exp(-0.5 * av); num = (x * h) * h; }
-  else num = x * e;
-  double r = num / (1.0 + e);
-  return isinf(x) ? (x > 0 ? x : -0.0) : r;
-}""",
-    "fuel_gelu_tanh": """
-/* special.gelu_tanh: x * sigmoid(x (K0 + K1 x^2)), K0 = 2 sqrt(2/pi), K1 = 0.044715 K0. */
-static double fuel_gelu_tanh(double x) {
-  return fuel_x_sigmoid(x, x * (%(k0)s + %(k1)s * (x * x)));
-}""",
-    "fuel_erfcx": """
-/* special.erfcx: exp(z^2) erfc(z), z >= 0; g(t) (1 + 2z)^-1 with t = 1 - 6 / (z + 3). */
-static const double FUEL_ERFCX_T_POLY[%(n_erfcx)d] = {%(erfcx)s};
-static double fuel_erfcx(double z) {
-  double t = 1.0 - 6.0 / (z + 3.0), g = FUEL_ERFCX_T_POLY[%(n_erfcx)d - 1];
-  for (int k = %(n_erfcx)d - 2; k >= 0; --k) { g *= t; g += FUEL_ERFCX_T_POLY[k]; }
-  return g / (1.0 + 2.0 * z);
-}
-/* |x| with its low 27 fraction bits cleared: hi * hi is exact. */
-static double fuel_hi27(double ax) {
-  union { double d; int64_t i; } u = {ax};
-  u.i &= ~((INT64_C(1) << 27) - 1);
-  return u.d;
-}""",
-    "fuel_gelu_erf": """
-/* special.gelu_erf: relu(x) - 0.5 |x| erfc(|x| / sqrt 2), erfc via erfcx and a split exp. */
-static double fuel_gelu_erf(double x) {
-  double ax = fabs(x), hi = fuel_hi27(ax), lo_part = (ax - hi) * (ax + hi);
-  double tail = 0.5 * ax * fuel_erfcx(ax * %(sqrt_half)s);
-  tail *= exp(-0.5 * lo_part);
-  tail *= exp(-0.5 * (hi * hi));
-  double out = ((x > 0.0 || x != x) ? x : 0.0) - tail;
-  return isinf(x) ? (x > 0 ? x : -0.0) : out;
-}""",
-    "fuel_erf": """
-/* special.erf: odd Maclaurin series below |x| = 1, else sign(x) (1 - erfc(|x|)). */
-static const double FUEL_ERF_SERIES[%(n_erf)d] = {%(erf)s};
-static double fuel_erf(double x) {
-  if (isinf(x)) return x > 0 ? 1.0 : -1.0;
-  double x2 = x * x, s = FUEL_ERF_SERIES[%(n_erf)d - 1];
-  for (int k = %(n_erf)d - 2; k >= 0; --k) { s *= x2; s += FUEL_ERF_SERIES[k]; }
-  double ax = fabs(x);
-  if (ax < 1.0) return x * s;
-  double hi = fuel_hi27(ax);
-  double tail = fuel_erfcx(ax) * exp(-((ax - hi) * (ax + hi))) * exp(-(hi * hi));
-  return copysign(1.0 - tail, x);
-}""",
-}
-"""Helper functions, emitted into a kernel's source only when it calls them (with the helpers
-they call: `HELPER_DEPS`)."""
-HELPER_DEPS = {
-    "fuel_gelu_tanh": ("fuel_x_sigmoid",),
-    "fuel_gelu_erf": ("fuel_erfcx",),
-    "fuel_erf": ("fuel_erfcx",),
-}
-
-
-@functools.cache
-def _helper_constants() -> dict[str, Any]:
-    """The numeric tables of the numpy kernels' special functions, as exact C literals."""
-    from lowering.cpu.kernels import special
-
-    def arr(xs: Sequence[float]) -> str:
-        return ", ".join(float(x).hex() for x in xs)
-
-    return {
-        "k0": special._TANH_K0.hex(), "k1": special._TANH_K1.hex(),
-        "sqrt_half": special._SQRT_HALF.hex(),
-        "erfcx": arr(special._ERFCX_T_POLY), "n_erfcx": len(special._ERFCX_T_POLY),
-        "erf": arr(special._ERF_SERIES), "n_erf": len(special._ERF_SERIES),
-    }  # fmt: skip
-
-
-def helper_source(name: str) -> str:
-    """The C text of helper `name`, its numeric tables filled in."""
-    text = HELPERS[name]
-    return text % _helper_constants() if "%(" in text else text
-
-
-class CodegenError(Exception):
-    """A group the C code generator cannot handle, a missing compiler or a failed compile."""
 
 
 def c_eligible(op: Operation) -> bool:
@@ -522,175 +381,3 @@ def c_source(group: FusionGroup, name: str) -> str:
 
 
 # -- compile, cache, load ---------------------------------------------------------------------
-
-
-def c_cache_dir() -> Path:
-    """Where compiled kernels are cached: `cpu/` beside the Triton cache (`cache_dir()`), so
-    `$FUEL_CACHE_DIR` and `$XDG_CACHE_HOME` move both."""
-    return cache_dir().parent / "cpu"
-
-
-def find_compiler() -> list[str] | None:
-    """The C compiler command (`$CC`, split like a shell word list, else `cc`), or None."""
-    cmd = shlex.split(os.environ.get("CC", "") or "cc")
-    return cmd if cmd and shutil.which(cmd[0]) else None
-
-
-@functools.lru_cache(maxsize=8)
-def _compiler_id(cmd: tuple[str, ...]) -> str:
-    try:
-        res = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise CodegenError(f"C compiler {' '.join(cmd)!r} does not run: {e}") from None
-    return res.stdout.splitlines()[0] if res.stdout else " ".join(cmd)
-
-
-def library_key(source: str, flags: Sequence[str] = CFLAGS) -> str:
-    """The cache key of `source`'s library: sha256 of the source, compiler, flags, machine."""
-    cmd = find_compiler()
-    who = _compiler_id(tuple(cmd)) if cmd else "no-compiler"
-    text = "\0".join([source, who, " ".join(flags), platform.machine()])
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-def source_key(source: str) -> str:
-    """The sha256 of a kernel's source (what a bundle's .so is registered under)."""
-    return hashlib.sha256(source.encode()).hexdigest()[:24]
-
-
-_PREBUILT: dict[str, Path] = {}
-"""source_key -> a verified prebuilt library (from a bundle): used instead of compiling."""
-
-
-def prebuilt(key: str) -> Path | None:
-    """The registered prebuilt library for source key `key`, if any."""
-    return _PREBUILT.get(key)
-
-
-def register_prebuilt(source: str, path: Path) -> None:
-    """Use the library at `path` for `source` (a bundle's .so, after hash verification)."""
-    _PREBUILT[source_key(source)] = path
-
-
-def compile_source(source: str, dest: Path, flags: Sequence[str] = CFLAGS) -> None:
-    """Compile `source` into the shared library `dest` (atomically) with `flags`; CodegenError
-    carries the compiler's stderr."""
-    cmd = find_compiler()
-    if cmd is None:
-        raise CodegenError(
-            f"no C compiler found (tried ${{CC}}={os.environ.get('CC', '')!r}, then 'cc'); "
-            "install gcc or clang, or build with codegen=none"
-        )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".cc.") as tmp:
-        src, so = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
-        src.write_text(source)
-        try:
-            res = subprocess.run([*cmd, *flags, "-o", str(so), str(src), "-lm"],
-                                 capture_output=True, text=True, timeout=300)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise CodegenError(f"C compiler {' '.join(cmd)!r} failed to run: {e}") from None
-        if res.returncode != 0:
-            raise CodegenError(
-                f"C compile failed ({' '.join(cmd)} exit {res.returncode}):\n{res.stderr.strip()}"
-            )
-        os.replace(so, dest)
-
-
-def library_path(source: str, flags: Sequence[str] = CFLAGS) -> Path:
-    """The compiled library of `source`: a registered prebuilt one, else the cache entry
-    (compiled now with `flags` if missing)."""
-    pre = _PREBUILT.get(source_key(source))
-    if pre is not None:
-        return pre
-    path = c_cache_dir() / f"k_{library_key(source, flags)}.so"
-    if not path.exists():
-        compile_source(source, path, flags)
-    return path
-
-
-_LOADED: dict[Path, ctypes.CDLL] = {}
-
-
-def load_function(name: str, source: str) -> Any:
-    """The ctypes function `name` of `source`'s library (compiled or taken from the cache)."""
-    path = library_path(source)
-    lib = _LOADED.get(path)
-    if lib is None:
-        try:
-            lib = _LOADED[path] = ctypes.CDLL(str(path))
-        except OSError as e:
-            raise CodegenError(f"cannot load compiled kernel {path}: {e}") from None
-    try:
-        fn = getattr(lib, name)
-    except AttributeError:
-        raise CodegenError(f"{path} does not define '{name}'") from None
-    fn.argtypes, fn.restype = None, None
-    return fn
-
-
-@dataclass(frozen=True)
-class CPlan:
-    """A generated C kernel as plain data (what a `fuel.c_kernel` op holds)."""
-
-    name: str
-    source: str
-    inputs: tuple[tuple[tuple[int, ...], str], ...]
-    outputs: tuple[tuple[tuple[int, ...], str], ...]
-
-    @staticmethod
-    def from_op(op: Any) -> CPlan:
-        """From a `fuel.c_kernel` op."""
-        return CPlan(op.sym_name.data, op.source.data, *io_signature(op.function_type))
-
-
-def pointer_array(n: int) -> Any:
-    """A ctypes array of `n` pointers (the `args` of a generated kernel)."""
-    return (ctypes.c_void_p * n)()
-
-
-class CKernel:
-    """A fuel `Kernel` (`kernel(inputs, outputs, params)`, destination-passing) running a
-    generated C kernel on numpy arrays; `fn(ptrs)` is the raw entry (a pointer array of
-    C-contiguous buffers of the planned shapes and dtypes, inputs then outputs)."""
-
-    def __init__(self, plan: CPlan) -> None:
-        self.plan = plan
-        self.fn = load_function(plan.name, plan.source)
-
-    def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from runtime.dtypes import to_numpy
-
-        plan = self.plan
-        for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):
-            if len(got) != len(want):
-                raise CodegenError(f"{plan.name}: expected {len(want)} {what}s, got {len(got)}")
-            for j, (a, (shape, dt)) in enumerate(zip(got, want, strict=True)):
-                if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != to_numpy(dt):
-                    have = f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a)
-                    raise CodegenError(f"{plan.name}: {what} {j} must be {dt}{list(shape)}, "
-                                       f"got {have}")  # fmt: skip
-        ins = [np.ascontiguousarray(a) for a in inputs]
-        outs = [
-            o if o.flags.c_contiguous and not any(np.may_share_memory(o, a) for a in ins)
-            else np.empty(o.shape, o.dtype)
-            for o in outputs
-        ]  # fmt: skip
-        ptrs = pointer_array(len(ins) + len(outs))
-        for j, a in enumerate((*ins, *outs)):
-            ptrs[j] = a.ctypes.data
-        self.fn(ptrs)
-        for o, t in zip(outs, outputs, strict=True):
-            if o is not t:
-                np.copyto(t, o)
-
-
-_KERNELS: dict[CPlan, CKernel] = {}
-
-
-def kernel_for(plan: CPlan) -> CKernel:
-    """The loaded `CKernel` of `plan` (one per distinct plan in this process)."""
-    k = _KERNELS.get(plan)
-    if k is None:
-        k = _KERNELS[plan] = CKernel(plan)
-    return k

@@ -3,7 +3,7 @@
 A 16-bit float is stored as its `uint16_t` bits and held in the kernel as the `float` of the
 same value (bit-exact, NaN payloads included), so compares, `where` and sign ops need nothing
 special. Every op that computes rounds its result back to the dtype right away, as each numpy
-kernel does on its own (`lowering/cpu/kernels/elementwise.py`): a fused chain rounds after every
+kernel does on its own (`runtime/kernels/cpu/elementwise.py`): a fused chain rounds after every
 op, just like the unfused kernels. The conversions are bit manipulation (portable C11, no
 `_Float16`) and implement fuel's own rounding rules, the ones `runtime.rounding` implements for
 the numpy kernels, so the two agree bit for bit by construction, not by measuring a library:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from lowering.triton.spec import Params, TritonKernelSpec
+from runtime.kernels.triton.spec import Params, TritonKernelSpec
 
 _TARGET = re.compile(r"^sm_(\d{2,3})a?$")
 MIN_ARCH, MAX_ARCH = 75, 121
@@ -140,7 +140,7 @@ class AotKernel:
     shared_bytes: int
     """Dynamic shared memory to request at launch."""
     grid: tuple[str, ...]
-    """One expression per grid axis over `sizes` (see `lowering.triton.spec`)."""
+    """One expression per grid axis over `sizes` (see `runtime.kernels.triton.spec`)."""
     sizes: Mapping[str, int] = field(default_factory=dict)
     launch_grid: tuple[int, ...] = ()
     """`grid` evaluated for `sizes` (the shapes compiled)."""

@@ -43,7 +43,8 @@ from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from fuel_dialect.ops_triton import MAX_BLOCK, LibraryCallOp, TritonKernelOp, TritonLaunchOp
 from lowering.backend import BackendError, KernelArtifact, Stage
-from lowering.triton.codegen import GeneratedKernel, KernelPlan, cache_dir, load_kernel
+from runtime.compiled import library_entry, library_kernel_id
+from runtime.loaders.triton import GeneratedKernel, KernelPlan, cache_dir, load_kernel
 from runtime.module import entry_function, io_names
 
 _TARGET = re.compile(r"sm_(\d{2,3})a?")
@@ -116,7 +117,7 @@ def make_backend() -> TritonBackend:
 
 def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions) -> ModuleOp:
     """A converted, verified copy of `module` (a ModuleOp or a FuelModule)."""
-    from passes.convert_fuel_to_triton import ConvertFuelToTritonPass
+    from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 
     op = getattr(module, "op", module)
     if not isinstance(op, ModuleOp):
@@ -135,7 +136,7 @@ def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions)
 
 
 def _decomposition(op: Operation) -> list[Operation] | None:
-    """The primitive ops computing a fused op (`runtime.fused` matches exactly these chains),
+    """The primitive ops computing a fused op (`passes.fused` matches exactly these chains),
     the last one producing its result; None for an op that is not fused."""
     from fuel_dialect import ops_elementwise as ew
     from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
@@ -184,7 +185,7 @@ def decompose_fused(block: Block, placed_only: bool) -> None:
     """Replace each fused op the Triton backend would convert by its decomposition (the
     registry has no fused kernels; the decomposition's matmuls become library calls and its
     elementwise tail a generated kernel). The op's `#fuel.device` placement carries over."""
-    from passes.convert_fuel_to_triton import eligible
+    from lowering.triton.convert_fuel_to_triton import eligible
 
     for op in list(block.ops):
         if not eligible(op, placed_only):
@@ -205,9 +206,9 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
     library call the Triton registry cannot serve, so the op stays a host op (the executor
     copies its operands over). BackendError naming the op if it is placed on a cuda device or
     the CPU has no kernel either."""
-    from lowering.triton.codegen import FUSIBLE
-    from lowering.triton.registry import triton_kernel_table
-    from passes.convert_fuel_to_triton import eligible
+    from lowering.fusion import FUSIBLE
+    from lowering.triton.convert_fuel_to_triton import eligible
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     table = triton_kernel_table()
     for op in block.ops:
@@ -301,7 +302,7 @@ Kernel = tuple[str, str, tuple[Any, ...], str, dict[str, Any]]
 
 
 def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
-    from lowering.triton.spec import TritonKernelSpec
+    from runtime.kernels.triton.spec import TritonKernelSpec
 
     spec = TritonKernelSpec(
         name=plan.name,
@@ -321,8 +322,8 @@ def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
 def _library_specs(module: ModuleOp) -> list[Kernel]:
     """(kernel id, launch specs, meta) per distinct library call (key, shapes, params)."""
     from lowering.triton.aot import kernel_specs
-    from lowering.triton.registry import triton_kernel_table
     from runtime.binding_table import BindingTableError
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     out, seen = [], set()
     for op in module.walk():
@@ -345,37 +346,6 @@ def _library_specs(module: ModuleOp) -> list[Kernel]:
         source = "\n\n".join(dict.fromkeys(inspect.getsource(_py(s.fn)) for s in specs))
         out.append((kernel_id, "library", specs, source, extra))
     return out
-
-
-def library_kernel_id(op: LibraryCallOp) -> str:
-    """The bundle's kernel id of a library call: its key and shapes, e.g.
-    `matmul_f32_f32_f32_4x8_8x16_4x16`."""
-    name, dtypes, _ = op.key()
-    shapes = [shape_of(v.type) for v in (*op.args, *op.res)]
-    dims = "_".join("x".join(map(str, s)) or "scalar" for s in shapes)
-    return f"{name}_{'_'.join(dtypes)}_{dims}"
-
-
-def library_entry(op: LibraryCallOp, table: Any) -> Any:
-    """The binding-table entry a library call runs: its `fuel.kernel` stamp's sibling (at the
-    stamped revision) when it carries one for its backend, else the key's first entry."""
-    from runtime.compiled import StaleKernelStamp
-
-    stamp = op.attributes.get(KERNEL_ATTR)
-    if not isinstance(stamp, KernelRefAttr) or stamp.backend.data != op.backend.data:
-        return table.lookup(*op.key())
-    for entry in table.lookup_alternatives(*op.key()):
-        if entry.kernel_source == stamp.kernel_source.data:
-            if entry.revision_hash != stamp.revision_int():
-                raise StaleKernelStamp(
-                    f"'{op.callee.data}' is stamped with {stamp.kernel_source.data} revision "
-                    f"{stamp.revision.data}, the table has {entry.revision_hash:016x}"
-                )
-            return entry
-    from runtime.binding_table import NoKernelForOp
-
-    name, dtypes, backend = op.key()
-    raise NoKernelForOp(name, dtypes, backend, [f"(stamped source '{stamp.kernel_source.data}')"])
 
 
 def _py(fn: Any) -> Any:
@@ -483,8 +453,8 @@ def run_lowered(
 
 
 def _library(call: LibraryCallOp, table: Any) -> Any:
-    from lowering.triton.registry import triton_kernel_table
     from runtime.binding_table import BindingTableError
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     table = table if table is not None else _default_table(triton_kernel_table)
     try:
@@ -532,7 +502,7 @@ def _value(op: ConstantOp | WeightOp, weights: Mapping[str, np.ndarray]) -> Any:
 
 
 def _torch_dtype(t: Any) -> Any:
-    from lowering.triton.spec import TORCH_DTYPES
+    from runtime.kernels.triton.spec import TORCH_DTYPES
 
     return TORCH_DTYPES[dtype_name(t)]
 

@@ -1,11 +1,5 @@
-"""Generated Triton for fused elementwise chains: fusion groups, kernel source, launcher.
-
-`fusion_groups` partitions a function body into maximal connected groups of elementwise,
-broadcast and cast ops that can run as one kernel over one iteration space (the broadcast of
-the members' shapes); ops that only share an input over the same space join one group too
-(the input is loaded once). A group never closes a cycle through a non-member op, never mixes
-devices, and writes out every member value read outside it (`outputs`); splat constants it
-reads are inlined, every other external value is a kernel input.
+"""Generated Triton for fused elementwise chains: the kernel source of a fusion group
+(`lowering.fusion`).
 
 `kernel_source` emits one readable `@triton.jit` kernel per group: a flat 1-D grid of BLOCK
 elements over the space; each input is loaded through index arithmetic on its own shape
@@ -16,53 +10,29 @@ few ulp from the numpy kernels, which evaluate them in f64), pow is evaluated in
 An output smaller than the space is stored only from the points whose broadcast coordinates
 are 0.
 
-`GeneratedKernel` turns the source into a jit function (written to a content-addressed file in
-`cache_dir()`, since Triton needs real source) and is a fuel `Kernel` on torch tensors.
-This module imports torch and triton lazily, so the IR-to-source half suits a pass (but note
-that importing the `lowering.triton` package runs its `__init__`).
+`runtime.loaders.triton.GeneratedKernel` turns the source into a jit function (written to a
+content-addressed file, since Triton needs real source) and is a fuel `Kernel` on torch tensors.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import linecache
 import math
-import os
 import re
-import sys
-from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import numpy as np
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
-from fuel_dialect.attrs import DEVICE_ATTR
-from fuel_dialect.dtypes import broadcast_shapes, dtype_name, shape_of
-from fuel_dialect.ops_elementwise import BinaryOp, CastOp, GeluOp, UnaryOp, WhereOp
-from fuel_dialect.ops_movement import BroadcastOp, ConstantOp
+from fuel_dialect.dtypes import dtype_name, shape_of
+from lowering.fusion import FusionGroup, broadcast_index, emit_group, op_key, row_major_strides
+from runtime.loaders.triton import CodegenError
 
 DEFAULT_BLOCK = 1024
 TL = {
     "f64": "tl.float64", "f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16",
     "i64": "tl.int64", "i32": "tl.int32", "i8": "tl.int8", "u8": "tl.uint8", "i1": "tl.int1",
 }  # fmt: skip
-POINTER = {
-    "f64": "*fp64", "f32": "*fp32", "f16": "*fp16", "bf16": "*bf16",
-    "i64": "*i64", "i32": "*i32", "i8": "*i8", "u8": "*u8", "i1": "*i1",
-}  # fmt: skip
-"""fuel dtype -> Triton pointer type in a kernel signature."""
 HALF = ("f16", "bf16")
 FLOATS = ("f64", "f32", "f16", "bf16")
-
-FUSIBLE = (UnaryOp, BinaryOp, WhereOp, CastOp, BroadcastOp)
-"""Op classes a generated kernel computes (every elementwise op fuel has, plus broadcast)."""
-
-
-class CodegenError(Exception):
-    """A group or kernel that the Triton code generator cannot handle."""
 
 
 # -- op table: one line of Triton per fuel op, in compute types -------------------------------
@@ -173,239 +143,13 @@ def compute_type(dtype: str) -> str:
     return "tl.float32" if dtype in HALF else TL[dtype]
 
 
-def op_key(op: Operation) -> str:
-    """The op table key of a fusible op (`gelu_tanh` for the tanh form of gelu)."""
-    if isinstance(op, GeluOp) and op.tanh is not None:
-        return "gelu_tanh"
-    return op.name.removeprefix("fuel.")
-
-
 # -- fusion groups ----------------------------------------------------------------------------
-
-
-@dataclass
-class FusionGroup:
-    """Ops that run as one generated kernel over the row-major iteration `space`."""
-
-    ops: list[Operation]
-    space: tuple[int, ...]
-    device: str | None
-    inputs: list[SSAValue] = field(default_factory=list)
-    """External values the kernel loads, in first-use order (splat constants excluded)."""
-    outputs: list[SSAValue] = field(default_factory=list)
-    """Member results read outside the group (or returned), in op order."""
-    splats: dict[SSAValue, float | int | bool] = field(default_factory=dict)
-    """External splat constants, inlined as literals."""
-
-
-def device_of(op: Operation) -> str | None:
-    attr = op.attributes.get(DEVICE_ATTR)
-    return getattr(attr, "data", None)
-
-
-def splat_value(op: Operation) -> float | int | bool | None:
-    """The value of a finite splat `fuel.constant`, rounded to its dtype; None otherwise."""
-    if not isinstance(op, ConstantOp):
-        return None
-    from runtime.executor import constant_array  # numpy only; keeps this import lazy
-
-    arr = constant_array(op.value)
-    flat = arr.reshape(-1)
-    if flat.size == 0 or not (flat == flat[0]).all():
-        return None
-    v = flat[0].item() if arr.dtype.kind != "V" else float(flat[0].astype(np.float32))
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-@dataclass
-class _Groups:
-    """Union-find over group ids (an id is its first op's block index), with per group its
-    space, device, index range and the nodes its ops read from outside it."""
-
-    index: dict[Operation, int]
-    group_of: dict[Operation, int] = field(default_factory=dict)
-    parent: dict[int, int] = field(default_factory=dict)
-    space: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    device: dict[int, str | None] = field(default_factory=dict)
-    first: dict[int, int] = field(default_factory=dict)
-    last: dict[int, int] = field(default_factory=dict)
-    preds: dict[int, set[Any]] = field(default_factory=dict)
-
-    def find(self, g: int) -> int:
-        while self.parent[g] != g:
-            self.parent[g] = self.parent[self.parent[g]]
-            g = self.parent[g]
-        return g
-
-    def node(self, v: SSAValue) -> Any:
-        """The node producing `v`: its group, its op, or None (an argument, a nested value)."""
-        owner = v.owner
-        if not isinstance(owner, Operation) or owner not in self.index:
-            return None
-        return self.find(self.group_of[owner]) if owner in self.group_of else owner
-
-    def norm(self, nodes: Iterable[Any]) -> set[Any]:
-        return {self.find(n) if isinstance(n, int) else n for n in nodes}
-
-    def op_preds(self, op: Operation) -> set[Any]:
-        return {self.node(v) for inner in op.walk() for v in inner.operands} - {None}
-
-    def closes_cycle(self, s: set[int], op_preds: set[Any]) -> bool:
-        """Would merging the groups `s` and an op reading `op_preds` create a path that leaves
-        the merged group and re-enters it? Walks upstream from every outside node the merged
-        group reads, never past the first op of `s` (nothing earlier is downstream of it)."""
-        lo = min(self.first[g] for g in s)
-        stack = [n for n in self.norm(op_preds).union(*(self.norm(self.preds[g]) for g in s))
-                 if n not in s]  # fmt: skip
-        seen: set[Any] = set()
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if isinstance(n, int):
-                if n in s:
-                    return True
-                if self.last[n] > lo:
-                    stack.extend(self.norm(self.preds[n]))
-            elif self.index[n] > lo:
-                stack.extend(self.op_preds(n))
-        return False
-
-    def add(self, op: Operation, s: set[int], space: tuple[int, ...]) -> None:
-        """Start group `index[op]` holding `op` and the groups `s`."""
-        i = self.index[op]
-        self.parent[i] = i
-        for g in s:
-            self.parent[g] = i
-        self.group_of[op] = i
-        self.space[i], self.device[i] = space, device_of(op)
-        self.first[i] = min([i, *(self.first[g] for g in s)])
-        self.last[i] = i
-        preds = self.op_preds(op).union(*(self.preds[g] for g in s))
-        self.preds[i] = {n for n in self.norm(preds) if n != i}
-
-
-def fusion_groups(block: Block, eligible: Callable[[Operation], bool]) -> list[FusionGroup]:
-    """Partition the fusible, `eligible` ops of `block` into fusion groups (block order).
-
-    Greedy in block order: an op joins the groups of its fusible producers (same device,
-    broadcast-compatible spaces) unless that closes a cycle through another op or group; else
-    a group that already reads one of its operands over the same space (horizontal fusion);
-    else it starts a group.
-    """
-    gs = _Groups({op: i for i, op in enumerate(block.ops)})
-    readers: dict[SSAValue, list[int]] = {}  # value -> fusible ops (group ids) that read it
-    for op in block.ops:
-        if not (isinstance(op, FUSIBLE) and eligible(op)):
-            continue
-        dev, shp = device_of(op), shape_of(op.results[0].type)
-        producers = {n for n in (gs.node(v) for v in op.operands) if isinstance(n, int)}
-        cands = [g for g in producers if gs.device[g] == dev and _fits(gs.space[g], shp)]
-        preds = gs.op_preds(op)
-        chosen: set[int] = set()
-        for s in (set(cands), *({g} for g in cands)):
-            if s and not gs.closes_cycle(s, preds):
-                chosen = s
-                break
-        if not chosen:
-            chosen = _sibling(op, shp, dev, preds, readers, gs)
-        for v in op.operands:
-            readers.setdefault(v, []).append(gs.index[op])
-        space = broadcast_shapes(shp, *(gs.space[g] for g in chosen))
-        assert space is not None
-        gs.add(op, chosen, space)
-    return _collect(block, gs.group_of, gs)
-
-
-def _fits(space: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    return broadcast_shapes(space, shape) is not None
-
-
-def _sibling(
-    op: Operation,
-    shp: tuple[int, ...],
-    dev: str | None,
-    preds: set[Any],
-    readers: dict[SSAValue, list[int]],
-    gs: _Groups,
-) -> set[int]:
-    """Horizontal fusion: a group over the same space and device that already reads one of
-    `op`'s operands, when joining it closes no cycle (so the operand is loaded once)."""
-    for v in op.operands:
-        for g in gs.norm(readers.get(v, ())):
-            if gs.space[g] == shp and gs.device[g] == dev and not gs.closes_cycle({g}, preds):
-                return {g}
-    return set()
-
-
-def _collect(block: Block, group_of: dict[Operation, int], gs: _Groups) -> list[FusionGroup]:
-    """Turn the union-find into FusionGroups with their inputs, outputs and splats."""
-    by_root: dict[int, FusionGroup] = {}
-    for op in block.ops:
-        if op in group_of:
-            g = gs.find(group_of[op])
-            grp = by_root.setdefault(g, FusionGroup([], gs.space[g], gs.device[g]))
-            grp.ops.append(op)
-    for grp in by_root.values():
-        members = set(grp.ops)
-        for op in grp.ops:
-            for v in op.operands:
-                if v.owner in members or v in grp.inputs or v in grp.splats:
-                    continue
-                splat = splat_value(v.owner) if isinstance(v.owner, Operation) else None
-                if splat is None:
-                    grp.inputs.append(v)
-                else:
-                    grp.splats[v] = splat
-            for r in op.results:
-                if any(_user(u.operation, block) not in members for u in r.uses):
-                    grp.outputs.append(r)
-    return list(by_root.values())
-
-
-def _user(op: Operation, block: Block) -> Operation:
-    """The op of `block` that contains `op` (a use inside a branch arm is the branch's)."""
-    while op.parent_block() is not block and op.parent_op() is not None:
-        op = op.parent_op()  # type: ignore[assignment]
-    return op
 
 
 # -- source emission --------------------------------------------------------------------------
 
 EXACT_IN_F32 = frozenset({"neg", "abs", "relu", "max", "min", "where", "broadcast"})
 """Ops whose f32 result of f16/bf16 operands is already representable: no rounding step."""
-
-
-def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
-
-
-def broadcast_index(
-    shape: tuple[int, ...], space: tuple[int, ...]
-) -> tuple[list[str], list[int]] | None:
-    """How a value of `shape` broadcast over an iteration `space` is indexed at the point with
-    coordinates `i0, i1, ...`: None when it covers the whole space (its index is the linear
-    point), else the index terms (`i1 * 8`, ...) and the dims along which it is broadcast."""
-    padded = (1,) * (len(space) - len(shape)) + shape
-    if padded == space:
-        return None
-    strides = row_major_strides(padded)
-    terms, broadcast = [], []
-    for d, (p, s) in enumerate(zip(padded, space, strict=True)):
-        if s == 1:
-            continue
-        if p == s:
-            terms.append(f"i{d}" if strides[d] == 1 else f"i{d} * {strides[d]}")
-        else:
-            broadcast.append(d)
-    return terms, broadcast
 
 
 @dataclass
@@ -513,20 +257,6 @@ def _same_cast(op: Operation) -> bool:
     return dtype_name(op.operands[0].type) == dtype_name(op.results[0].type)
 
 
-def emit_group(em: Any, group: FusionGroup) -> Any:
-    """Drive an emitter (Triton here, C in `lowering.cpu.codegen`) over `group`: load the
-    inputs, materialize the splats, one line per op, store the outputs. Returns `em`."""
-    for j, v in enumerate(group.inputs):
-        em.load(j, v)
-    for v, value in group.splats.items():
-        em.splat(v, value)
-    for op in group.ops:
-        em.op(op)
-    for j, v in enumerate(group.outputs):
-        em.store(j, v)
-    return em
-
-
 def kernel_source(group: FusionGroup, name: str) -> str:
     """The Triton source of `group` as one `@triton.jit` kernel named `name`."""
     em = emit_group(_Emitter(group), group)
@@ -570,145 +300,3 @@ def kernel_source(group: FusionGroup, name: str) -> str:
 
 
 # -- run time: source -> jit function -> fuel Kernel ------------------------------------------
-
-
-def cache_dir() -> Path:
-    """Where generated kernel sources are written: `$FUEL_CACHE_DIR/triton`, else
-    `$XDG_CACHE_HOME/fuel/triton`, else `~/.cache/fuel/triton`."""
-    root = os.environ.get("FUEL_CACHE_DIR")
-    if root:
-        return Path(root) / "triton"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "fuel" / "triton"
-
-
-def source_file(name: str, source: str) -> Path:
-    """The cache file holding `source` (content-addressed; written atomically if missing)."""
-    from runtime.fsutil import atomic_write_text
-
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = cache_dir() / f"{name}_{digest}.py"
-    if not path.exists() or path.read_text() != source:
-        atomic_write_text(path, source)
-    return path
-
-
-_LOADED: dict[tuple[Path, bool], Any] = {}
-
-
-def load_kernel(name: str, source: str, *, compiled: bool = False) -> Any:
-    """The `@triton.jit` function `name` defined by `source`, executed from `source` itself
-    under the name of its cache file (which the AOT child process imports).
-
-    `compiled=True` imports it with Triton's interpreter switched off, so the kernel and its
-    helpers are real `JITFunction`s that `triton.compile` accepts even when this process runs
-    kernels under `TRITON_INTERPRET=1`.
-    """
-    path = source_file(name, source)
-    key = (path, compiled)
-    if key not in _LOADED:
-        from triton import knobs
-
-        # the module is named like its file, so a child process with cache_dir() on its
-        # PYTHONPATH imports the same kernel (lowering.triton.aot compiles there)
-        modname = path.stem + ("_aot" if compiled else "")
-        spec = importlib.util.spec_from_file_location(modname, path)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        # Run `source` itself, never the file's current bytes: the file is only where the
-        # code claims to come from. linecache serves the same text to Triton's
-        # inspect.getsource (no mtime: never re-read from disk).
-        linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
-        code = compile(source, str(path), "exec")
-        saved = knobs.runtime.interpret
-        knobs.runtime.interpret = saved and not compiled
-        try:
-            sys.modules[modname] = module
-            exec(code, module.__dict__)  # noqa: S102 (a generated, verified kernel source)
-        finally:
-            knobs.runtime.interpret = saved
-        _LOADED[key] = getattr(module, name)
-    return _LOADED[key]
-
-
-Signature = tuple[tuple[tuple[int, ...], str], ...]
-"""(shape, dtype name) per operand of a generated kernel."""
-
-
-def io_signature(function_type: Any) -> tuple[Signature, Signature]:
-    """(inputs, outputs) of a kernel symbol's function type, as plain (shape, dtype) data."""
-
-    def sig(types: Iterable[Any]) -> Signature:
-        return tuple((shape_of(t), dtype_name(t)) for t in types)
-
-    return sig(function_type.inputs.data), sig(function_type.outputs.data)
-
-
-@dataclass(frozen=True)
-class KernelPlan:
-    """A generated kernel as plain data (what a `fuel.triton_kernel` op holds)."""
-
-    name: str
-    source: str
-    space: tuple[int, ...]
-    block: int
-    inputs: tuple[tuple[tuple[int, ...], str], ...]
-    outputs: tuple[tuple[tuple[int, ...], str], ...]
-
-    @staticmethod
-    def from_op(op: Any) -> KernelPlan:
-        """From a `fuel.triton_kernel` op."""
-        ins, outs = io_signature(op.function_type)
-        return KernelPlan(
-            op.sym_name.data,
-            op.source.data,
-            tuple(op.space.get_values()),
-            op.block.value.data,
-            ins,
-            outs,
-        )
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.space)
-
-    @property
-    def grid(self) -> tuple[int]:
-        return (max(1, -(-self.numel // self.block)),)
-
-    def signature(self) -> dict[str, str]:
-        """The Triton signature: pointers for inputs then outputs, N, the BLOCK constexpr."""
-        sig = {f"in{j}": POINTER[dt] for j, (_, dt) in enumerate(self.inputs)}
-        sig |= {f"out{j}": POINTER[dt] for j, (_, dt) in enumerate(self.outputs)}
-        sig["N"] = "i64" if self.numel >= 2**31 else "i32"
-        sig["BLOCK"] = "constexpr"
-        return sig
-
-
-class GeneratedKernel:
-    """A fuel `Kernel` (`kernel(inputs, outputs, params)`, destination-passing) that launches a
-    generated kernel on torch tensors; inputs and outputs are checked against the plan."""
-
-    def __init__(self, plan: KernelPlan, num_warps: int = 4) -> None:
-        self.plan, self.num_warps = plan, num_warps
-        self.fn = load_kernel(plan.name, plan.source)
-
-    def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from lowering.triton.spec import TORCH_DTYPES
-
-        plan = self.plan
-        for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):
-            if len(got) != len(want):
-                raise CodegenError(f"{plan.name}: expected {len(want)} {what}s, got {len(got)}")
-            for j, (t, (shape, dt)) in enumerate(zip(got, want, strict=True)):
-                if tuple(t.shape) != shape or t.dtype != TORCH_DTYPES[dt]:
-                    raise CodegenError(
-                        f"{plan.name}: {what} {j} must be {dt}{list(shape)}, "
-                        f"got {t.dtype}{list(t.shape)}"
-                    )
-        ins = [t.contiguous() for t in inputs]
-        outs = [t if t.is_contiguous() else t.new_empty(t.shape) for t in outputs]
-        self.fn[plan.grid](*ins, *outs, plan.numel, BLOCK=plan.block, num_warps=self.num_warps)
-        for t, o in zip(outputs, outs, strict=True):
-            if o is not t:
-                t.copy_(o)

@@ -56,7 +56,7 @@ precision:
   audited: true
   notes: computed one step wider
 determinism: same_hardware_bitwise
-entry_point: lowering.cpu.contracts.factories:unary
+entry_point: runtime.kernels.cpu.contracts.factories:unary
 entry_args: {ufunc: exp, compute: f64}
 ```
 """

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lowering.cpu.contracts import LEDGER_PATH
-from runtime.contracts_cli import main
+from runtime.kernels.cpu.contracts import LEDGER_PATH
+from tools.kernels import main
 
 Capsys = pytest.CaptureFixture[str]
 

@@ -9,7 +9,13 @@ import warnings
 import numpy as np
 import pytest
 
-from lowering.cpu.contracts import (
+from runtime.binding_table import BindingEntry, BindingKey, KernelBindingTable
+from runtime.contracts import UnverifiedClaimWarning, contract_source
+from runtime.contracts.probes import probes_for
+from runtime.contracts.verify import _strided
+from runtime.dtypes import NUMPY_DTYPES
+from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.contracts import (
     PROVIDER_DIRS,
     register_cpu_contracts,
     register_cpu_kernels_from_contracts,
@@ -17,12 +23,6 @@ from lowering.cpu.contracts import (
     register_cpu_vendor_contracts,
     vendor_dirs,
 )
-from lowering.cpu.kernels import hand_registered_table
-from runtime.binding_table import BindingEntry, BindingKey, KernelBindingTable
-from runtime.contracts import UnverifiedClaimWarning, contract_source
-from runtime.contracts.probes import probes_for
-from runtime.contracts.verify import _strided
-from runtime.dtypes import NUMPY_DTYPES
 
 
 def _hand() -> KernelBindingTable:
@@ -49,7 +49,7 @@ def _siblings() -> KernelBindingTable:
 HAND, CONTRACTS, SIBLINGS = _hand(), _contracts(), _siblings()
 SOURCES = [d.name for d in (*vendor_dirs(), *PROVIDER_DIRS)]
 VENDOR = {d.name for d in vendor_dirs()}  # torch-blas where torch is installed: sibling 0
-HAND_ONLY_OPS = {"concat", "matmul_bias_act", "gated_mlp"}  # see lowering/cpu/contracts
+HAND_ONLY_OPS = {"concat", "matmul_bias_act", "gated_mlp"}  # see runtime/kernels/cpu/contracts
 NATIVE_SOURCES = {"native", "native-flashdecode"}  # fuel's C kernels, hand-registered last
 SIBLING_KEYS = sorted((key, e.kernel_source) for key, e in SIBLINGS.iter_entries())
 MIGRATED_OPS = sorted({op for op, _, _ in CONTRACTS.iter_keys()})
@@ -218,5 +218,5 @@ def test_full_table_sibling_order_and_sources() -> None:
         native_at = [i for i, e in enumerate(mine) if e.kernel_source in NATIVE_SOURCES]
         assert native_at == list(range(len(mine) - len(native_at), len(mine))), key  # last
     # concat is variadic; the fused ops' costs read the `act` param or compose the numpy parts'
-    # cost functions, which a contract's cost expression cannot (lowering/cpu/contracts)
+    # cost functions, which a contract's cost expression cannot (runtime/kernels/cpu/contracts)
     assert hand_only == HAND_ONLY_OPS

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu.kernels import hand_registered_table
+from passes.picker.plan import PlanOptions, compile_plan
+from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source, import_glob
 from runtime.contracts import errors as E
-from runtime.contracts_cli import main as contracts_cli
-from runtime.plan import PlanOptions, compile_plan
-from runtime.ranker import PrecisionRequirement
+from runtime.kernels.cpu import hand_registered_table
+from tools.kernels import main as contracts_cli
 
 MODULE = """
 import numpy as np

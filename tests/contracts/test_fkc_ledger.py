@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lowering.cpu.contracts import (
+from runtime.kernels.cpu.contracts import (
     CONTRACTS_DIR,
     LEDGER_PATH,
     PROVIDER_DIRS,
@@ -135,7 +135,7 @@ def raises(inputs, outputs, params):
 
 
 def _broken(base: str, write: Write, pkg: str, fn: str) -> LoweredKernel:
-    text = base.replace("lowering.cpu.contracts.factories:unary", f"{pkg}:{fn}")
+    text = base.replace("runtime.kernels.cpu.contracts.factories:unary", f"{pkg}:{fn}")
     text = text.replace("\nentry_args: {ufunc: exp, compute: f64}", "").replace("f32, f64", "f32")
     return _lowered(write(text, f"{fn}.fkc.md"), (pkg,))[0]
 

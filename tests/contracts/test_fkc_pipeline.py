@@ -118,7 +118,7 @@ op: 'exp'   # a comment
 entry_args:
   compute: f64
   ufunc: exp
-entry_point: lowering.cpu.contracts.factories:unary
+entry_point: runtime.kernels.cpu.contracts.factories:unary
 determinism: same_hardware_bitwise
 precision: {notes: computed one step wider, audited: true, max_ulp: 2, bit_stable: true}
 cost: {overhead_ns: 800, bytes: x.bytes + out.bytes, flops: 10 * n, class: cheap_elementwise,
@@ -258,7 +258,7 @@ def test_entry_points_kernel_factory_and_built(
     base: str, write: Write, user_package: Callable[[str], str]
 ) -> None:
     pkg = user_package(KERNELS)
-    entry = "lowering.cpu.contracts.factories:unary"
+    entry = "runtime.kernels.cpu.contracts.factories:unary"
     plain = base.replace(entry, f"{pkg}:copy").replace(
         "\nentry_args: {ufunc: exp, compute: f64}", ""
     )

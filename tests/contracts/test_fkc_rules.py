@@ -75,7 +75,7 @@ EDITS: dict[type[FkcError], Edit] = {
     E.BadCaps: Edit("awkward_layout: handles_strided", "awkward_layout: requires_contiguous"),
     E.BadEntryPoint: Edit("factories:unary", "factories unary", at="entry_point"),
     E.EntryPointNotAllowed: Edit(
-        "lowering.cpu.contracts.factories:unary", "os.path:join", at="entry_point"
+        "runtime.kernels.cpu.contracts.factories:unary", "os.path:join", at="entry_point"
     ),
     E.EntryPointUnresolved: Edit("factories:unary", "factories:no_such_factory", at="entry_point"),
     E.BadEntryArgs: Edit(
@@ -98,7 +98,7 @@ def _provider_mismatch(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
 def _duplicate_registration(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
     # Two sections naming the same kernel *function* at the same key: finalize would reject it.
     text = base.replace("\nentry_args: {ufunc: exp, compute: f64}", "").replace(
-        "lowering.cpu.contracts.factories:unary", "fkc_dup_kernels:kernel"
+        "runtime.kernels.cpu.contracts.factories:unary", "fkc_dup_kernels:kernel"
     )
     twin = text[text.index("## exp") :].replace("test_exp", "test_exp_twin")
     (tmp / "fkc_dup_kernels.py").write_text("def kernel(inputs, outputs, params):\n    pass\n")

@@ -12,7 +12,7 @@ from onnx_models import make_model, mlp_model, run_ort
 
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from runtime.onnx_cli import add_import_parser, load_any, main, parse_shape
+from tools.import_onnx import add_import_parser, load_any, main, parse_shape
 
 
 def fuel_import(*argv: str) -> int:

@@ -1,4 +1,4 @@
-"""ONNX's backend node tests through fuel (see frontends/onnx/conformance.py), every case
+"""ONNX's backend node tests through fuel (see tools/onnx_conformance.py), every case
 through a compiled CPU bundle (import -> fuel-optimize + CPU backend -> load -> run): no case
 may fail, the passed count may not drop below its floor, and every unsupported case must be the
 clear error (all unsupported op types of the model named, or the node at fault). The direct
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from frontends.onnx.conformance import ConformanceReport, collect_cases, run_conformance
 from frontends.onnx.registry import OPS, display_name, op_key
+from tools.onnx_conformance import ConformanceReport, collect_cases, run_conformance
 
 PASSED_FLOOR = 938
 """Passed cases at the last full run through bundles (onnx 1.23.2: 1884 cases, 938 passed,

@@ -11,18 +11,18 @@ from xdsl.dialects.builtin import IntegerAttr, i64
 from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch
 from fuel_dialect.ops_nn import AttentionOp
-from lowering.cpu import native
-from lowering.cpu.kernels.flash import SOURCE, _kernel, flash_cost, flash_decode
-from lowering.cpu.kernels.native import NATIVE_FLASH
-from lowering.cpu.kernels.torch_blas import available as torch_available
 from passes.bake_variants import BakeVariantsPass, bake_choice
 from passes.emit_decode_flash import EmitDecodeFlashPass
+from passes.picker.plan import PlanOptions
+from runtime import native
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import Executor
 from runtime.judge import HashMapJudge, size_class
+from runtime.kernels.cpu.flash import SOURCE, _kernel, flash_cost, flash_decode
+from runtime.kernels.cpu.native import NATIVE_FLASH
+from runtime.kernels.cpu.torch_blas import available as torch_available
 from runtime.module import FuelModule
-from runtime.plan import PlanOptions
 from runtime.topology import SystemTopology
 
 RNG = np.random.default_rng(7)

@@ -12,10 +12,10 @@ from fuel_dialect.dispatch import PIN_ATTR
 from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_elementwise import CastOp, ReluOp
 from passes.fix_dtypes import FixDtypesPass, fix_dtypes
+from passes.picker.plan import PlanOptions
 from runtime.binding_table import KernelBindingTable, global_bindings
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from runtime.plan import PlanOptions
 from runtime.topology import Device, SystemTopology
 
 CPU = Device("cpu", "cpu", ("cpu",), 1.0, 4.0)

@@ -11,10 +11,10 @@ from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
 from fuel_dialect.ops_elementwise import CastOp, NegOp
 from passes.fuse_casts import FuseCastsPass, fuse_casts, holds_all, is_exact_rewrite
+from passes.picker.plan import PlanOptions
 from runtime.binding_table import KernelBindingTable
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from runtime.plan import PlanOptions
 from runtime.topology import Device, SystemTopology
 
 EXACT_OPS = ("neg", "abs", "relu", "max", "min", "transpose", "where")

@@ -16,15 +16,15 @@ from frontends.builder import GraphBuilder
 from fuel_dialect.branch import PICKED_ATTR, BranchOp
 from passes.bake_variants import BakeVariantsPass
 from passes.fuse_patterns import FUSED_ATTR, find_matches, fuse_patterns
-from runtime.executor import Executor
-from runtime.fused import (
+from passes.fused.patterns import known_weights
+from passes.fused.registry import (
     BUILTIN_ENTRIES,
     FusedKernel,
     FusedKernelRegistry,
     default_fused_registry,
     entry_cost,
 )
-from runtime.fused_patterns import known_weights
+from runtime.executor import Executor
 from runtime.module import FuelModule
 
 RNG = np.random.default_rng(3)
@@ -410,8 +410,8 @@ def test_register_is_idempotent_and_a_taken_name_is_an_error() -> None:
 
 
 def _table_without_fused_kernels():  # noqa: ANN202
-    from lowering.cpu.kernels import FAMILIES
     from runtime.binding_table import KernelBindingTable
+    from runtime.kernels.cpu import FAMILIES
 
     table = KernelBindingTable()
     for register in FAMILIES:
@@ -428,7 +428,7 @@ def test_adopt_publishes_the_kernel_once_and_the_picker_and_executor_run_it(
     registers it once in the global table, the pass then offers the arm, bake picks it, the
     picker chooses the adopted kernel and the executor runs it, matching arm 0."""
     import runtime.binding_table as bt
-    from runtime.plan import compile_plan
+    from passes.picker.plan import compile_plan
 
     monkeypatch.setattr(bt._STATE, "table", _table_without_fused_kernels())
     reg = FusedKernelRegistry(BUILTIN_ENTRIES)

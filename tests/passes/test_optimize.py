@@ -23,11 +23,11 @@ from passes.optimize import (
     optimize_graph,
     run_lockstep,
 )
-from passes.picker_support import PickerOptions
+from passes.picker.plan import PlanOptions, compile_plan, is_decision_point
+from passes.picker.support import PickerOptions
 from runtime.binding_table import KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.executor import Executor
-from runtime.plan import PlanOptions, compile_plan, is_decision_point
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
 

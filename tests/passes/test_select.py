@@ -7,11 +7,11 @@ import numpy as np
 from examples.decoder_block import BlockConfig, build_decoder_block
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import KERNEL_ATTR
+from passes.picker.plan import PlanOptions, compile_plan
 from passes.select import SelectPass, insert_copies
 from runtime.binding_table import KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.executor import Executor
-from runtime.plan import PlanOptions, compile_plan
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
 

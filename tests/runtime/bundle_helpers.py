@@ -15,8 +15,8 @@ import pytest
 
 from lowering import backend as backend_mod
 from lowering.backend import KernelArtifact, Stage
-from lowering.cpu import native
 from lowering.cpu.backend import make_backend as make_cpu_backend
+from runtime import native
 from runtime.bundle import CHECKSUM_KEY, MANIFEST, manifest_checksum, sha256
 
 MM_SOURCE = ("native" if native.enabled() and native.simd_fma()

@@ -13,9 +13,10 @@ import runtime.binding_table as bt
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
-from runtime.executor import ExecutionError, Executor
+from passes.picker.plan import PlanError, PlanOptions, compile_plan
+from runtime.compiled import ExecutionError
+from runtime.executor import Executor
 from runtime.module import FuelModule
-from runtime.plan import PlanError, PlanOptions, compile_plan
 from runtime.topology import SystemTopology
 
 CPU_2GPU = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "cpu_2gpu.toml"
@@ -53,7 +54,7 @@ def test_the_default_table_holds_only_cpu_kernels_until_a_backend_is_asked_for(
 
 
 def test_loading_is_once_per_backend_even_from_many_threads(fresh: bt._GlobalState) -> None:
-    from lowering.triton.registry import triton_kernel_table
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     gen0 = bt.bindings_generation()
     bt.global_bindings()
@@ -96,7 +97,7 @@ def test_an_unavailable_backend_is_a_note_and_a_clear_error_when_pinned(
     (note,) = plan.notes
     assert note.startswith("cuda:0, cuda:1: backend 'cuda' has no kernels")
     assert "No module named 'fuel_no_such_module'" in note and "fuel_no_such_module package" in note
-    from runtime.explain import explain_text
+    from tools.explain_text import explain_text
 
     assert f"note       {note}" in explain_text(plan, "big.mlir", opts)
     (op,) = plan.decisions

@@ -15,10 +15,10 @@ from lowering.backend import BackendError, backend_for, lower
 from lowering.bundle import build_bundle, write_bundle
 from lowering.cpu.backend import NATIVE_LIBRARY
 from runtime.bundle import BundleError, load_bundle, read_container
-from runtime.cli import main as fuel_main
 from runtime.executor import Executor
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import FAKE_FILES, MM_SOURCE, use_fake_gpu_backend
+from tools.fuel import main as fuel_main
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"
@@ -44,7 +44,7 @@ def test_round_trip_is_bit_identical_to_the_optimized_module(
     decoder: FuelModule, bundles: tuple[Path, Path], x: np.ndarray
 ) -> None:
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
+    from passes.picker.support import PickerOptions
 
     direct = FuelModule(decoder.op.clone(), decoder.weights)
     optimize_graph(direct.op, PickerOptions(judge="none"))

@@ -19,9 +19,9 @@ import pytest
 from lowering.bundle import write_bundle
 from runtime.binding_table import KernelBindingTable
 from runtime.bundle import BundleError, load_bundle, sha256
-from runtime.cli import main as fuel_main
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import resign
+from tools.fuel import main as fuel_main
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"
@@ -108,7 +108,7 @@ def test_an_optimized_module_keeps_its_host_plan_on_the_gpu_target(tmp_path: Pat
     """fuel-optimize's output (a fused `fuel.gated_mlp`, every op stamped and placed on the
     cpu here) lowers for sm_90: ops planned for the host stay host ops there."""
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
+    from passes.picker.support import PickerOptions
 
     module = FuelModule.load(DECODER)
     optimize_graph(module.op, PickerOptions(judge="none"))
@@ -162,7 +162,7 @@ def test_a_tampered_triton_source_is_refused(decoder_bundle: Path, tmp_path: Pat
 def test_a_library_kernel_the_registry_lacks_is_refused(
     decoder_bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lowering.triton.registry import triton_kernel_table
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     older = KernelBindingTable()  # this fuel's registry without rms_norm
     for (op, dtypes, backend), e in triton_kernel_table().iter_entries():
@@ -225,7 +225,7 @@ def test_a_gpu_topology_plan_lowers_its_cuda_arms_and_runs_them(tmp_path: Path) 
     from fuel_dialect.branch import PICKED_ATTR, BranchOp
     from fuel_dialect.ops_triton import LibraryCallOp
     from passes.optimize import optimize_graph
-    from passes.picker_support import PickerOptions
+    from passes.picker.support import PickerOptions
     from runtime.executor import Executor
 
     module = FuelModule.load(DECODER)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from passes.fuel_opt import main as fuel_opt_main
-from runtime.cli import main as fuel_main
+from tools.fuel import main as fuel_main
+from tools.fuel_opt import main as fuel_opt_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,7 +127,7 @@ def test_installed_entry_points_exit_nonzero_without_traceback(tmp_path: Path) -
 
 
 def test_output_names_never_escape_the_output_dir() -> None:
-    from runtime.cli import output_file_name
+    from tools.fuel import output_file_name
 
     assert output_file_name("y") == "y.npy"
     assert output_file_name("/model/Add_output_0") == "_model_Add_output_0.npy"

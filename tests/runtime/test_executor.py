@@ -15,6 +15,8 @@ from runtime.binding_table import KernelBindingTable, NoKernelForOp, global_bind
 from runtime.compiled import (
     READY,
     CompletionHandle,
+    ExecutionError,
+    InputError,
     Pending,
     StaleKernelStamp,
     compile_node,
@@ -22,7 +24,7 @@ from runtime.compiled import (
     dispatched_kernel_source,
     execute_compiled,
 )
-from runtime.executor import ExecutionError, Executor, InputError
+from runtime.executor import Executor
 from runtime.module import FuelModule
 
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu.codegen import find_compiler
-from runtime.executor import ExecutionError, Executor
+from runtime.compiled import ExecutionError
+from runtime.executor import Executor
+from runtime.loaders.c import find_compiler
 from runtime.module import FuelModule
 
 L, H, S, D = 3, 2, 16, 8  # layers, kv heads, cache length, head dim
@@ -201,7 +202,7 @@ def test_generated_c_kernels_write_into_the_concat() -> None:
     write the layers' caches straight into the stacked output: no concat copies them."""
     from xdsl.context import Context
 
-    from passes.convert_fuel_to_c import ConvertFuelToCPass
+    from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 
     m = kv_update()
     ConvertFuelToCPass().apply(Context(), m.op)

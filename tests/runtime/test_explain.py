@@ -15,15 +15,16 @@ import pytest
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
+from passes.picker.plan import PlanOptions, compile_plan
 from runtime.binding_table import KernelBindingTable, global_bindings
-from runtime.cost import CostEstimate
-from runtime.explain import explain_text, fmt_bytes, fmt_ns, main
-from runtime.explain_html import explain_html
+from runtime.cost import CostEstimate, fmt_bytes, fmt_ns
 from runtime.judge import HashMapJudge, size_class
 from runtime.module import FuelModule
-from runtime.plan import PlanOptions, compile_plan
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
+from tools.explain import main
+from tools.explain_html import explain_html
+from tools.explain_text import explain_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"
@@ -319,7 +320,7 @@ def test_cli_errors_are_one_message(case: str, expect: str, tmp_path: Path, caps
 
 
 def test_cli_process_reports_without_traceback(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "runtime.explain", "explain", str(tmp_path / "x.mlir")]
+    argv = [sys.executable, "-m", "tools.explain", "explain", str(tmp_path / "x.mlir")]
     r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 1
     assert r.stderr.startswith("fuel: error: cannot read") and "Traceback" not in r.stderr

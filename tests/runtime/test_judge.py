@@ -28,7 +28,6 @@ from runtime.judge import (
     size_class,
     try_load_report,
 )
-from runtime.judge_cli import ProgressBar, main
 from runtime.judge_profile import (
     Cell,
     JudgeError,
@@ -36,6 +35,7 @@ from runtime.judge_profile import (
     default_ladder,
     run_judge,
 )
+from tools.judge import ProgressBar, main
 
 F32x3 = ("f32", "f32", "f32")
 FAST = Timing(warmups=1, min_runs=3, cell_target_s=0.0)

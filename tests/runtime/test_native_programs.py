@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from lowering.cpu import native
 from passes.optimize import optimize_graph
-from runtime.executor import ExecutionError, Executor
+from runtime import native
+from runtime.compiled import ExecutionError
+from runtime.executor import Executor
 from runtime.module import FuelModule
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
@@ -125,7 +126,7 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
 _RUN_BUNDLE = """
 import sys
 import numpy as np
-from lowering.cpu import native
+from runtime import native
 from runtime.bundle import load_bundle
 assert not native.enabled()  # no C compiler in this process
 y = load_bundle(sys.argv[1]).executor().run({"x": np.load(sys.argv[2])})["y"]

@@ -18,15 +18,15 @@ from frontends.builder import GraphBuilder  # noqa: E402
 from fuel_dialect.attrs import KERNEL_ATTR, DeviceAttr, KernelRefAttr  # noqa: E402
 from fuel_dialect.base import KernelOp  # noqa: E402
 from fuel_dialect.dispatch import PIN_ATTR  # noqa: E402
-from passes.picker_support import clear_decisions, stamp_device, stamp_kernel  # noqa: E402
+from passes.picker.plan import PlanOptions, compile_plan  # noqa: E402
+from passes.picker.support import clear_decisions, stamp_device, stamp_kernel  # noqa: E402
 from passes.select import insert_copies  # noqa: E402
 from runtime.binding_table import KernelBindingTable, global_bindings  # noqa: E402
-from runtime.compiled import READY  # noqa: E402
+from runtime.compiled import READY, ExecutionError  # noqa: E402
 from runtime.cost import CostEstimate  # noqa: E402
 from runtime.devices import DeviceUnavailable, OutOfDeviceMemory, TorchDevice  # noqa: E402
-from runtime.executor import ExecutionError, Executor  # noqa: E402
+from runtime.executor import Executor  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
-from runtime.plan import PlanOptions, compile_plan  # noqa: E402
 from runtime.topology import SystemTopology  # noqa: E402
 
 TOPO = SystemTopology.from_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")
@@ -297,7 +297,7 @@ def test_decoder_block_on_the_triton_registry_matches_the_host_run() -> None:
     """Every op the Triton registry serves is pinned to cuda:0; the planner inserts the copies;
     the executor runs the kernels under the interpreter and reads the result back."""
     from examples.decoder_block import BlockConfig, build_decoder_block
-    from lowering.triton.registry import register_triton_kernels
+    from runtime.kernels.triton.registry import register_triton_kernels
 
     cfg = BlockConfig()
     m = build_decoder_block(cfg)

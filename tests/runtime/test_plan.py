@@ -10,12 +10,12 @@ import pytest
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
+from passes.picker.plan import PlanError, PlanOptions, compile_plan
+from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.judge import HashMapJudge, size_class
-from runtime.plan import PlanError, PlanOptions, compile_plan
 from runtime.precision import PrecisionGuarantee
-from runtime.ranker import PrecisionRequirement
 from runtime.topology import Device, SystemTopology
 
 CPU = Device("cpu", "cpu", ("cpu",), 1.0, 4.0)

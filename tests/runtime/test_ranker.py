@@ -5,10 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.binding_table import KernelBindingTable, KernelCaps
-from runtime.cost import CostEstimate
-from runtime.precision import UNAUDITED, PrecisionGuarantee
-from runtime.ranker import (
+from passes.picker.ranker import (
     BIT_STABLE,
     AlternativeSet,
     BitStablePreferenceFilter,
@@ -25,6 +22,9 @@ from runtime.ranker import (
     default_chain,
     enumerate_candidates,
 )
+from runtime.binding_table import KernelBindingTable, KernelCaps
+from runtime.cost import CostEstimate
+from runtime.precision import UNAUDITED, PrecisionGuarantee
 
 D3 = ("f32", "f32", "f32")
 DENSE = KernelCaps()

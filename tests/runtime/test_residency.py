@@ -19,16 +19,16 @@ from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.ops_movement import ReshapeOp
 from passes.insert_residency import RESIDENCY_ATTR, InsertResidencyPass, insert_residency
-from runtime.binding_table import KernelBindingTable, global_bindings
-from runtime.executor import Executor
-from runtime.module import FuelModule
-from runtime.residency import (
+from passes.picker.residency import (
     ResidencyError,
     ResidencyPlanner,
     format_bytes,
     parse_budgets,
     parse_size,
 )
+from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.executor import Executor
+from runtime.module import FuelModule
 from runtime.topology import SystemTopology
 
 KIB = 1024
@@ -323,7 +323,7 @@ def place_on(m: FuelModule, device: str) -> FuelModule:
 def cuda_table() -> KernelBindingTable:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from lowering.triton.registry import register_triton_kernels
+    from runtime.kernels.triton.registry import register_triton_kernels
 
     t = global_bindings().copy()
     register_triton_kernels(t)

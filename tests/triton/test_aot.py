@@ -20,8 +20,8 @@ from lowering.triton.aot import (
     parse_target,
     specialization_of,
 )
-from lowering.triton.kernels.elementwise import unary_kernel
-from lowering.triton.spec import TritonKernelSpec, TritonSpecError, eval_grid_expr, signature
+from runtime.kernels.triton.elementwise import unary_kernel
+from runtime.kernels.triton.spec import TritonKernelSpec, TritonSpecError, eval_grid_expr, signature
 
 ELF = b"\x7fELF"
 
@@ -168,7 +168,7 @@ ANY_LOAD = re.compile(r"ld\.global\.")
 def _scale_spec(n: int, tmp_path, monkeypatch) -> TritonKernelSpec:
     """An elementwise kernel shaped like a generated one, loaded from a cache file the AOT
     child process can import (under the interpreter it compiles there)."""
-    from lowering.triton.codegen import cache_dir, load_kernel
+    from runtime.loaders.triton import cache_dir, load_kernel
 
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path))
     path = os.environ.get("PYTHONPATH")

@@ -13,19 +13,13 @@ import numpy as np
 import pytest
 
 from fuel_dialect.dialect import fuel_context
+from lowering.fusion import fusion_groups
 from lowering.triton.backend import run_lowered
-from lowering.triton.codegen import (
-    CodegenError,
-    GeneratedKernel,
-    KernelPlan,
-    cache_dir,
-    fusion_groups,
-    kernel_source,
-    source_file,
-)
-from passes.convert_fuel_to_triton import ConvertFuelToTritonPass
+from lowering.triton.codegen import kernel_source
+from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 from runtime.dtypes import to_numpy
 from runtime.executor import Executor
+from runtime.loaders.triton import CodegenError, GeneratedKernel, KernelPlan, cache_dir, source_file
 from runtime.module import FuelModule
 
 RNG = np.random.default_rng(0)

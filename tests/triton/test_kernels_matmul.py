@@ -7,7 +7,7 @@ import pytest
 import torch
 from triton_helpers import entry, quantize, run, table, to_numpy, to_torch
 
-from lowering.triton.kernels.matmul import CONFIGS
+from runtime.kernels.triton.matmul import CONFIGS
 
 SOURCES = ["triton", *(f"triton-{c.tag}" for c in CONFIGS[1:])]
 UNIT = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}

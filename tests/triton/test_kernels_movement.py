@@ -16,7 +16,9 @@ import torch
 from triton_helpers import entry
 
 from lowering.triton.aot import compile_specs, kernel_specs
-from lowering.triton.kernels.movement import (
+from runtime.binding_table import global_bindings
+from runtime.dtypes import ALL_DTYPES, NUMPY_DTYPES
+from runtime.kernels.triton.movement import (
     ERR_DTYPE,
     bits,
     copy_kernel,
@@ -24,8 +26,6 @@ from lowering.triton.kernels.movement import (
     transpose_kernel,
     transpose_spec,
 )
-from runtime.binding_table import global_bindings
-from runtime.dtypes import ALL_DTYPES, NUMPY_DTYPES
 
 DEVICE = "cuda" if os.environ.get("FUEL_GPU") == "1" and torch.cuda.is_available() else "cpu"
 SOME = ("f32", "bf16", "i1")  # one 4-, 2- and 1-byte dtype for the wider shape sweeps

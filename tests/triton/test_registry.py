@@ -11,8 +11,8 @@ import pytest
 import torch
 from triton_helpers import table
 
-from lowering.triton.registry import register_triton_kernels, triton_kernel_table
 from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.kernels.triton.registry import register_triton_kernels, triton_kernel_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def test_registering_is_one_call_and_leaves_the_global_table_alone() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU default")
 def test_import_selects_the_interpreter_without_a_gpu() -> None:
-    code = "import os, lowering.triton; print(os.environ.get('TRITON_INTERPRET'))"
+    code = "import os, runtime.kernels.triton; print(os.environ.get('TRITON_INTERPRET'))"
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "FUEL_GPU")}
 
     def interp(extra: dict[str, str]) -> str:

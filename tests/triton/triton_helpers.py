@@ -34,7 +34,7 @@ TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
 
 @functools.cache
 def table() -> KernelBindingTable:
-    from lowering.triton.registry import triton_kernel_table
+    from runtime.kernels.triton.registry import triton_kernel_table
 
     return triton_kernel_table()
 

@@ -1,0 +1,294 @@
+"""Patterns of `fuel.rope` and `fuel.attention` over primitive fuel IR (what an ONNX or torch
+export of a Llama-style block contains), and their builders. See `passes.fused.patterns`.
+
+* rope, the rotate-half form: `x * cos + rotate_half(x) * sin` with `rotate_half(x) =
+  concat(-x[..., D/2:], x[..., :D/2])` and full-width tables whose two halves are equal (HF
+  Llama's `cat(freqs, freqs)`): `concat(c, c)`, `cos/sin(concat(f, f))`, an inline constant,
+  or rows of a constant or weight table (a decode step's `gather(W, pos)`, a prefill's `W` or
+  its row slice). Weight values are read only under `known_weights`; otherwise a weight's halves
+  are unknown and the pattern does not match.
+* attention: `softmax(q @ transpose(k) * scale (+ causal mask)) @ v` over rank-4 heads; the
+  mask an inline constant, added (0 kept, <= MASK_FLOOR masked) or selected with `where`; k and
+  v optionally expanded from fewer kv heads (HF `repeat_kv`: reshape, broadcast, reshape), which
+  becomes grouped-query attention.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    UnitAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Operation, SSAValue
+
+from fuel_dialect.dtypes import dtype_name, shape_of, tensor_type
+from fuel_dialect.ops_elementwise import AddOp, CosOp, DivOp, MulOp, NegOp, SinOp, WhereOp
+from fuel_dialect.ops_movement import (
+    BroadcastOp,
+    ConcatOp,
+    ConstantOp,
+    GatherOp,
+    ReshapeOp,
+    SliceOp,
+    TransposeOp,
+)
+from fuel_dialect.ops_nn import AttentionOp, MatmulOp, RopeOp, SoftmaxOp
+from passes.fused.patterns import (
+    FusedMatch,
+    constant_array,
+    either,
+    is_float,
+    known_array,
+    match_softmax,
+    producer,
+    scalar_constant,
+)
+
+MASK_FLOOR = -1.0e4
+"""An additive mask entry at or below this masks its key. The fused kernel masks with -inf;
+the decomposition's exp(s + m - max) underflows to exactly 0 in f32 and narrower whenever a
+row's kept scores span less than |m| - 104, so both agree unless scores span ~10^4."""
+
+# -- rope ------------------------------------------------------------------------------------
+
+
+def _is_half(sl: SliceOp, upper: bool) -> bool:
+    """`sl` takes the upper (or lower) half of its input's last dim and everything else."""
+    s = shape_of(sl.input.type)
+    h = s[-1] // 2
+    lo, hi, steps = sl.bounds()
+    want_lo = (*(0,) * (len(s) - 1), h if upper else 0)
+    want_hi = (*s[:-1], 2 * h if upper else h)
+    return lo == want_lo and hi == want_hi and all(st == 1 for st in steps)
+
+
+def rotate_half(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`concat(neg(x[..., D/2:]), x[..., :D/2], axis=-1)` defining `v` -> (x, ops)."""
+    cat = producer(v, ConcatOp)
+    s = shape_of(v.type)
+    if cat is None or len(cat.inputs) != 2 or not s or s[-1] % 2:
+        return None
+    if cat.kernel_params()["axis"] != len(s) - 1:
+        return None
+    neg = producer(cat.inputs[0], NegOp)
+    hi = producer(neg.input, SliceOp) if neg is not None else None
+    lo = producer(cat.inputs[1], SliceOp)
+    if hi is None or lo is None or hi.input != lo.input or hi.input.type != v.type:
+        return None
+    if not (_is_half(hi, upper=True) and _is_half(lo, upper=False)):
+        return None
+    return hi.input, (lo, hi, neg, cat)
+
+
+def _row_table(t: SSAValue) -> np.ndarray | None:
+    """The values of the table whose last-dim rows `t`'s rows are: `t`'s own (a constant, a
+    known weight), or through a gather along a leading axis or a slice keeping the last dim."""
+    if (g := producer(t, GatherOp)) is not None:
+        leading = g.kernel_params()["axis"] < len(shape_of(g.data.type)) - 1
+        return _row_table(g.data) if leading else None
+    if (sl := producer(t, SliceOp)) is not None:
+        lo, hi, steps = sl.bounds()
+        whole = (lo[-1], hi[-1], steps[-1]) == (0, shape_of(sl.input.type)[-1], 1)
+        return _row_table(sl.input) if whole else None
+    return known_array(t)
+
+
+def _equal_halves(arr: np.ndarray | None) -> bool:
+    h = arr.shape[-1] // 2 if arr is not None and arr.ndim else 0
+    return arr is not None and h > 0 and np.array_equal(arr[..., :h], arr[..., h:])
+
+
+def half_table(t: SSAValue, x: SSAValue) -> tuple[Any, ...] | None:
+    """How to make the (S, D/2) table fuel.rope takes from a full-width table `t` of shape
+    (1.., S, D) whose halves are equal: ("value", c), ("unary", cls, f), ("const", array) or
+    ("lower", t) (`t`'s first half: rows of a table checked to have equal halves)."""
+    s, xs = shape_of(t.type), shape_of(x.type)
+    if len(s) < 2 or s[-2:] != xs[-2:] or math.prod(s[:-2]) != 1:
+        return None
+    cat = producer(t, ConcatOp)
+    if cat is not None and len(cat.inputs) == 2 and cat.inputs[0] == cat.inputs[1]:
+        if cat.kernel_params()["axis"] == len(s) - 1:
+            return ("value", cat.inputs[0])
+    for cls in (CosOp, SinOp):
+        if (u := producer(t, cls)) is not None and (inner := half_table(u.input, x)) is not None:
+            return ("unary", cls, inner[1]) if inner[0] == "value" else None
+    if _equal_halves(arr := constant_array(t)):
+        return ("const", arr[..., : s[-1] // 2].reshape(s[-2], s[-1] // 2))  # pyright: ignore
+    # Not baked: a weight's half would duplicate data, and slicing a gathered row is cheap.
+    return ("lower", t) if arr is None and _equal_halves(_row_table(t)) else None
+
+
+def match_rope(root: Operation) -> FusedMatch | None:
+    """add(mul(x, cos), mul(rotate_half(x), sin)), any operand orders."""
+    if not isinstance(root, AddOp) or not is_float(root.result):
+        return None
+
+    def split(a_v: SSAValue, b_v: SSAValue) -> FusedMatch | None:
+        ma, mb = producer(a_v, MulOp), producer(b_v, MulOp)
+        rot = either(mb, lambda r, s: (rotate_half(r), s) if rotate_half(r) else None)
+        if ma is None or rot is None:
+            return None
+        (x, rot_ops), sin = rot
+        cos = ma.rhs if ma.lhs == x else ma.lhs if ma.rhs == x else None
+        if cos is None or not (root.result.type == ma.result.type == mb.result.type == x.type):
+            return None
+        c, s = half_table(cos, x), half_table(sin, x)
+        if c is None or s is None:
+            return None
+        ops = (*rot_ops, ma, mb, root)
+        return FusedMatch(root, ops, (x, cos, sin), {"cos": c, "sin": s})
+
+    return either(root, split)
+
+
+def _first_half(t: SSAValue) -> SliceOp:
+    """`t[..., :D/2]`."""
+    s = shape_of(t.type)
+    hi = [*s[:-1], s[-1] // 2]
+    bounds = {"starts": [0] * len(s), "limits": hi, "steps": [1] * len(s)}
+    props = {k: DenseArrayBase.from_list(i64, v) for k, v in bounds.items()}
+    half = tensor_type(hi, dtype_name(t.type))
+    return SliceOp.create(operands=[t], result_types=[half], properties=props)
+
+
+def _realize(recipe: tuple[Any, ...], x: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """The ops making a `half_table` recipe's (S, D/2) table, and that value."""
+    s = shape_of(x.type)
+    want = tensor_type((s[-2], s[-1] // 2), dtype_name(x.type))
+    ops: list[Operation] = []
+    if recipe[0] == "const":
+        data = recipe[1].ravel().tolist()
+        ops.append(ConstantOp(DenseIntOrFPElementsAttr.from_list(want, data)))
+    elif recipe[0] == "lower":
+        ops.append(_first_half(recipe[1]))
+    elif recipe[0] == "unary":
+        ops.append(recipe[1].create(operands=[recipe[2]], result_types=[recipe[2].type]))
+    value = ops[-1].results[0] if ops else recipe[1]
+    if value.type != want:
+        ops.append(ReshapeOp.create(operands=[value], result_types=[want]))
+        value = ops[-1].results[0]
+    return ops, value
+
+
+def build_rope(m: FusedMatch) -> Sequence[Operation]:
+    x = m.inputs[0]
+    cos_ops, cos = _realize(m.params["cos"], x)
+    sin_ops, sin = _realize(m.params["sin"], x)
+    rope = RopeOp.create(operands=[x, cos, sin], result_types=[x.type])
+    return [*cos_ops, *sin_ops, rope]
+
+
+# -- attention -------------------------------------------------------------------------------
+
+
+def causal_keep(sq: int, sk: int) -> np.ndarray:
+    """keep[i, j]: the bottom-right aligned causal mask of fuel.attention (j <= i + sk - sq)."""
+    return np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+
+
+def _plane(arr: np.ndarray | None, sq: int, sk: int) -> np.ndarray | None:
+    """A constant of shape (1.., sq, sk) as its (sq, sk) plane."""
+    if arr is None or arr.shape[-2:] != (sq, sk) or math.prod(arr.shape[:-2]) != 1:
+        return None
+    return arr.reshape(sq, sk)
+
+
+def _mask(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], bool] | None:
+    """Look through a causal mask defining `v` -> (scores, ops, causal); None: a non-causal
+    mask (not fuel.attention's)."""
+    sq, sk = shape_of(v.type)[-2:]
+    if (add := producer(v, AddOp)) is not None:
+
+        def split(s_v: SSAValue, m_v: SSAValue) -> Any:
+            arr = _plane(constant_array(m_v), sq, sk)
+            if arr is None or s_v.type != v.type or not ((arr == 0) | (arr <= MASK_FLOOR)).all():
+                return None
+            return (s_v, (add,), True) if np.array_equal(arr == 0, causal_keep(sq, sk)) else None
+
+        return either(add, split)
+    if (w := producer(v, WhereOp)) is not None:
+        keep, fill = _plane(constant_array(w.cond), sq, sk), scalar_constant(w.rhs)
+        if keep is None or fill is None or fill > MASK_FLOOR or w.lhs.type != v.type:
+            return None
+        return (w.lhs, (w,), True) if np.array_equal(keep != 0, causal_keep(sq, sk)) else None
+    return v, (), False
+
+
+def _scale(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], float]:
+    """Look through a scalar scale of `v` (mul by c, or div by c) -> (scores, ops, scale)."""
+    mul, div = producer(v, MulOp), producer(v, DivOp)
+    found = either(mul, lambda s, c: (s, (mul,), scalar_constant(c))
+                   if scalar_constant(c) is not None and s.type == v.type else None)  # fmt: skip
+    if found is not None:
+        return found
+    c = scalar_constant(div.rhs) if div is not None and div.lhs.type == v.type else None
+    return (div.lhs, (div,), 1.0 / c) if c else (v, (), 1.0)
+
+
+def _kv_heads(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
+    """Look through HF `repeat_kv` (reshape to (B, Hkv, 1, S, D), broadcast to (B, Hkv, r, S,
+    D), reshape to (B, Hkv*r, S, D)) -> (the unexpanded kv, ops)."""
+    r2 = producer(v, ReshapeOp)
+    bc = producer(r2.input, BroadcastOp) if r2 is not None else None
+    r1 = producer(bc.input, ReshapeOp) if bc is not None else None
+    if r1 is None or len(base := shape_of(r1.input.type)) != 4:
+        return v, ()
+    b, hkv, s, d = base
+    rep = shape_of(bc.result.type)[2] if len(shape_of(bc.result.type)) == 5 else 0
+    if shape_of(r1.result.type) != (b, hkv, 1, s, d) or shape_of(bc.result.type) != (
+        b, hkv, rep, s, d) or shape_of(v.type) != (b, hkv * rep, s, d):  # fmt: skip
+        return v, ()
+    return r1.input, (r1, bc, r2)
+
+
+def _softmax(p: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """A last-axis softmax defining `p` (fuel.softmax or its primitives) -> (input, ops)."""
+    last = len(shape_of(p.type)) - 1
+    if (sm := producer(p, SoftmaxOp)) is not None and sm.kernel_params()["axis"] == last:
+        return sm.input, (sm,)
+    m = match_softmax(p.owner) if isinstance(p.owner, DivOp) else None  # type: ignore[arg-type]
+    return (m.inputs[0], m.ops) if m is not None and m.params["axis"] == last else None
+
+
+def match_attention(root: Operation) -> FusedMatch | None:
+    """matmul(softmax(mask(scale(matmul(q, transpose(k))))), v), rank-4 heads."""
+    if not isinstance(root, MatmulOp) or len(shape_of(root.result.type)) != 4:
+        return None
+    sm = _softmax(root.lhs)
+    masked = _mask(sm[0]) if sm is not None else None
+    if sm is None or masked is None:
+        return None
+    scores, scale_ops, scale = _scale(masked[0])
+    qk = producer(scores, MatmulOp)
+    kt = producer(qk.rhs, TransposeOp) if qk is not None else None
+    if kt is None or kt.kernel_params()["perm"] != (0, 1, 3, 2) or not is_float(root.result):
+        return None
+    (k, k_ops), (v, v_ops), q = _kv_heads(kt.input), _kv_heads(root.rhs), qk.lhs
+    qs, ks, vs = shape_of(q.type), shape_of(k.type), shape_of(v.type)
+    if len(qs) != 4 or ks[:3] != vs[:3] or qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % ks[1]:
+        return None
+    if masked[2] and ks[2] < qs[2]:
+        return None  # rows with no visible key: the decomposition and the kernel disagree
+    ops = (*k_ops, kt, qk, *scale_ops, *masked[1], *sm[1], *v_ops, root)
+    return FusedMatch(root, ops, (q, k, v), {"scale": scale, "causal": masked[2]})
+
+
+def build_attention(m: FusedMatch) -> Sequence[Operation]:
+    props: dict[str, Any] = {
+        "scale": FloatAttr(m.params["scale"], f64),
+        "operandSegmentSizes": DenseArrayBase.from_list(IntegerAttr(0, 32).type, [1, 1, 1, 0]),
+    }
+    if m.params["causal"]:
+        props["causal"] = UnitAttr()
+    return [AttentionOp.create(operands=list(m.inputs), result_types=[m.root.results[0].type],
+                               properties=props)]  # fmt: skip

@@ -1,0 +1,384 @@
+"""Patterns of the built-in fused ops over primitive fuel IR, and the builders of the fused op.
+
+A pattern looks at one candidate root op and returns a `FusedMatch` (the matched ops, the
+values read from outside, the fused op's properties) or None; a builder turns a match into the
+ops of the fused arm (the last one computes the root's value). Patterns only read the IR.
+Here: softmax, rms_norm, layer_norm, matmul + bias + activation, the SiLU-gated MLP; rope and
+attention live in `passes.fused.attention`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, f64, i64
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, shape_of
+from fuel_dialect.ops_elementwise import (
+    AddOp,
+    DivOp,
+    ErfOp,
+    ExpOp,
+    GeluOp,
+    MulOp,
+    PowOp,
+    ReluOp,
+    RsqrtOp,
+    SigmoidOp,
+    SiluOp,
+    SubOp,
+)
+from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
+from fuel_dialect.ops_movement import ConstantOp, WeightOp
+from fuel_dialect.ops_nn import (
+    MatmulOp,
+    ReduceMaxOp,
+    ReduceMeanOp,
+    ReduceOp,
+    ReduceSumOp,
+    SoftmaxOp,
+)
+
+
+@dataclass(frozen=True)
+class FusedMatch:
+    """A pattern hit: `ops` compute `root`'s result from `inputs` (values defined outside the
+    match); `params` are the fused op's properties read off the match (axis, eps, act, ...)."""
+
+    root: Operation
+    ops: tuple[Operation, ...]
+    inputs: tuple[SSAValue, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+Pattern = Callable[[Operation], FusedMatch | None]
+Build = Callable[[FusedMatch], Sequence[Operation]]
+
+# -- matching helpers ------------------------------------------------------------------------
+
+
+def producer(v: SSAValue, cls: type[Operation]) -> Any:
+    """The op of class `cls` defining `v`, or None."""
+    return v.owner if isinstance(v, OpResult) and isinstance(v.owner, cls) else None
+
+
+def either(op: Any, test: Callable[[SSAValue, SSAValue], Any]) -> Any:
+    """`test(lhs, rhs)` or, if that fails, `test(rhs, lhs)` (commutative binary ops)."""
+    if op is None:
+        return None
+    return test(op.lhs, op.rhs) or test(op.rhs, op.lhs)
+
+
+def row_reduce(v: SSAValue, cls: type[ReduceOp]) -> Any:
+    """A keepdim reduction of class `cls` over exactly one axis defining `v`, or None."""
+    op = producer(v, cls)
+    return op if op is not None and op.keepdim is not None and len(op.norm_axes()) == 1 else None
+
+
+def constant_array(v: SSAValue) -> np.ndarray | None:
+    """The value of an inline `fuel.constant` as a float64 array of its shape, or None."""
+    op = producer(v, ConstantOp)
+    if op is None:
+        return None
+    vals = np.asarray(op.value.get_values(), dtype=np.float64)
+    return vals.reshape(shape_of(op.result.type))
+
+
+_WEIGHTS: ContextVar[Mapping[str, np.ndarray] | None] = ContextVar("fused_weights", default=None)
+"""The weight values patterns may read (`known_weights`); None: weights are opaque."""
+
+
+@contextmanager
+def known_weights(weights: Mapping[str, np.ndarray] | None) -> Iterator[None]:
+    """Let patterns read these weight values (a `FuelModule.weights`) while the block runs. A
+    match that reads one (rope's gathered tables) holds only for these values: the module's
+    fused arms are then as bound to its weights as to its IR."""
+    token = _WEIGHTS.set(weights)
+    try:
+        yield
+    finally:
+        _WEIGHTS.reset(token)
+
+
+def known_array(v: SSAValue) -> np.ndarray | None:
+    """`constant_array`, or the float64 value of a `fuel.weight` given to `known_weights`."""
+    op, weights = producer(v, WeightOp), _WEIGHTS.get()
+    if op is None or weights is None or (arr := weights.get(op.sym_name.data)) is None:
+        return constant_array(v)
+    arr = np.asarray(arr, dtype=np.float64)
+    return arr if arr.shape == shape_of(op.result.type) else None
+
+
+def scalar_constant(v: SSAValue) -> float | None:
+    """The value of a one-element float `fuel.constant`, or None."""
+    arr = constant_array(v)
+    if arr is None or arr.size != 1:
+        return None
+    return float(str(np.float32(arr.ravel()[0])))  # the shortest decimal of the f32 kernels use
+
+
+def last_axis(red: ReduceOp) -> bool:
+    return red.norm_axes() == (len(shape_of(red.input.type)) - 1,)
+
+
+def weight_of(w: SSAValue, x: SSAValue) -> bool:
+    """`w` is a per-channel vector over `x`'s last dim (what the fused norms take)."""
+    s = shape_of(x.type)
+    return bool(s) and shape_of(w.type) == (s[-1],)
+
+
+def is_float(v: SSAValue) -> bool:
+    return dtype_name(v.type) in FLOAT_NAMES
+
+
+def linear(v: SSAValue) -> Any:
+    """A float `fuel.matmul` of a (..., m, k) input by a (k, n) matrix defining `v`, or None."""
+    mm = producer(v, MatmulOp)
+    if mm is None or len(shape_of(mm.rhs.type)) != 2 or not is_float(mm.result):
+        return None
+    return mm if len(shape_of(mm.lhs.type)) >= 2 else None
+
+
+def silu_of(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`silu(a)` or `a * sigmoid(a)` defining `v` -> (a, ops), else None."""
+    if (s := producer(v, SiluOp)) is not None:
+        return s.input, (s,)
+    mul = producer(v, MulOp)
+
+    def gated(a: SSAValue, sig_v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+        sig = producer(sig_v, SigmoidOp)
+        return (a, (sig, mul)) if sig is not None and sig.input == a else None
+
+    return either(mul, gated)
+
+
+def scalar_is(v: SSAValue, want: float) -> bool:
+    """`v` is a one-element float constant equal to `want` rounded to f32 (how graphs store it)."""
+    c = scalar_constant(v)
+    return c is not None and np.float32(c) == np.float32(want)
+
+
+def _erf_argument(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`y / sqrt(2)` or `y * sqrt(1/2)` (either order) defining `v` -> (y, ops), else None."""
+    if (d := producer(v, DivOp)) is not None:
+        return (d.lhs, (d,)) if scalar_is(d.rhs, math.sqrt(2)) else None
+    m = producer(v, MulOp)
+    return either(m, lambda y, c: (y, (m,)) if scalar_is(c, math.sqrt(0.5)) else None)
+
+
+def _erf_gate(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`1 + erf(y / sqrt(2))` (either order) defining `v` -> (y, ops), else None."""
+    add = producer(v, AddOp)
+
+    def split(e_v: SSAValue, one: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+        erf = producer(e_v, ErfOp)
+        found = _erf_argument(erf.input) if erf is not None and scalar_is(one, 1.0) else None
+        return (found[0], (*found[1], erf, add)) if found is not None else None
+
+    return either(add, split)
+
+
+def gelu_erf_of(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """`0.5 * y * (1 + erf(y / sqrt(2)))` defining `v`, its two products in any order and
+    association -> (y, ops), else None. ONNX has no Gelu op before opset 20: exporters write
+    this (torch.onnx: `(y * (1 + erf(y / sqrt(2)))) * 0.5`), and importers keep it as is."""
+    if (outer := producer(v, MulOp)) is None:
+        return None
+    for inner_v, c in ((outer.lhs, outer.rhs), (outer.rhs, outer.lhs)):
+        if (inner := producer(inner_v, MulOp)) is None:
+            continue
+        f = (c, inner.lhs, inner.rhs)  # the three factors: 0.5, the erf gate and y, any order
+        for half, gate, y in permutations(range(3)):
+            found = _erf_gate(f[gate]) if scalar_is(f[half], 0.5) else None
+            if found is not None and found[0] == f[y]:
+                return f[y], (*found[1], inner, outer)
+    return None
+
+
+# -- softmax and the norms -------------------------------------------------------------------
+
+
+def match_softmax(root: Operation) -> FusedMatch | None:
+    """div(e, reduce_sum(e)) with e = exp(sub(x, reduce_max(x))), all over one keepdim axis."""
+    if not isinstance(root, DivOp) or (s := row_reduce(root.rhs, ReduceSumOp)) is None:
+        return None
+    e = producer(root.lhs, ExpOp)
+    if e is None or s.input != root.lhs or (d := producer(e.input, SubOp)) is None:
+        return None
+    m = row_reduce(d.rhs, ReduceMaxOp)
+    if m is None or m.input != d.lhs or m.norm_axes() != s.norm_axes():
+        return None
+    if root.result.type != d.lhs.type:
+        return None
+    return FusedMatch(root, (m, d, e, s, root), (d.lhs,), {"axis": m.norm_axes()[0]})
+
+
+def _square(v: SSAValue) -> tuple[Operation, SSAValue] | None:
+    """`x * x` or `pow(x, 2)` (torch.export's `x.pow(2)`) defining `v` -> (op, x)."""
+    if (sq := producer(v, MulOp)) is not None and sq.lhs == sq.rhs:
+        return sq, sq.lhs
+    if (p := producer(v, PowOp)) is not None and scalar_constant(p.rhs) == 2.0:
+        return p, p.lhs
+    return None
+
+
+def _rms_scale(v: SSAValue) -> tuple[Any, ...] | None:
+    """rsqrt(mean(x*x, -1, keepdim) + eps) -> (ops, x, eps); x*x may be pow(x, 2)."""
+    r = producer(v, RsqrtOp)
+    a = producer(r.input, AddOp) if r is not None else None
+
+    def split(mean_v: SSAValue, eps_v: SSAValue) -> tuple[Any, ...] | None:
+        mean, eps = row_reduce(mean_v, ReduceMeanOp), scalar_constant(eps_v)
+        found = _square(mean.input) if mean is not None else None
+        if found is None or not last_axis(mean) or eps is None or eps <= 0:
+            return None
+        sq, x = found
+        return (sq, mean, a, r), x, eps
+
+    return either(a, split)
+
+
+def match_rms_norm(root: Operation) -> FusedMatch | None:
+    """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders."""
+    if not isinstance(root, MulOp):
+        return None
+
+    def outer(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
+        n = producer(n_v, MulOp)
+
+        def inner(x: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
+            found = _rms_scale(scale_v)
+            if found is None or found[1] != x or not weight_of(w, x):
+                return None
+            if root.results[0].type != x.type:
+                return None
+            return FusedMatch(root, (*found[0], n, root), (x, w), {"eps": found[2]})
+
+        return either(n, inner)
+
+    return either(root, outer)
+
+
+def match_layer_norm(root: Operation) -> FusedMatch | None:
+    """add(mul(mul(c, rsqrt(mean(c*c) + eps)), w), b) with c = x - mean(x), over the last dim."""
+    if not isinstance(root, AddOp):
+        return None
+
+    def outer(scaled: SSAValue, b: SSAValue) -> FusedMatch | None:
+        mw = producer(scaled, MulOp)
+
+        def weighted(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
+            n = producer(n_v, MulOp)
+
+            def inner(c: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
+                found = _rms_scale(scale_v)
+                sub = producer(c, SubOp)
+                if found is None or found[1] != c or sub is None:
+                    return None
+                mu = row_reduce(sub.rhs, ReduceMeanOp)
+                x = sub.lhs
+                if mu is None or mu.input != x or not last_axis(mu):
+                    return None
+                if not (weight_of(w, x) and weight_of(b, x)) or root.results[0].type != x.type:
+                    return None
+                ops = (mu, sub, *found[0], n, mw, root)
+                return FusedMatch(root, ops, (x, w, b), {"eps": found[2]})
+
+            return either(n, inner)
+
+        return either(mw, weighted)
+
+    return either(root, outer)
+
+
+# -- linear layers ---------------------------------------------------------------------------
+
+
+def _activation(root: Operation) -> tuple[str, SSAValue, tuple[Operation, ...]] | None:
+    """The activation `root` applies -> (act name, its input, its ops); a bare add is `none`."""
+    if isinstance(root, ReluOp):
+        return "relu", root.input, (root,)
+    if isinstance(root, GeluOp):
+        return ("gelu_tanh" if root.tanh is not None else "gelu"), root.input, (root,)
+    if isinstance(root, AddOp):
+        return "none", root.result, ()
+    if not root.results:
+        return None
+    if (found := gelu_erf_of(root.results[0])) is not None:
+        return "gelu", found[0], found[1]
+    found = silu_of(root.results[0])
+    return ("silu", found[0], found[1]) if found is not None else None
+
+
+def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
+    """act(add(matmul(x, w), b)) with w a (k, n) matrix, b an (n) vector, and act one of relu,
+    gelu (either form; the erf form also as its primitives, `gelu_erf_of`), silu (also as
+    y * sigmoid(y)) or none (the add is the root)."""
+    found = _activation(root)
+    if found is None or root.results[0].type != found[1].type:
+        return None
+    act, y, act_ops = found
+    add = producer(y, AddOp)
+
+    def split(mm_v: SSAValue, b: SSAValue) -> FusedMatch | None:
+        mm = linear(mm_v)
+        if mm is None or add.result.type != mm.result.type or not weight_of(b, mm.result):
+            return None
+        ops = (mm, add, *act_ops)
+        return FusedMatch(root, ops, (mm.lhs, mm.rhs, b), {"act": act})
+
+    return either(add, split)
+
+
+def match_gated_mlp(root: Operation) -> FusedMatch | None:
+    """matmul(silu(matmul(x, wg)) * matmul(x, wu), wd), silu also as g * sigmoid(g)."""
+    down = linear(root.results[0]) if isinstance(root, MatmulOp) else None
+    mul = producer(down.lhs, MulOp) if down is not None else None
+
+    def split(h_v: SSAValue, u_v: SSAValue) -> FusedMatch | None:
+        found, up = silu_of(h_v), linear(u_v)
+        gate = linear(found[0]) if found is not None else None
+        if gate is None or up is None or gate.lhs != up.lhs or gate.rhs.type != up.rhs.type:
+            return None
+        ops = (gate, *found[1], up, mul, root)  # type: ignore[index]
+        return FusedMatch(root, ops, (gate.lhs, gate.rhs, up.rhs, down.rhs))
+
+    return either(mul, split)
+
+
+# -- builders --------------------------------------------------------------------------------
+
+
+def make(cls: type[Operation], m: FusedMatch, **props: Any) -> Operation:
+    """The fused op `cls` over the match's inputs, typed like the root's result."""
+    return cls.create(operands=list(m.inputs), result_types=[m.root.results[0].type],
+                      properties=props)  # fmt: skip
+
+
+def build_softmax(m: FusedMatch) -> Sequence[Operation]:
+    return [make(SoftmaxOp, m, axis=IntegerAttr(m.params["axis"], i64))]
+
+
+def build_norm(cls: type[Operation]) -> Build:
+    """The builder of `fuel.rms_norm` / `fuel.layer_norm` (`cls`) with the matched eps."""
+
+    def build(m: FusedMatch) -> Sequence[Operation]:
+        return [make(cls, m, eps=FloatAttr(m.params["eps"], f64))]
+
+    return build
+
+
+def build_matmul_bias_act(m: FusedMatch) -> Sequence[Operation]:
+    return [make(MatmulBiasActOp, m, act=StringAttr(m.params["act"]))]
+
+
+def build_gated_mlp(m: FusedMatch) -> Sequence[Operation]:
+    return [make(GatedMlpOp, m)]

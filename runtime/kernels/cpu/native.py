@@ -1,0 +1,586 @@
+"""`native`: f32 products, gated_mlp, rms_norm, rope and attention on fuel's own C library
+(`runtime.native`).
+
+Registered after the `numpy` (and `torch-blas`) kernels at their keys, so they are never a
+key's default; the picker chooses them by cost. What differs is the per-call overhead, and it
+is priced as such: one ctypes call (~1.5 us) against numpy's 3 us per BLAS call, 5 numpy calls
+for gated_mlp, ~10 numpy calls for rms_norm. The packed GEMM is priced like the BLAS kernels
+where a SIMD micro-kernel runs (`native.simd_fma`: AVX-512 or AVX2), at 64x the FLOP time
+elsewhere.
+
+* `matmul`, `matmul_bias_act` and `gated_mlp` take the C path for every f32 product by a 2-D
+  weight. Fewer than `GEMV_ROWS` rows (a decode step's GEMVs): the library streams the weight
+  once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
+  chain per output in k order (AVX-512 or AVX2 micro-kernel; the portable one gives the same
+  bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
+  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` adds the
+  bias (and relu) as the products are stored; `gated_mlp` on many rows runs silu * up in one
+  vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs). Other
+  shapes (batched weights) run the numpy kernels' code and are priced 0.5 us above them (one
+  more Python frame).
+* `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
+  every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
+* `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
+  reading only the first `kv_len` keys; decode shapes only (`Sq == 1`: any other raises and is
+  priced infeasible, like `numpy-flashdecode`), so `fuel-emit-decode-flash` offers it as its
+  flash arm. The exponentials and sums run in f64, rounded once.
+* `attention` (kernel_source `native`): every query count, each query over its live keys
+  (`kv_len`, and causal: numpy's mask). One query per head: the flash kernel. More (prefill):
+  the scores and the weights times V on the packed GEMM, the softmax in double between them
+  (0.6-0.8x torch's time on 64-512 queries). A prefill whose products run on fuel's pool then
+  does not wake torch's as well (two pools spinning on the same cores slow both).
+
+Results are bit-stable on any machine and thread count (see `fuel_native.c`, `fuel_gemm.c`):
+for a given shape the path, the summation order and every rounding are fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from runtime import native
+from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.cost import CostEstimate, CostFn
+from runtime.kernels.cpu._common import (
+    F32,
+    F64,
+    OVERHEAD_NS,
+    Arrays,
+    Params,
+    Shapes,
+    add,
+    numel,
+    operand_bytes,
+    ulp,
+)
+from runtime.kernels.cpu.flash import flash_cost
+from runtime.kernels.cpu.fused import _gated_cost, _gated_mlp, _mba_cost, _part_costs
+from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
+from runtime.kernels.cpu.nn import _NO_BOUND, _rms_norm, _rope, attention_cost
+from runtime.precision import PrecisionGuarantee
+from runtime.rounding import store
+
+NATIVE = "native"
+NATIVE_FLASH = "native-flashdecode"
+"""The flash-decoding attention's kernel_source: `fuel-emit-decode-flash` offers it as arm 1."""
+GEMV_ROWS = 8
+"""Products with fewer rows than this take the C path (decode's one-token GEMVs): the weight
+is read once for all rows, so up to 8 rows cost about what one does."""
+CALL_NS = 1_500.0
+"""One ctypes call into the library with its pointer arguments, on the reference VM."""
+FRAME_NS = 500.0
+"""The extra Python frame of a shape that falls back to the numpy code."""
+
+_numpy_gated = _gated_mlp("f32")
+_numpy_rms = _rms_norm(F32)
+_numpy_rope = _rope(F64)
+
+
+def _rows(a: np.ndarray) -> int:
+    return math.prod(a.shape[:-1])
+
+
+def _gemv_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    """A C-path product: f32 x [..., k] (fewer than GEMV_ROWS rows) by a 2-D f32 weight."""
+    return a.dtype == F32 and b.dtype == F32 and b.ndim == 2 and _rows(a) < GEMV_ROWS
+
+
+def _weights_2d(x: np.ndarray, wg: np.ndarray, wu: np.ndarray, wd: np.ndarray) -> bool:
+    """f32 x [..., k] times 2-D f32 weights wg, wu [k, f] and wd [f, n]."""
+    arrays = (x, wg, wu, wd)
+    return (all(a.dtype == F32 for a in arrays) and wg.ndim == wd.ndim == 2
+            and wu.shape == wg.shape and x.shape[-1] == wg.shape[0]
+            and wd.shape[0] == wg.shape[1])  # fmt: skip
+
+
+def _writable(out: np.ndarray) -> bool:
+    return out.dtype == F32 and out.flags.c_contiguous and out.flags.writeable
+
+
+def _fma_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    """A packed-GEMM product: f32 x [..., k] (at least GEMV_ROWS rows) by a 2-D f32 weight."""
+    return a.dtype == F32 and b.dtype == F32 and b.ndim == 2 and _rows(a) >= GEMV_ROWS
+
+
+def pack(w: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """The 2-D f32 weight `w` in the packed GEMM's panel layout (`fuel_native_pack`); with a
+    `cache` (an executor's: its constants never move nor change), each weight once."""
+    key = (native.ptr(w), w.shape, w.strides) if cache is not None else None
+    if key is not None and key in cache:
+        return cache[key]
+    w = np.ascontiguousarray(w, dtype=F32)
+    lib = native.library()
+    packed = np.empty(lib.fuel_native_packed_floats(*w.shape), F32)
+    lib.fuel_native_pack(native.ptr(w), native.ptr(packed), *w.shape)
+    if key is not None:
+        cache[key] = packed
+    return packed
+
+
+def _fma_gemm(
+    x: np.ndarray,
+    w: np.ndarray | None,
+    packed: np.ndarray | None,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    relu: bool = False,
+) -> None:
+    """out = x @ w (+ bias) (relu) on the packed FMA GEMM: C-contiguous f32 x [..., k], the
+    weight `w` [k, n] (packed per call) or its `packed` form, bias [n] or None."""
+    k, n = x.shape[-1], out.shape[-1]
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p, lib = native.ptr, native.library()
+    b = 0 if bias is None else p(bias)
+    if packed is not None:
+        rc = lib.fuel_native_gemm_packed(p(x), p(packed), b, p(y), _rows(x), k, n, int(relu))
+    else:
+        rc = lib.fuel_native_gemm_fma(p(x), p(w), b, p(y), _rows(x), k, n, int(relu))
+    if rc:
+        raise MemoryError("fuel native gemm: out of memory for its packed operands")
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    rc = native.library().fuel_native_gemm(native.ptr(a), native.ptr(b), native.ptr(y),
+                                           _rows(a), a.shape[-1], b.shape[1])  # fmt: skip
+    if rc:
+        raise MemoryError("fuel native gemm: out of memory for its partial sums")
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, packed: np.ndarray | None) -> None:
+    if _gemv_shape(a, b):
+        _gemv(a, b, out)
+    elif _fma_shape(a, b):
+        _fma_gemm(a, b, packed, None, out)
+    else:
+        np.matmul(a, b, out=out)
+
+
+def _matmul_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """numpy matmul semantics; 2-D f32 weights in C (GEMV or packed GEMM), others in numpy."""
+    a, b = (np.ascontiguousarray(v) for v in inputs)
+    _matmul(a, b, outputs[0], None)
+
+
+def _bias_1d(b: np.ndarray, n: int) -> bool:
+    return b.dtype == F32 and b.shape == (n,)
+
+
+def _matmul_bias_act_native(inputs: Arrays, outputs: Arrays, params: Params,
+                            packed: np.ndarray | None = None) -> None:  # fmt: skip
+    """`fused._matmul_bias_act` (f32): the product in C, bias [n] (and relu) added as the
+    packed GEMM stores; other activations (and GEMV shapes) as the numpy kernel: `out += b`,
+    then the activation in place."""
+    from runtime.kernels.cpu.fused import f32_activations
+
+    x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
+    out, act = outputs[0], params["act"]
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    if _fma_shape(x, w) and _bias_1d(b, w.shape[1]):
+        relu = act == "relu"
+        _fma_gemm(x, w, packed, b, y, relu)
+        if not relu and act != "none":
+            f32_activations()[act](y, y)
+    else:
+        _matmul(x, w, y, packed)
+        y += b
+        if act != "none":
+            f32_activations()[act](y, y)
+    if y is not out:
+        store(out, y)
+
+
+def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params,
+                      packed: Sequence[np.ndarray | None] = (None,) * 3) -> None:  # fmt: skip
+    """silu(x @ wg) * (x @ wu) @ wd: GEMV shapes in one C call; more rows (f32, 2-D weights):
+    the three products on the packed GEMM and silu * up in one vectorized C pass; anything
+    else in the numpy kernel."""
+    x, wg, wu, wd = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not _weights_2d(x, wg, wu, wd):
+        _numpy_gated(inputs, outputs, params)
+        return
+    if not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
+        m, f = _rows(x), wg.shape[1]
+        g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+        _fma_gemm(x, wg, packed[0], None, g)
+        _fma_gemm(x, wu, packed[1], None, u)
+        native.library().fuel_native_silu_mul(native.ptr(g), native.ptr(u), g.size)
+        _fma_gemm(g, wd, packed[2], None, out)
+        return
+    m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
+    g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p = native.ptr
+    rc = native.library().fuel_native_gated_mlp(p(x), p(wg), p(wu), p(wd), p(g), p(u), p(y),
+                                                m, k, f, n)  # fmt: skip
+    if rc:
+        raise MemoryError("fuel native gated_mlp: out of memory for its partial sums")
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """x / sqrt(mean(x^2, last dim) + eps) * w, each row in C (the mean of squares in f64)."""
+    x, w = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not (x.dtype == w.dtype == F32 and w.shape == x.shape[-1:] and x.size):
+        _numpy_rms(inputs, outputs, params)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    native.library().fuel_native_rms_norm(native.ptr(x), native.ptr(w), native.ptr(y), _rows(x),
+                                          x.shape[-1], float(params["eps"]))  # fmt: skip
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _flash_decode_native(with_kv_len: bool) -> Kernel:
+    attention = _attention_native(with_kv_len)
+
+    def flash_decode_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        """One query per head over the live prefix of the keys, split-KV, in C (f32): the
+        native attention's one-query path, refusing any other query count."""
+        if inputs[0].shape[2] != 1:
+            raise ValueError("flash decoding takes one query per head (Sq == 1), got q "
+                             f"{inputs[0].shape}")  # fmt: skip
+        attention(inputs, outputs, params)
+
+    flash_decode_native.encode = _encode_flash  # type: ignore[attr-defined]
+    return flash_decode_native
+
+
+def _flash_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """`flash.flash_cost`'s FLOPs and bytes (infeasible unless Sq == 1), one C call."""
+    base = flash_cost(shapes, dtypes, params)
+    return CostEstimate(base.flops, base.bytes_moved, math.inf if math.isinf(base.flops)
+                        else CALL_NS)  # fmt: skip
+
+
+def _attention_native(with_kv_len: bool) -> Kernel:
+    def attention_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        """Every query over its live keys (causal: numpy's mask), f32 in C: one query per head
+        on the flash kernel (split-KV, f64 sums), more on the packed GEMM (scores, then the
+        weights times V; `fuel_native_attention_gemm`)."""
+        q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
+        (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
+        kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
+        lib, out = native.library(), outputs[0]
+        y = out if _writable(out) else np.empty(out.shape, F32)
+        p, causal, scale = native.ptr, int(bool(params["causal"])), float(params["scale"])
+        if sq > 1:
+            if lib.fuel_native_attention_gemm(p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d,
+                                              dv, kv_len, causal, scale):  # fmt: skip
+                raise MemoryError("fuel native attention: out of memory for its scores")
+        else:
+            part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2))
+            lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk,
+                                            d, dv, kv_len, causal, scale)  # fmt: skip
+        if y is not out:
+            store(out, y)
+
+    return attention_native
+
+
+def _attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """`nn.attention_cost`'s FLOPs and bytes, one C call. Many queries run on the packed GEMM:
+    measured 0.6-0.8x torch's time (8-12 heads, 64-512 queries) where a SIMD micro-kernel
+    runs; the portable one is priced like the GEMM's (`PORTABLE_SLOWDOWN`). One query runs
+    the flash kernel: about torch's time."""
+    base = attention_cost(shapes, dtypes, params)
+    portable = shapes[0][2] > 1 and not native.simd_fma()
+    return CostEstimate(base.flops * (PORTABLE_SLOWDOWN if portable else 1.0), base.bytes_moved,
+                        CALL_NS)  # fmt: skip
+
+
+def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """x (..., S, D) rotated by cos/sin (S, D/2) in C: the numpy kernel's f64 arithmetic."""
+    x, c, s = (np.ascontiguousarray(a) for a in inputs)
+    out = outputs[0]
+    if not (x.dtype == c.dtype == s.dtype == F32):
+        _numpy_rope(inputs, outputs, params)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p = native.ptr
+    native.library().fuel_native_rope(
+        p(x),
+        p(c),
+        p(s),
+        p(y),
+        _rows(x) // x.shape[-2],
+        x.shape[-2],
+        x.shape[-1],
+        int(bool(params["interleaved"])),
+    )
+    if y is not out:
+        np.copyto(out, y)
+
+
+# -- program records: the same calls, encoded for `native.program` (see the executor) --------
+# Each returns None where the kernel would not take its C path (the Python call then runs).
+
+R = native.Record
+_p = native.ptr
+
+
+def _encode_matmul(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (a, b), out = ins, outs[0]
+    if not (native.contiguous_f32(a, b, out) and _gemv_shape(a, b)):
+        return None
+    return R([native.OP_GEMM, _p(a), _p(b), _p(out), _rows(a), a.shape[-1], b.shape[1]])
+
+
+def _encode_gated(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, wg, wu, wd), out = ins, outs[0]
+    if not (native.contiguous_f32(x, wg, wu, wd, out) and _gemv_shape(x, wg)
+            and wu.shape == wg.shape and _gemv_shape(x, wd)):  # fmt: skip
+        return None
+    m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
+    g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+    words = [native.OP_GATED, _p(x), _p(wg), _p(wu), _p(wd), _p(g), _p(u), _p(out), m, k, f, n]
+    return R(words, [g, u])
+
+
+def _encode_rms(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, w), out = ins, outs[0]
+    if not (native.contiguous_f32(x, w, out) and w.shape == x.shape[-1:] and x.size):
+        return None
+    eps = native.f64_bits(float(params["eps"]))
+    return R([native.OP_RMS, _p(x), _p(w), _p(out), _rows(x), x.shape[-1], eps])
+
+
+def _encode_rope(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, c, s), out = ins, outs[0]
+    if not native.contiguous_f32(x, c, s, out):
+        return None
+    outer, seq, d = _rows(x) // x.shape[-2], x.shape[-2], x.shape[-1]
+    flag = int(bool(params["interleaved"]))
+    return R([native.OP_ROPE, _p(x), _p(c), _p(s), _p(out), outer, seq, d, flag])
+
+
+def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (q, k, v), out, n = ins[:3], outs[0], ins[3] if len(ins) > 3 else None
+    if not (native.contiguous_f32(q, k, v, out) and q.shape[2] == 1):
+        return None
+    if n is not None and not (n.dtype == np.int64 and n.size == 1 and n.flags.c_contiguous):
+        return None
+    (bsz, hq, _, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
+    part = np.empty(bsz * hq * native.library().fuel_native_flash_splits(sk) * (dv + 2))
+    words = [native.OP_FLASH, _p(q), _p(k), _p(v), _p(out), _p(part), bsz, hq, hkv, sk, d, dv,
+             0 if n is None else _p(n), native.f64_bits(float(params["scale"]))]  # fmt: skip
+    return R(words, [part])
+
+
+_UFUNC_OPS = {np.add: native.OP_ADD, np.multiply: native.OP_MUL}
+
+
+def encode_ufunc(fn: object, arrays: Arrays) -> native.Record | None:
+    """A direct `np.add` / `np.multiply` call on same-shape C-contiguous f32 arrays (IEEE: the
+    program computes exactly what numpy does), else None."""
+    op = _UFUNC_OPS.get(fn)  # type: ignore[call-overload]
+    if op is None or len(arrays) != 3 or not native.contiguous_f32(*arrays):
+        return None
+    a, b, out = arrays
+    if not (a.shape == b.shape == out.shape):
+        return None
+    return R([op, _p(a), _p(b), _p(out), a.size])
+
+
+def _encode_packed(x: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                   relu: bool) -> native.Record | None:  # fmt: skip
+    if not native.contiguous_f32(x, out, *(() if bias is None else (bias,))):
+        return None
+    words = [native.OP_GEMM_PACKED, _p(x), _p(packed), 0 if bias is None else _p(bias), _p(out),
+             _rows(x), x.shape[-1], out.shape[-1], int(relu)]  # fmt: skip
+    return R(words, [packed])
+
+
+_matmul_native.encode = _encode_matmul  # type: ignore[attr-defined]
+_gated_mlp_native.encode = _encode_gated  # type: ignore[attr-defined]
+_rms_norm_native.encode = _encode_rms  # type: ignore[attr-defined]
+_rope_native.encode = _encode_rope  # type: ignore[attr-defined]
+
+
+# -- prepare: a kernel specialised to its constant operands when the executor is built ------
+# `prepare(constants, shapes, params, cache)`: `constants[i]` is operand i's array where it is
+# a bundle constant (a weight: it never moves nor changes), else None; `shapes` are all the
+# operands' shapes. Returns the kernel to call instead (same signature, with `encode`), or None.
+# The packed weights live in `cache` (the executor's), so a weight read by several ops packs
+# once.
+
+Prepared = Kernel
+
+
+def _fma_rows(shapes: Shapes) -> bool:
+    return numel(shapes[0][:-1]) >= GEMV_ROWS and len(shapes[1]) == 2
+
+
+def _packed_weight(constants: Sequence[np.ndarray | None], shapes: Shapes,
+                   cache: dict) -> np.ndarray | None:  # fmt: skip
+    """Operand 1 packed, where it is an f32 constant and the product takes the packed GEMM."""
+    w = constants[1]
+    if w is None or w.dtype != F32 or not _fma_rows(shapes):
+        return None
+    return pack(w, cache)
+
+
+def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                    cache: dict) -> Prepared | None:  # fmt: skip
+    packed = _packed_weight(constants, shapes, cache)
+    if packed is None:
+        return None
+
+    def matmul_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        a, b = (np.ascontiguousarray(v) for v in inputs)
+        _matmul(a, b, outputs[0], packed)
+
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        (a, b), out = ins, outs[0]
+        if not (isinstance(a, np.ndarray) and _fma_shape(a, b)):
+            return None
+        return _encode_packed(a, packed, None, out, False)
+
+    matmul_packed.encode = encode  # type: ignore[attr-defined]
+    return matmul_packed
+
+
+def _prepare_mba(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                 cache: dict) -> Prepared | None:  # fmt: skip
+    packed = _packed_weight(constants, shapes, cache)
+    if packed is None:
+        return None
+
+    def matmul_bias_act_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        _matmul_bias_act_native(inputs, outputs, params, packed)
+
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        (x, w, b), out, act = ins, outs[0], params["act"]
+        if not (act in ("none", "relu") and isinstance(x, np.ndarray) and _fma_shape(x, w)
+                and isinstance(b, np.ndarray) and _bias_1d(b, w.shape[1])):  # fmt: skip
+            return None
+        return _encode_packed(x, packed, b, out, act == "relu")
+
+    matmul_bias_act_packed.encode = encode  # type: ignore[attr-defined]
+    return matmul_bias_act_packed
+
+
+def _prepare_gated(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
+                   cache: dict) -> Prepared | None:  # fmt: skip
+    ws = constants[1:4]
+    if any(w is None or w.dtype != F32 or w.ndim != 2 for w in ws) or not _fma_rows(shapes):
+        return None
+    packed = [pack(w, cache) for w in ws]  # type: ignore[arg-type]
+
+    def gated_mlp_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        _gated_mlp_native(inputs, outputs, params, packed)
+
+    return gated_mlp_packed
+
+
+_matmul_native.prepare = _prepare_matmul  # type: ignore[attr-defined]
+_matmul_bias_act_native.prepare = _prepare_mba  # type: ignore[attr-defined]
+_gated_mlp_native.prepare = _prepare_gated  # type: ignore[attr-defined]
+
+
+PORTABLE_SLOWDOWN = 64.0
+"""The portable micro-kernel (one libm fmaf per term) against the AVX-512 one: measured 69x
+(32x1024x1024) and 85x (64x512x1408); its FLOPs are priced at 64x, so where it is the only
+one (`native.simd_fma` false) the picker leaves products of 8+ rows to the BLAS libraries."""
+
+
+def _product_cost(base: CostEstimate, rows: int) -> CostEstimate:
+    """A C-path product of `rows` rows: the roofline's FLOPs and bytes, one C call."""
+    flops = base.flops if rows < GEMV_ROWS or native.simd_fma() else base.flops * PORTABLE_SLOWDOWN
+    return CostEstimate(flops, base.bytes_moved, CALL_NS)
+
+
+def _matmul_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    base = matmul_cost(shapes, dtypes, params)
+    if len(shapes[1]) != 2:  # batched weights: the numpy kernel's code, one more frame
+        return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+    return _product_cost(base, numel(shapes[0][:-1]))
+
+
+def _mba_native_cost(costs: dict) -> CostFn:
+    composed = _mba_cost(costs)
+
+    def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+        """The composed FLOPs and bytes; one C call, plus a numpy pass for the bias of a GEMV
+        and one for an activation the packed GEMM does not fuse (all but relu)."""
+        base = composed(shapes, dtypes, params)
+        if len(shapes[1]) != 2:
+            return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+        rows, act = numel(shapes[0][:-1]), params.get("act", "none")
+        est = _product_cost(base, rows)
+        fused = ("none",) if rows < GEMV_ROWS else ("none", "relu")
+        passes = (rows < GEMV_ROWS) + (act not in fused)
+        return CostEstimate(est.flops, est.bytes_moved,
+                            est.overhead_ns + passes * OVERHEAD_NS["ufunc"])  # fmt: skip
+
+    return cost
+
+
+def _gated_native_cost(costs: dict) -> CostFn:
+    composed = _gated_cost(costs)
+
+    def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+        """One C call for GEMV shapes; else three packed products and one C pass (silu * up)."""
+        base = composed(shapes, dtypes, params)
+        rows = numel(shapes[0][:-1])
+        est = _product_cost(base, rows)
+        return CostEstimate(est.flops, est.bytes_moved, CALL_NS if rows < GEMV_ROWS
+                            else 4 * CALL_NS)  # fmt: skip
+
+    return cost
+
+
+def _rope_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    return CostEstimate(3.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
+
+
+def _rms_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    return CostEstimate(4.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
+
+
+def register_native(table: KernelBindingTable, force: bool = False) -> None:
+    """Register the native f32 kernels (after numpy's at each key); no-op where they are
+    disabled or no C compiler exists (`native.enabled`), unless `force` (a bundle that ships
+    the compiled library). Compiles nothing: the library is built on the first call."""
+    if not (force or native.enabled()):
+        return
+    code = native.revision_text()
+    t = "f32"
+    claim = PrecisionGuarantee(bit_stable=True, notes="matmul accumulation (cancellation): "
+                               "no bound; bits fixed by the shapes")  # fmt: skip
+    packed = (_fma_shape, _fma_gemm, _fma_rows, _packed_weight, pack, _encode_packed, _writable)
+    add(table, "matmul", (t, t, t), _matmul_native, matmul_claim(t), _matmul_cost,
+        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul), source=NATIVE,
+        code=code)  # fmt: skip
+    costs = _part_costs(table, t)
+    add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act_native, claim, _mba_native_cost(costs),
+        also=(*packed, _gemv_shape, _gemv, _matmul, _bias_1d, _prepare_mba), source=NATIVE,
+        code=code)  # fmt: skip
+    add(table, "gated_mlp", (t,) * 5, _gated_mlp_native, claim, _gated_native_cost(costs),
+        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated), source=NATIVE,
+        code=code)  # fmt: skip
+    add(table, "rms_norm", (t, t, t), _rms_norm_native, PrecisionGuarantee(bit_stable=True,
+        notes=_NO_BOUND), _rms_cost, also=(_numpy_rms,), source=NATIVE, code=code)  # fmt: skip
+    add(table, "rope", (t,) * 4, _rope_native, ulp(1, "computed in f64: exact products, one "
+        "rounding, then the final one (the numpy kernel's operations)"), _rope_cost,
+        also=(_numpy_rope,), source=NATIVE, code=code)  # fmt: skip
+    attn = PrecisionGuarantee(bit_stable=True, notes="softmax-weighted sums (cancellation): "
+                              "no bound; exponentials and sums in f64")  # fmt: skip
+    for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
+        add(table, "attention", key, _flash_decode_native(with_kv_len), attn, _flash_native_cost,
+            also=(_writable, _attention_native), source=NATIVE_FLASH, code=code)  # fmt: skip
+        add(table, "attention", key, _attention_native(with_kv_len), attn, _attention_cost,
+            also=(_writable,), source=NATIVE, code=code)  # fmt: skip
+
+
+__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "pack", "register_native"]

@@ -1,0 +1,2 @@
+"""Loaders of generated code: `c` (C source -> shared library -> Kernel) and `triton`
+(Triton source -> jit function -> Kernel)."""

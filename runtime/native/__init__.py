@@ -1,0 +1,225 @@
+"""fuel's native CPU library: hand-written C for the kernels numpy and the BLAS libraries run
+with too many calls or too little reuse.
+
+`fuel_native.c` (beside this file) holds f32 products of a few rows by a weight (decode's
+GEMVs: `fuel_native_gemm`), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up
+in one pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
+`fuel_native_rope`, flash attention (`fuel_native_flash_attention`: each query over its live
+keys, split-KV; `fuel_native_flash_decode` for one query) and native programs (a run of kernel
+calls in one C call). `fuel_gemm.c` holds the packed FMA GEMM for products of many rows
+(`fuel_native_gemm_packed` / `_fma`, weights packed once by `fuel_native_pack`; AVX-512, AVX2
+or portable micro-kernels computing the same bits). A persistent thread pool splits output
+columns (or rows), never a sum, so results do not depend on the thread count. Why: on the
+reference 2-core VM a decode step's products read weights at 12-18 GB/s through numpy's
+OpenBLAS GEMV plus several numpy calls per fused op; one C call per op reads them at the
+machine's bandwidth, and a prefill whose products and attention all run on this one pool
+does not wake a second library's.
+
+The library is compiled from source by the system C compiler on first use (`-O3`, no
+fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
+`lowering.cpu.codegen`), loaded with ctypes (which releases the GIL during a call). The kernels
+(`runtime.kernels.cpu.native`) are registered only where a C compiler is found and
+`FUEL_NATIVE` is not `0`. A kernel bundle whose kernels use the library ships its source and
+compiled copy (`lowering.cpu.backend.native_artifact`); loading it where no compiler is
+installs that copy (`install_prebuilt`, after checking the source is this fuel's).
+Threads: `FUEL_NUM_THREADS`, else the CPUs this process may run on
+(at most `MAX_THREADS`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SOURCE_PATHS = tuple(
+    Path(__file__).resolve().with_name(f) for f in ("fuel_native.c", "fuel_gemm.c")
+)
+"""The library's C files, compiled as one unit in this order."""
+FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-ffp-contract=off",
+         "-fno-math-errno", "-fno-trapping-math")  # fmt: skip
+"""-O3 vectorizes the column loops; no fast-math and no FMA contraction keep every output's
+rounding fixed (so the AVX-512, AVX2 and baseline clones agree bit for bit). -fno-trapping-math
+only lets selects be if-converted (silu's branches), which changes no value."""
+MAX_THREADS = 8
+"""Memory-bound kernels stop scaling well before the core count of a big host."""
+
+_LIB: list[Any] = []
+_LOCK = threading.Lock()
+
+
+def enabled() -> bool:
+    """The native kernels may be registered: `FUEL_NATIVE` is not `0` and a C compiler exists
+    (checked without compiling)."""
+    from runtime.loaders.c import find_compiler
+
+    return os.environ.get("FUEL_NATIVE", "1") != "0" and find_compiler() is not None
+
+
+def available() -> bool:
+    """The library can be loaded here: `enabled()`, or a kernel bundle installed its prebuilt
+    copy (`install_prebuilt`) and `FUEL_NATIVE` is not `0`."""
+    from runtime.loaders.c import prebuilt, source_key
+
+    if os.environ.get("FUEL_NATIVE", "1") == "0":
+        return False
+    return enabled() or prebuilt(source_key(source())) is not None
+
+
+def install_prebuilt(library_file: Path) -> None:
+    """Use `library_file` (a bundle's verified copy of this library, built from exactly
+    `source()`) instead of compiling: a bundle runs its native kernels where no compiler is."""
+    from runtime.loaders.c import register_prebuilt
+
+    register_prebuilt(source(), library_file)
+
+
+def simd_fma() -> bool:
+    """This CPU runs one of the packed GEMM's SIMD micro-kernels (`fuel_native_gemm_isa` >= 1:
+    AVX-512, or AVX2 with FMA), read from /proc/cpuinfo without compiling anything: the cost
+    functions ask it."""
+    flags = _cpu_flags()
+    return "avx512f" in flags or {"avx2", "fma"} <= flags
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def threads() -> int:
+    """The pool size: `FUEL_NUM_THREADS` if set (>= 1), else this process's CPUs, capped."""
+    env = os.environ.get("FUEL_NUM_THREADS", "")
+    if env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"FUEL_NUM_THREADS must be an integer, got {env!r}") from None
+    return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
+
+
+@functools.cache
+def source() -> str:
+    """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `SOURCE_PATHS`."""
+    from runtime.native.helpers import helper_source
+
+    files = "\n".join(p.read_text() for p in SOURCE_PATHS)
+    return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + files
+
+
+_F = ctypes.c_void_p
+_L = ctypes.c_long
+_SIGNATURES = {
+    "fuel_native_threads": ([ctypes.c_int], ctypes.c_int),
+    "fuel_native_gemm": ([_F, _F, _F, _L, _L, _L], ctypes.c_int),
+    "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
+    "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
+    "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_silu_mul": ([_F, _F, _L], None),
+    "fuel_native_program": ([_F, _L], _L),
+    "fuel_native_flash_splits": ([_L], _L),
+    "fuel_native_flash_decode": ([_F] * 5 + [_L] * 7 + [ctypes.c_double], None),
+    "fuel_native_flash_attention": ([_F] * 5 + [_L] * 8 + [ctypes.c_int, ctypes.c_double], None),
+    "fuel_native_gemm_isa": ([], ctypes.c_int),
+    "fuel_native_packed_floats": ([_L, _L], _L),
+    "fuel_native_pack": ([_F, _F, _L, _L], None),
+    "fuel_native_gemm_packed": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
+    "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
+    "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
+    "fuel_native_attention_gemm": (
+        [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double],
+        ctypes.c_int,
+    ),
+}
+
+
+def library() -> Any:
+    """The loaded library (compiled on the first call in a process, then cached on disk), its
+    pool started; `CodegenError` if it cannot be built."""
+    if _LIB:
+        return _LIB[0]
+    from runtime.loaders.c import CodegenError, library_path
+
+    with _LOCK:
+        if not _LIB:
+            try:
+                path = library_path(source(), FLAGS)
+            except CodegenError as e:
+                raise CodegenError(f"{e}\n(fuel's native kernels need it; FUEL_NATIVE=0 runs "
+                                   "without them)") from None  # fmt: skip
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as e:
+                raise CodegenError(f"cannot load fuel's native library {path}: {e}") from None
+            for name, (args, res) in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = args, res
+            lib.fuel_native_threads(threads())
+            _LIB.append(lib)
+    return _LIB[0]
+
+
+def ptr(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array."""
+    return a.__array_interface__["data"][0]
+
+
+OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED = range(1, 10)
+"""Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
+C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
+ARITY = {OP_GEMM: 6, OP_GATED: 11, OP_RMS: 6, OP_ROPE: 8, OP_FLASH: 13, OP_ADD: 4, OP_MUL: 4,
+         OP_CALL: 2, OP_GEMM_PACKED: 8}  # fmt: skip
+
+
+def f64_bits(x: float) -> int:
+    """A double's bits as the int64 a program record carries."""
+    return int(np.array(x, np.float64).view(np.int64))
+
+
+@dataclass
+class Record:
+    """One kernel call of a program: its words (opcode, then ARITY[opcode] arguments) and the
+    scratch arrays it points into (kept alive by whoever holds the record)."""
+
+    words: list[int]
+    keep: list[np.ndarray] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.words) != 1 + ARITY[self.words[0]]:
+            raise ValueError(f"record {self.words[:1]} has {len(self.words) - 1} arguments")
+
+
+def contiguous_f32(*arrays: Any) -> bool:
+    """Every array is a C-contiguous f32 ndarray (what a program record may point to)."""
+    return all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
+               for a in arrays)  # fmt: skip
+
+
+def program(records: list[Record]) -> tuple[Any, np.ndarray, int]:
+    """(the library's program entry, the encoded words, the record count) of `records`."""
+    words = np.array([w for r in records for w in r.words], np.int64)
+    return library().fuel_native_program, words, len(records)
+
+
+def revision_text() -> str:
+    """What the native kernels' revision hashes cover: the compiled source and the flags."""
+    return source() + "\n" + " ".join(FLAGS)
+
+
+__all__ = ["FLAGS", "SOURCE_PATHS", "Record", "available", "contiguous_f32", "enabled", "f64_bits",
+           "install_prebuilt", "library", "program", "ptr", "revision_text", "simd_fma", "source",
+           "threads"]  # fmt: skip

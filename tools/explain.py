@@ -1,0 +1,117 @@
+"""`fuel explain`: why the planner put each op where it did, as text or as one HTML page.
+
+    fuel explain MODULE.mlir [--topology FILE] [--judge PATH|none] [--precision SPEC]
+                 [--html OUT.html] [--op N]
+
+The views are `tools/explain_text.py` (the plan's model and the terminal text) and
+`tools/explain_html.py` (one self-contained page). The planner's options come from the same
+flags as the picker passes (passes/picker/support.py). Every user error is one message on
+stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from passes.picker.plan import PlanError, PlanOptions, compile_plan, topology_kernels
+from passes.picker.ranker import PrecisionRequirement
+from runtime.binding_table import BindingTableError, global_bindings
+from runtime.fsutil import atomic_write_text
+from runtime.judge import ProfileJudgeOracle, default_report_path, try_load_report
+from runtime.module import FuelModule, ModuleError
+from runtime.topology import SystemTopology, TopologyError
+from tools.explain_html import explain_html
+from tools.explain_text import ExplainError, explain_text
+
+
+def add_explain_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `explain` subcommand to an `add_subparsers()` object; it dispatches to
+    cmd_explain."""
+    p = subparsers.add_parser("explain", help="show why each op got its device and kernel")
+    p.add_argument("module", help="fuel IR file (.mlir); weights are not needed")
+    p.add_argument("--topology", help="declared topology (TOML/JSON; default: detect)")
+    p.add_argument("--judge", default="", help="Judge report path, or 'none' (default: cached)")
+    p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
+    p.add_argument("--op", type=int, metavar="N", help="show only decision point N (from 0)")
+    p.set_defaults(fn=cmd_explain)
+    return p
+
+
+def _judge(spec: str) -> tuple[Any, str]:
+    """(oracle or None, header label) for `--judge`, as the picker passes read it."""
+    if spec == "none":
+        return None, "none (disabled by --judge none)"
+    path = spec or default_report_path()
+    loaded = try_load_report(path)
+    if loaded.report is None:
+        return None, f"none ({loaded.reason})"
+    oracle = ProfileJudgeOracle(loaded.report, global_bindings())
+    return oracle, f"{path} ({len(loaded.report.entries)} measurements)"
+
+
+def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
+    try:
+        req = PrecisionRequirement.parse(args.precision or "")
+    except ValueError as e:
+        raise ExplainError(f"--precision: {e}") from None
+    topo = SystemTopology.from_file(args.topology) if args.topology else SystemTopology.detect()
+    topology_kernels(topo)  # the cuda kernels join the table before the Judge's snapshot
+    oracle, label = _judge(args.judge or "")
+    return PlanOptions(topology=topo, precision=req, judge=oracle), label
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.module).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ModuleError(f"cannot read {args.module}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ModuleError(f"cannot read {args.module}: not UTF-8 text ({e.reason})") from None
+    module = FuelModule.parse(text, args.module)  # explain needs no weights
+    options, label = _plan_options(args)
+    plan = compile_plan(module.op, options)
+    if args.html:
+        page = explain_html(plan, args.module, options, judge_label=label, op_index=args.op)
+        atomic_write_text(args.html, page)
+        print(f"fuel explain: wrote {args.html} ({len(plan.decisions)} decision points)")
+    else:
+        sys.stdout.write(explain_text(plan, args.module, options, judge_label=label,
+                                      op_index=args.op))  # fmt: skip
+    return 0
+
+
+def _one_message(msg: str) -> str:
+    """xDSL parse errors read `file:line:col`, the source line, a caret, the message; lead
+    with `file:line:col: message` and keep the snippet below it."""
+    lines = msg.rstrip().splitlines()
+    if len(lines) >= 3 and lines[0].count(":") >= 2 and "^" in lines[-2]:
+        return f"{lines[0]}: {lines[-1].strip()}\n" + "\n".join(lines[1:-1])
+    return msg.rstrip()
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Run `fuel explain` for parsed arguments; every user error is one message and exit 1."""
+    try:
+        return _run(args)
+    except (ExplainError, ModuleError, TopologyError, PlanError, BindingTableError) as e:
+        print(f"fuel: error: {_one_message(str(e))}", file=sys.stderr)
+    except OSError as e:  # an unwritable --html
+        print(f"fuel: error: cannot write {args.html}: {e.strerror}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """A standalone `fuel`-style entry point holding just the explain subcommand."""
+    parser = argparse.ArgumentParser(prog="fuel")
+    add_explain_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

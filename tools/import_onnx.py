@@ -1,0 +1,103 @@
+"""`fuel import`: an ONNX model to fuel IR and its weights.
+
+    fuel import MODEL.onnx [-o OUT.mlir] [--input-shape NAME=1x128 ...] [--no-locations]
+
+Writes OUT.mlir (default: MODEL.mlir) and OUT.safetensors beside it. Each op carries the ONNX
+node it came from as its location (`loc("node name")`) unless `--no-locations`. An unsupported
+model is one line on stderr (every unsupported op type, or the node at fault) and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from xdsl.printer import Printer
+
+from runtime.fsutil import atomic_write_text
+from runtime.module import FuelModule, ModuleError
+
+
+def add_import_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `import` subcommand to an `add_subparsers()` object; it dispatches to cmd_import."""
+    p = subparsers.add_parser("import", help="import an ONNX model as fuel IR + weights")
+    p.add_argument("model", help="ONNX model file (.onnx)")
+    p.add_argument("-o", "--output", help="IR file to write (default: MODEL.mlir)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x128",
+                   help="static shape for a graph input with dynamic dims")  # fmt: skip
+    p.add_argument("--no-locations", action="store_true",
+                   help="omit the ONNX node locations from the IR text")  # fmt: skip
+    p.set_defaults(fn=cmd_import)
+    return p
+
+
+def parse_shape(spec: str) -> tuple[str, tuple[int, ...]]:
+    """`NAME=1x128` (or `NAME=1,128`; `NAME=` for a scalar) -> (NAME, (1, 128))."""
+    name, sep, dims = spec.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        shape = tuple(int(d) for d in dims.replace(",", "x").split("x") if d.strip())
+        if any(d < 0 for d in shape):
+            raise ValueError
+    except ValueError:
+        raise ModuleError(f"--input-shape expects NAME=1x128, got '{spec}'") from None
+    return name, shape
+
+
+def load_any(path: str, weights: str | None = None) -> FuelModule:
+    """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then), anything else
+    is fuel IR loaded with its weights. Import errors are `ModuleError`s (one line, exit 1)."""
+    if Path(path).suffix.lower() == ".onnx":
+        from frontends.onnx import import_onnx
+
+        return import_onnx(path)
+    return FuelModule.load(path, weights)
+
+
+def with_locations(module: FuelModule) -> str:
+    """The module's IR text with every op's location (`loc(...)`)."""
+    out = StringIO()
+    Printer(stream=out, print_debuginfo=True).print_op(module.op)
+    return out.getvalue() + "\n"
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import, save, summarise; an import error is one line on stderr and exit code 1."""
+    from frontends.onnx import import_onnx
+
+    try:
+        shapes = dict(parse_shape(s) for s in args.input_shape)
+        module = import_onnx(args.model, input_shapes=shapes)
+        out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
+        path = module.save(out)
+        if not args.no_locations:
+            atomic_write_text(path, with_locations(module))
+    except ModuleError as e:
+        print(f"fuel: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"fuel: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        return 1
+    ops = sum(1 for _ in module.entry.body.block.ops) - 1
+    size = sum(a.nbytes for a in module.weights.values())
+    human = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
+    weights = f", {len(module.weights)} weights ({human})" if module.weights else ""
+    print(f"imported {args.model}: {ops} ops{weights} -> {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m tools.import_onnx MODEL.onnx ...`: the `import` subcommand on its own."""
+    p = argparse.ArgumentParser(prog="fuel")
+    add_import_parser(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(["import", *(sys.argv[1:] if argv is None else argv)])
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
