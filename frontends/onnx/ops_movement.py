@@ -1,5 +1,5 @@
 """Shape and data movement: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split,
-Slice, Gather, Expand, Tile and Trilu.
+Slice, Gather, GatherElements, GatherND, Expand, Tile and Trilu.
 
 Shapes, axes, starts/ends and repeats must be constants (fuel shapes are static). Slice follows
 numpy's clamping, which is ONNX's; a negative step becomes a `fuel.gather` of the selected
@@ -180,6 +180,59 @@ def slice_(n: Node) -> Tensor:
 @onnx_op("Gather", attrs="axis")
 def gather(n: Node) -> Tensor:
     return n.em.op("gather", n.x(0), n.x(1), axis=n.attr("axis", 0))
+
+
+def _wrap_negative(em: Emitter, idx: Tensor, dim: int) -> Tensor:
+    """ONNX index `idx` into a dim of size `dim` (negative counts from the end), as i64."""
+    if dtype_of(idx) != "i64":
+        idx = em.op("cast", idx, dtype="i64")
+    neg = em.apply(lambda g, a, b: g.compare("lt", a, b), idx, scalar(0, "i64"))
+    return em.op("where", neg, em.op("add", idx, scalar(dim, "i64")), idx)
+
+
+def _flat_gather(em: Emitter, data: Tensor, lead: int, linear: Tensor) -> Tensor:
+    """`data` with its first `lead` dims merged into one, gathered at the `linear` indices."""
+    s = shape_of_t(data)
+    flat = reshape_to(em, data, [math.prod(s[:lead]), *s[lead:]])
+    return em.op("gather", flat, linear, axis=0)
+
+
+@onnx_op("GatherElements", attrs="axis")
+def gather_elements(n: Node) -> Tensor:
+    """out[i..] = data[i.. with the axis coordinate replaced by indices[i..]]: a gather of the
+    flattened data at linear indices (the other coordinates are constants; they fold)."""
+    data, em = n.x(0), n.em
+    s, shape = shape_of_t(data), shape_of_t(n.x(1))
+    axis = _axis(n.attr("axis", 0), len(s))
+    if len(shape) != len(s) or any(i > d for i, d in zip(shape, s, strict=True) if i):
+        raise Unsupported(f"indices of shape {list(shape)} do not fit data {list(s)}")
+    strides = [math.prod(s[d + 1 :]) for d in range(len(s))]
+    grid = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), np.int64)
+    base = sum(
+        (grid[d] * strides[d] for d in range(len(s)) if d != axis), np.zeros(shape, np.int64)
+    )
+    idx = _wrap_negative(em, n.x(1), s[axis])
+    linear = em.op("add", em.op("mul", idx, scalar(strides[axis], "i64")), base)
+    return _flat_gather(em, data, len(s), linear)
+
+
+@onnx_op("GatherND", attrs="batch_dims")
+def gather_nd(n: Node) -> Tensor:
+    """out[i..] = data[indices[i.., 0], ..., indices[i.., k-1], ...] (batch_dims 0): a gather of
+    the data with its first k dims merged, at the linear index of each k-tuple."""
+    data, em = n.x(0), n.em
+    if n.attr("batch_dims", 0) != 0:
+        raise Unsupported("batch_dims other than 0")
+    s, ishape = shape_of_t(data), shape_of_t(n.x(1))
+    k = ishape[-1] if ishape else 0
+    if not ishape or not 1 <= k <= len(s):
+        raise Unsupported(f"indices of shape {list(ishape)} do not index data {list(s)}")
+    linear: Tensor = np.zeros(ishape[:-1], np.int64)
+    for j in range(k):
+        col = em.op("gather", n.x(1), scalar(j, "i64"), axis=len(ishape) - 1)
+        term = em.op("mul", _wrap_negative(em, col, s[j]), scalar(math.prod(s[j + 1 : k]), "i64"))
+        linear = em.op("add", linear, term)
+    return _flat_gather(em, data, k, linear)
 
 
 @onnx_op("Expand")

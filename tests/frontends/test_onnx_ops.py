@@ -160,3 +160,37 @@ def test_einsum_and_cumsum_match_numpy() -> None:
     np.testing.assert_allclose(out["e"], np.einsum("bhqd,bhkd->bhqk", a, b), rtol=1e-5, atol=1e-6)
     rev = np.flip(np.cumsum(np.flip(a, 2), 2), 2)
     np.testing.assert_allclose(out["c"], rev, rtol=1e-5, atol=1e-6)
+
+
+def _gather_model(op: str, data: np.ndarray, idx: np.ndarray, out_shape: list[int],
+                  const: bool, **attrs: object) -> tuple[onnx.ModelProto, dict]:  # fmt: skip
+    node = helper.make_node(op, ["x", "i"], ["y"], **attrs)
+    ins = [_vi("x", list(data.shape))] + ([] if const else [_vi("i", list(idx.shape), I64)])
+    model = make_model([node], ins, [_vi("y", out_shape)], {"i": idx} if const else None)
+    return model, ({"x": data} if const else {"x": data, "i": idx})
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["constant-indices", "run-time-indices"])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_gather_nd_matches_onnxruntime(k: int, const: bool) -> None:
+    """GatherND (batch_dims 0), negative indices included: a gather of the merged lead dims."""
+    rng = np.random.default_rng(k)
+    data = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    lead = (2, 3)
+    idx = np.stack([rng.integers(-d, d, lead) for d in data.shape[:k]], -1).astype(np.int64)
+    model, feeds = _gather_model("GatherND", data, idx, [*lead, *data.shape[k:]], const)
+    got = Executor(import_onnx(model)).run(feeds)["y"]
+    np.testing.assert_array_equal(got, run_ort(model, feeds)["y"])
+
+
+@pytest.mark.parametrize("const", [True, False], ids=["constant-indices", "run-time-indices"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_matches_onnxruntime(axis: int, const: bool) -> None:
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    shape = list(data.shape)
+    shape[axis] = 2
+    idx = rng.integers(-data.shape[axis], data.shape[axis], shape).astype(np.int64)
+    model, feeds = _gather_model("GatherElements", data, idx, shape, const, axis=axis)
+    got = Executor(import_onnx(model)).run(feeds)["y"]
+    np.testing.assert_array_equal(got, run_ort(model, feeds)["y"])
