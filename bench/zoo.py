@@ -240,14 +240,35 @@ def _executor(module: Any, out_dir: Path, tag: str) -> Any:
     return load_bundle(path).executor()
 
 
-def run_row(spec: ModelSpec, g: Graph, route: str, onnx: dict[str, Path], out_dir: Path,
-            budget_s: float) -> Row:  # fmt: skip
+def _export_any(g: Graph, keys: list[str], onnx: dict[str, Path | Exception], out_dir: Path,
+                required: bool) -> str:  # fmt: skip
+    """The first of `keys` whose ONNX export works (each exported once per graph)."""
+    for key in keys:
+        if key not in onnx:
+            try:
+                onnx[key] = export_onnx(g, out_dir / f"{key}.onnx", dynamo=key == "dynamo")
+            except Exception as e:  # the exporter's failure, kept for the row
+                onnx[key] = e
+        if not isinstance(onnx[key], Exception):
+            return key
+        if required:
+            raise onnx[key]
+    raise onnx[keys[-1]]
+
+
+def run_row(
+    spec: ModelSpec, g: Graph, route: str, onnx: dict[str, Path | Exception], out_dir: Path,
+    budget_s: float,
+) -> Row:  # fmt: skip
     row = Row(spec.name, route, "")
     stage = "export"
     try:
-        key = "legacy" if route == "onnx-legacy" else "dynamo"
-        if key not in onnx:
-            onnx[key] = export_onnx(g, out_dir / f"{key}.onnx", dynamo=key == "dynamo")
+        # the torch.export route's onnxruntime baseline is the dynamo file (the same program),
+        # else the legacy one where the dynamo exporter fails
+        keys = {"onnx-legacy": ["legacy"], "onnx-dynamo": ["dynamo"]}.get(
+            route, ["dynamo", "legacy"]
+        )
+        key = _export_any(g, keys, onnx, out_dir, required=route.startswith("onnx"))
         stage = "import"
         module = import_route(g, route, onnx[key])
         stage = "compile"
@@ -311,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if graph == "decode" and not spec.decoder:
                     continue
                 g = make_graph(spec, model, graph, args.tokens, seed=1)
-                onnx: dict[str, Path] = {}
+                onnx: dict[str, Path | Exception] = {}
                 for route in args.routes:
                     out_dir = Path(tmp) / f"{name}-{graph}-{route}"
                     out_dir.mkdir()

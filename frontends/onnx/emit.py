@@ -202,3 +202,31 @@ def _decode(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     if arr.size == 1 and math.prod(shape) != 1:
         arr = np.full(shape, arr.reshape(()))
     return arr.astype(to_numpy(dtype)).reshape(shape)
+
+
+# -- shared by the importers -------------------------------------------------------------------
+
+
+def wrap_index(em: Emitter, idx: Tensor, dim: int) -> Tensor:
+    """Index tensor `idx` into a dim of size `dim`, negative counting from the end, as i64."""
+    if dtype_of(idx) != "i64":
+        idx = em.op("cast", idx, dtype="i64")
+    neg = em.apply(lambda g, a, b: g.compare("lt", a, b), idx, scalar(0, "i64"))
+    return em.op("where", neg, em.op("add", idx, scalar(dim, "i64")), idx)
+
+
+def gather_block(em: Emitter, data: Tensor, start: int, indices: list[Tensor]) -> Tensor:
+    """`data[..., i_0, ..., i_k-1, ...]`: k index tensors (broadcast together) on the k dims from
+    `start` on, numpy's advanced indexing of consecutive dims. The k dims are merged into one and
+    gathered at the linear index of each tuple (constant indices fold at import)."""
+    s = shape_of_t(data)
+    k = len(indices)
+    linear: Tensor = scalar(0, "i64")
+    for j, idx in enumerate(indices):
+        stride = math.prod(s[start + j + 1 : start + k])
+        term = em.op("mul", wrap_index(em, idx, s[start + j]), scalar(stride, "i64"))
+        linear = em.op("add", linear, term)
+    merged = (*s[:start], math.prod(s[start : start + k]), *s[start + k :])
+    if merged != s:
+        data = em.op("reshape", data, shape=merged)
+    return em.op("gather", data, linear, axis=start)

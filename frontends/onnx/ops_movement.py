@@ -14,7 +14,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
+from frontends.onnx.emit import (
+    Emitter,
+    Tensor,
+    Unsupported,
+    dtype_of,
+    gather_block,
+    scalar,
+    shape_of_t,
+    wrap_index,
+)
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import broadcast_shapes, normalize_axis
 
@@ -182,21 +191,6 @@ def gather(n: Node) -> Tensor:
     return n.em.op("gather", n.x(0), n.x(1), axis=n.attr("axis", 0))
 
 
-def _wrap_negative(em: Emitter, idx: Tensor, dim: int) -> Tensor:
-    """ONNX index `idx` into a dim of size `dim` (negative counts from the end), as i64."""
-    if dtype_of(idx) != "i64":
-        idx = em.op("cast", idx, dtype="i64")
-    neg = em.apply(lambda g, a, b: g.compare("lt", a, b), idx, scalar(0, "i64"))
-    return em.op("where", neg, em.op("add", idx, scalar(dim, "i64")), idx)
-
-
-def _flat_gather(em: Emitter, data: Tensor, lead: int, linear: Tensor) -> Tensor:
-    """`data` with its first `lead` dims merged into one, gathered at the `linear` indices."""
-    s = shape_of_t(data)
-    flat = reshape_to(em, data, [math.prod(s[:lead]), *s[lead:]])
-    return em.op("gather", flat, linear, axis=0)
-
-
 @onnx_op("GatherElements", attrs="axis")
 def gather_elements(n: Node) -> Tensor:
     """out[i..] = data[i.. with the axis coordinate replaced by indices[i..]]: a gather of the
@@ -211,9 +205,10 @@ def gather_elements(n: Node) -> Tensor:
     base = sum(
         (grid[d] * strides[d] for d in range(len(s)) if d != axis), np.zeros(shape, np.int64)
     )
-    idx = _wrap_negative(em, n.x(1), s[axis])
+    idx = wrap_index(em, n.x(1), s[axis])
     linear = em.op("add", em.op("mul", idx, scalar(strides[axis], "i64")), base)
-    return _flat_gather(em, data, len(s), linear)
+    flat = reshape_to(em, data, [math.prod(s)])
+    return em.op("gather", flat, linear, axis=0)
 
 
 @onnx_op("GatherND", attrs="batch_dims")
@@ -227,12 +222,9 @@ def gather_nd(n: Node) -> Tensor:
     k = ishape[-1] if ishape else 0
     if not ishape or not 1 <= k <= len(s):
         raise Unsupported(f"indices of shape {list(ishape)} do not index data {list(s)}")
-    linear: Tensor = np.zeros(ishape[:-1], np.int64)
-    for j in range(k):
-        col = em.op("gather", n.x(1), scalar(j, "i64"), axis=len(ishape) - 1)
-        term = em.op("mul", _wrap_negative(em, col, s[j]), scalar(math.prod(s[j + 1 : k]), "i64"))
-        linear = em.op("add", linear, term)
-    return _flat_gather(em, data, k, linear)
+    last = len(ishape) - 1
+    cols = [em.op("gather", n.x(1), scalar(j, "i64"), axis=last) for j in range(k)]
+    return gather_block(em, data, 0, cols)
 
 
 @onnx_op("Expand")

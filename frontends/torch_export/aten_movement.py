@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from frontends.onnx.emit import Tensor, Unsupported, dtype_of, shape_of_t
+from frontends.onnx.emit import Tensor, Unsupported, dtype_of, gather_block, shape_of_t
 from frontends.torch_export.aten_ops import Cx, Value, aten, axis, cast, reshape
 from runtime.dtypes import to_numpy
 
@@ -141,12 +141,17 @@ def embedding(cx: Cx, weight: Tensor, indices: Tensor, *args: Value) -> Tensor:
 
 @aten("index.Tensor")
 def index(cx: Cx, x: Tensor, indices: Sequence[Tensor | None]) -> Tensor:
-    """`x[..., idx, ...]` with one index tensor: a gather along its dim."""
+    """`x[..., idx, ...]`: one index tensor is a gather along its dim; several on consecutive
+    dims (broadcast together, numpy's advanced indexing) gather the merged dims."""
     given = [(i, t) for i, t in enumerate(indices) if t is not None]
-    if len(given) != 1 or dtype_of(given[0][1]) == "i1":
-        raise Unsupported("indexing with more than one index tensor, or with a bool mask")
-    d, idx = given[0]
-    return cx.op("gather", x, idx, axis=d)
+    if not given or any(dtype_of(t) == "i1" for _, t in given):
+        raise Unsupported("indexing with a bool mask (its result has a data-dependent shape)")
+    dims = [d for d, _ in given]
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        raise Unsupported("index tensors on dims that are not consecutive")
+    if len(given) == 1:
+        return cx.op("gather", x, given[0][1], axis=dims[0])
+    return gather_block(cx.em, x, dims[0], [t for _, t in given])
 
 
 # -- constants ----------------------------------------------------------------------------

@@ -259,8 +259,10 @@ def clamp(cx: Cx, x: Tensor, lo: Value = None, hi: Value = None) -> Tensor:
     return y
 
 
-@aten("_to_copy.default", "to.dtype")
+@aten("_to_copy.default", "to.dtype", "to.dtype_layout", "to.device")
 def to_copy(cx: Cx, x: Tensor, *args: Value, **kw: Value) -> Tensor:
+    """A conversion to the node's result dtype; device, layout and memory format are the
+    executor's business (a bundle places its tensors), so a `.to(device)` moves nothing."""
     return cast(cx.em, x, cx.dtype)
 
 

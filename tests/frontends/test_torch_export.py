@@ -401,6 +401,23 @@ def test_unsupported_argument_names_the_node() -> None:
         import_exported_program(ep)
 
 
+ROWS, COLS = torch.tensor([[0], [-1]]), torch.tensor([1, 2, -4])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x[ROWS, COLS], lambda x: x[:, ROWS, COLS], lambda x: x[ROWS, COLS, 1:3],
+     lambda x: x.to("cpu") * x.to(torch.float64).to(torch.float32),
+     lambda x: x.to(dtype=torch.float64, device="cpu") + x.to(torch.ones(1, dtype=torch.int64))],
+    ids=["two-leading", "two-inner", "with-trailing-slice", "to-device-and-dtype",
+         "to-dtype-layout-and-other"],
+)  # fmt: skip
+def test_advanced_indexing_and_to(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Index tensors on consecutive dims broadcast together (transformers' mask building);
+    `.to(device)` moves nothing, `.to(dtype)` casts."""
+    check(fn, rand(3, 4, 5))
+
+
 def test_every_mapped_op_is_exercised() -> None:
     """Runs last (file order): the cases above exported every overload the table maps."""
     missing = sorted(set(supported_aten_ops()) - SEEN)
