@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import ParseError
 from frontends.builder import GraphBuilder
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
-from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, shape_of
+from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, normalize_axis, shape_of
 from runtime.binding_table import BindingTableError, global_bindings
 from runtime.compiled import compile_op
 from runtime.dtypes import from_numpy, to_numpy
@@ -230,3 +230,24 @@ def gather_block(em: Emitter, data: Tensor, start: int, indices: list[Tensor]) -
     if merged != s:
         data = em.op("reshape", data, shape=merged)
     return em.op("gather", data, linear, axis=start)
+
+
+def elements_gather(em: Emitter, data: Tensor, axis: int, indices: Tensor) -> Tensor:
+    """out[i..] = data[i.. with the `axis` coordinate replaced by indices[i..]] (ONNX
+    GatherElements, torch.gather): a gather of the flattened data at linear indices, whose other
+    coordinates are constants (they fold at import)."""
+    s, shape = shape_of_t(data), shape_of_t(indices)
+    norm = normalize_axis(int(axis), len(s))
+    if norm is None:
+        raise Unsupported(f"axis {axis} is out of range for rank {len(s)}")
+    if len(shape) != len(s) or any(i > d for i, d in zip(shape, s, strict=True)):
+        raise Unsupported(f"indices of shape {list(shape)} do not fit data {list(s)}")
+    strides = [math.prod(s[d + 1 :]) for d in range(len(s))]
+    grid = np.indices(shape, dtype=np.int64)
+    base = sum(
+        (grid[d] * strides[d] for d in range(len(s)) if d != norm), np.zeros(shape, np.int64)
+    )
+    idx = wrap_index(em, indices, s[norm])
+    linear = em.op("add", em.op("mul", idx, scalar(strides[norm], "i64")), base)
+    flat = data if len(s) == 1 else em.op("reshape", data, shape=(math.prod(s),))
+    return em.op("gather", flat, linear, axis=0)

@@ -19,10 +19,10 @@ from frontends.onnx.emit import (
     Tensor,
     Unsupported,
     dtype_of,
+    elements_gather,
     gather_block,
     scalar,
     shape_of_t,
-    wrap_index,
 )
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import broadcast_shapes, normalize_axis
@@ -193,22 +193,7 @@ def gather(n: Node) -> Tensor:
 
 @onnx_op("GatherElements", attrs="axis")
 def gather_elements(n: Node) -> Tensor:
-    """out[i..] = data[i.. with the axis coordinate replaced by indices[i..]]: a gather of the
-    flattened data at linear indices (the other coordinates are constants; they fold)."""
-    data, em = n.x(0), n.em
-    s, shape = shape_of_t(data), shape_of_t(n.x(1))
-    axis = _axis(n.attr("axis", 0), len(s))
-    if len(shape) != len(s) or any(i > d for i, d in zip(shape, s, strict=True) if i):
-        raise Unsupported(f"indices of shape {list(shape)} do not fit data {list(s)}")
-    strides = [math.prod(s[d + 1 :]) for d in range(len(s))]
-    grid = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), np.int64)
-    base = sum(
-        (grid[d] * strides[d] for d in range(len(s)) if d != axis), np.zeros(shape, np.int64)
-    )
-    idx = wrap_index(em, n.x(1), s[axis])
-    linear = em.op("add", em.op("mul", idx, scalar(strides[axis], "i64")), base)
-    flat = reshape_to(em, data, [math.prod(s)])
-    return em.op("gather", flat, linear, axis=0)
+    return elements_gather(n.em, n.x(0), n.attr("axis", 0), n.x(1))
 
 
 @onnx_op("GatherND", attrs="batch_dims")

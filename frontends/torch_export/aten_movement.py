@@ -11,7 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from frontends.onnx.emit import Tensor, Unsupported, dtype_of, gather_block, shape_of_t
+from frontends.onnx.emit import (
+    Tensor,
+    Unsupported,
+    dtype_of,
+    elements_gather,
+    gather_block,
+    shape_of_t,
+)
 from frontends.torch_export.aten_ops import Cx, Value, aten, axis, cast, reshape
 from runtime.dtypes import to_numpy
 
@@ -137,6 +144,12 @@ def index_select(cx: Cx, x: Tensor, dim: int, index: Tensor) -> Tensor:
 @aten("embedding.default")
 def embedding(cx: Cx, weight: Tensor, indices: Tensor, *args: Value) -> Tensor:
     return cx.op("gather", weight, indices, axis=0)
+
+
+@aten("gather.default")
+def gather(cx: Cx, x: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """torch.gather: ONNX's GatherElements."""
+    return elements_gather(cx.em, x, dim, index)
 
 
 @aten("index.Tensor")

@@ -166,6 +166,8 @@ def _binary(method: str) -> Handler:
 for _name, _method in BINARY.items():
     for _ov in BINARY_OVERLOADS.get(_name, ("Tensor", "Scalar")):
         aten(f"{_name}.{_ov}")(_binary(_method))
+aten("max.other")(_binary("max"))  # torch.max(a, b) / torch.min(a, b): elementwise
+aten("min.other")(_binary("min"))
 
 
 @aten("rsub.Scalar", "rsub.Tensor")

@@ -49,6 +49,8 @@ def import_exported_program(
     and the FX names of the returned values)."""
     if decompose:
         ep = ep.run_decompositions()
+    elif any(_in_place(n) for n in ep.graph.nodes):
+        ep = ep.run_decompositions({})  # functionalize only: add_ -> add, no op decomposed
     _check_supported(ep.graph)
     _check_static(ep)
     return _ProgramImport(ep, input_names, output_names, name).run()
@@ -56,6 +58,18 @@ def import_exported_program(
 
 def _target(node: fx.Node) -> str:
     return str(node.target)
+
+
+def _in_place(node: fx.Node) -> bool:
+    """An aten call that mutates its first operand (`add_`, `copy_`, ...)."""
+    parts = _target(node).split(".")
+    name = parts[1] if len(parts) > 1 else ""
+    return node.op == "call_function" and parts[0] == "aten" and _mutates(name)
+
+
+def _mutates(name: str) -> bool:
+    """`add_`, `copy_` mutate their first operand; `__and__` is a plain operator."""
+    return name.endswith("_") and not name.startswith("__")
 
 
 def _check_supported(graph: fx.Graph) -> None:
@@ -70,7 +84,7 @@ def _check_supported(graph: fx.Graph) -> None:
             f"{t} ({c} node{'s' if c > 1 else ''})" for t, c in sorted(missing.items())
         )
         kinds = f"{len(missing)} op{'s' if len(missing) > 1 else ''}"
-        inplace = any(t.split(".")[1].endswith("_") for t in missing if t.startswith("aten."))
+        inplace = any(_mutates(t.split(".")[1]) for t in missing if t.startswith("aten."))
         hint = " (in-place ops mutate state: fuel imports pure functions)" if inplace else ""
         raise TorchImportError(f"the program uses {kinds} fuel does not support: {listed}{hint}")
 
