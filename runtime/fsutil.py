@@ -1,15 +1,50 @@
-"""Atomic file writes: readers see the old file or the new one, never a half-written one."""
+"""Atomic file writes: readers see the old file or the new one, never a half-written one.
+
+`atomic_write_files` extends this to a set of files written together (an IR file and its
+weights): every file is staged and synced first, so a failure to write any of them (a full
+disk, a read-only folder, a folder where a file should go) leaves every old file in place; only
+then are they renamed over their targets, in the order given.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to a temp file beside `path`, fsync it, then rename it over `path`."""
-    target = Path(path)
+    atomic_write_files([(path, data)])
+
+
+def atomic_write_files(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> None:
+    """Stage every `(path, data)` in a synced temp file beside its path, check that no target
+    is a folder, then rename each over its target in order. A failure before the renames leaves
+    every target untouched; the renames themselves are each atomic, so a crash between two of
+    them leaves some targets new and the rest old (a reader that must see a consistent set
+    checks a hash the last file records, as `FuelModule.load` does)."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in files:
+            target = Path(path)
+            if target.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+            staged.append((_stage(target, data), target))
+        for tmp, target in staged:
+            os.replace(tmp, target)
+        for parent in {t.parent for _, t in staged}:
+            _fsync_dir(parent)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stage(target: Path, data: bytes) -> str:
+    """A temp file beside `target` holding `data`, synced to disk; its path."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -18,10 +53,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the renames in `path` durable; a filesystem that cannot sync a folder is fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:
