@@ -147,6 +147,8 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
         return True
     if is_archive_path(p):
         return True
+    if not p.is_file():  # a FIFO would block the open below; a device is never a bundle
+        return False
     try:
         with p.open("rb") as f:
             return f.read(4) == b"PK\x03\x04"

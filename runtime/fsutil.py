@@ -1,4 +1,5 @@
-"""Atomic file writes: readers see the old file or the new one, never a half-written one.
+"""Atomic file writes: readers see the old file or the new one, never a half-written one;
+and `read_regular_file`, which reads only a regular file (never a device or a pipe).
 
 `atomic_write_files` extends this to a set of files written together (an IR file and its
 weights): every file is staged and synced first, so a failure to write any of them (a full
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,3 +83,14 @@ def _umask() -> int:
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode())
+
+
+def read_regular_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the regular file at `path`; an `OSError` (strerror "not a regular file")
+    for a device, a pipe or a folder, without reading it (/dev/zero never ends, and a FIFO is
+    opened without waiting for a writer)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        return f.read()

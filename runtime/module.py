@@ -17,16 +17,16 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from fuel_dialect.attrs import NAME_ATTR, WEIGHTS_ATTR, WEIGHTS_SHA256_ATTR
 from fuel_dialect.dialect import fuel_context
-from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.dtypes import ELEMENT_TYPES, dtype_name, shape_of
 from fuel_dialect.ops_movement import WeightOp
 from runtime.dtypes import to_numpy
-from runtime.fsutil import atomic_write_files
+from runtime.fsutil import atomic_write_files, read_regular_file
 from runtime.weights import WeightsError, weights_from_bytes, weights_to_bytes
 
 
@@ -92,15 +92,25 @@ class FuelModule:
 
     @staticmethod
     def parse(text: str, name: str = "<string>") -> FuelModule:
-        """Parse and verify IR text (no weights); `ModuleError` carries line:col."""
+        """Parse and verify IR text (no weights); `ModuleError` carries line:col. Text the
+        parser rejects in other ways (an attribute value out of range, nesting deeper than
+        Python's stack) is a `ModuleError` at the parser's position; so is a tensor type of
+        more than `MAX_TENSOR_ELEMENTS` elements, or an entry signature fuel cannot run."""
+        parser = Parser(fuel_context(), text, name)
         try:
-            module = Parser(fuel_context(), text, name).parse_module()
+            module = parser.parse_module()
         except ParseError as e:
             raise ModuleError(str(e)) from None
+        except (DiagnosticException, RecursionError, ValueError, OverflowError) as e:
+            what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            raise ModuleError(f"{name}:{_line_col(text, parser.pos)}: {what}") from None
         try:
             module.verify()
         except DiagnosticException as e:
             raise ModuleError(f"{name}: invalid IR: {e}") from None
+        except RecursionError:
+            raise ModuleError(f"{name}: invalid IR: nested too deeply") from None
+        _check_types(module, name)
         return FuelModule(module)
 
     @staticmethod
@@ -119,7 +129,7 @@ class FuelModule:
         wfile = _weights_path(m.op, p, weights)
         if wfile is not None:
             try:
-                data = wfile.read_bytes()
+                data = read_regular_file(wfile)
             except OSError as e:
                 raise WeightsError(f"cannot read weights file {wfile}: {e.strerror}") from None
             m.weights = weights_from_bytes(data, str(wfile))
@@ -133,7 +143,7 @@ def read_ir_text(path: Path) -> str:
     """The IR text of `path`, read as bytes and decoded; `ModuleError` if unreadable or not
     UTF-8 (naming the file and the byte offset)."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except OSError as e:
         raise ModuleError(f"cannot read {path}: {e.strerror}") from None
     try:
@@ -156,6 +166,44 @@ def _check_weights_hash(op: ModuleOp, path: Path, wfile: Path, data: bytes) -> N
             f"{have[:16]}..., the IR records {want.data[:16]}...): a save was interrupted or "
             "one of the two files was replaced; save or import the module again"
         )
+
+
+MAX_TENSOR_ELEMENTS = 1 << 36
+"""The most elements a tensor type may declare (256 GiB of f32): a bound checked when IR is
+read, so an absurd declared shape is refused before anything is allocated for it."""
+
+
+def _check_types(module: ModuleOp, name: str) -> None:
+    """Every tensor type within `MAX_TENSOR_ELEMENTS`; the entry signature in fuel's dtypes."""
+    for op in module.walk():
+        values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
+        for v in values:
+            if isinstance(v.type, TensorType) and _elements(v.type) > MAX_TENSOR_ELEMENTS:
+                raise ModuleError(f"{name}: '{op.name}' declares {v.type}, more than "
+                                  f"{MAX_TENSOR_ELEMENTS} elements")  # fmt: skip
+    try:
+        f = entry_function(module)
+    except ModuleError:
+        return  # no entry: fine until something runs it
+    for kind, types in (("argument", f.function_type.inputs), ("result", f.function_type.outputs)):
+        for i, t in enumerate(types.data):
+            try:
+                dtype_name(t)
+            except ValueError:
+                raise ModuleError(f"{name}: @{f.sym_name.data} {kind} {i} has type {t}, which "
+                                  "fuel cannot pass in or out (element types: "
+                                  f"{', '.join(ELEMENT_TYPES)})") from None  # fmt: skip
+
+
+def _elements(t: TensorType) -> int:
+    n = 1
+    for d in t.get_shape():
+        n *= max(d, 1)  # a dynamic dim (-1) counts as 1 here
+    return n
+
+
+def _line_col(text: str, pos: int) -> str:
+    return f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
 
 
 def _weights_path(op: ModuleOp, path: Path, override: str | None) -> Path | None:
