@@ -110,7 +110,7 @@ class FuelModule:
             raise ModuleError(f"{name}: invalid IR: {e}") from None
         except RecursionError:
             raise ModuleError(f"{name}: invalid IR: nested too deeply") from None
-        _check_types(module, name)
+        check_types(module, name)
         return FuelModule(module)
 
     @staticmethod
@@ -173,8 +173,9 @@ MAX_TENSOR_ELEMENTS = 1 << 36
 read, so an absurd declared shape is refused before anything is allocated for it."""
 
 
-def _check_types(module: ModuleOp, name: str) -> None:
-    """Every tensor type within `MAX_TENSOR_ELEMENTS`; the entry signature in fuel's dtypes."""
+def check_types(module: ModuleOp, name: str) -> None:
+    """Every tensor type within `MAX_TENSOR_ELEMENTS`, the entry signature in fuel's dtypes;
+    else `ModuleError` starting with `name` (for IR built in memory, like an import's)."""
     for op in module.walk():
         values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
         for v in values:

@@ -12,6 +12,7 @@ output its tensor name as SSA name hint.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,7 @@ from frontends.onnx.emit import (
 from frontends.onnx.errors import OnnxImportError
 from frontends.onnx.registry import OPS, Node, Outputs, display_name, op_key
 from runtime.dtypes import to_numpy
-from runtime.module import FuelModule
+from runtime.module import MAX_TENSOR_ELEMENTS, FuelModule, ModuleError, check_types
 
 MIN_OPSET = 7
 """Oldest standard opset imported: from 7 on, elementwise ops broadcast like numpy."""
@@ -234,7 +235,7 @@ class _GraphImport:
         tt = vi.type.tensor_type
         dtype = fuel_dtype(tt.elem_type, what)
         if vi.name in self.shapes:
-            return dtype, tuple(int(d) for d in self.shapes[vi.name])
+            return dtype, _bounded(what, [int(d) for d in self.shapes[vi.name]])
         if not tt.HasField("shape"):
             raise OnnxImportError(f"{what} has no shape (unknown rank); fuel needs static shapes")
         dims = []
@@ -246,7 +247,7 @@ class _GraphImport:
                     f"(pin it with --input-shape {vi.name}=...)"
                 )
             dims.append(d.dim_value)
-        return dtype, tuple(dims)
+        return dtype, _bounded(what, dims)
 
     def _node(self, index: int, proto: onnx.NodeProto) -> None:
         spec = OPS[op_key(proto.domain, proto.op_type)]
@@ -300,9 +301,21 @@ class _GraphImport:
             _check_declared(vi, t)
             results[vi.name] = self.em.value(t)
         try:
-            return self.b.build(results)
+            module = self.b.build(results)
+            check_types(module.op, "the imported graph")
         except BuilderError as e:
             raise OnnxImportError(f"the imported graph does not verify: {e}") from None
+        except ModuleError as e:
+            raise OnnxImportError(str(e)) from None
+        return module
+
+
+def _bounded(what: str, dims: list[int]) -> tuple[int, ...]:
+    """`dims`, unless they hold more than `MAX_TENSOR_ELEMENTS` elements (refused by name)."""
+    if math.prod(dims) > MAX_TENSOR_ELEMENTS:
+        raise OnnxImportError(f"{what} has shape {dims}: more than {MAX_TENSOR_ELEMENTS} "
+                              "elements, the most a tensor may have")  # fmt: skip
+    return tuple(dims)
 
 
 def _as_tuple(outs: Outputs) -> tuple[Tensor | None, ...]:

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from frontends.builder import GraphBuilder
-from lowering.bundle import write_bundle
-from runtime.bundle import BundleError, load_bundle, read_container
+from runtime.bundle import BundleError, load_bundle
 from tests.badinput.badinput_zip import (
     BZIP2,
     DEFLATED,
@@ -27,12 +25,9 @@ from tests.badinput.badinput_zip import (
 Files = dict[str, bytes]
 
 
-@pytest.fixture(scope="module")
-def good_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    g = GraphBuilder(seed=0)
-    x = g.input("x", (2, 4))
-    module = g.build(outputs={"y": g.tanh(g.matmul(x, g.weight("w", (4, 3))))})
-    return read_container(write_bundle(module, tmp_path_factory.mktemp("good") / "b"))
+@pytest.fixture
+def good_files(bundle_files: Files) -> Files:
+    return bundle_files
 
 
 def refused_cheaply(path: Path, match: str) -> None:

@@ -12,23 +12,13 @@ from typing import Any
 
 import pytest
 
-from frontends.builder import GraphBuilder
-from lowering.bundle import write_bundle
 from runtime.bundle import MANIFEST, BundleError, load_bundle
 from tests.runtime.bundle_helpers import resign
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    g = GraphBuilder(seed=0)
-    x = g.input("x", (2, 4))
-    module = g.build(outputs={"y": g.tanh(g.matmul(x, g.weight("w", (4, 3))))})
-    return write_bundle(module, tmp_path_factory.mktemp("pristine") / "b")
-
-
 @pytest.fixture
-def bundle(pristine: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(pristine, tmp_path / "b"))
+def bundle(bundle_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(bundle_dir, tmp_path / "b"))
 
 
 def refused(path: Path, match: str) -> None:
