@@ -445,6 +445,8 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
         try:
             op, dtypes, source = meta["op"], tuple(meta["dtypes"]), meta["source"]
             want = int(k["revision"], 16)
+            if not all(isinstance(v, str) for v in (op, source, *dtypes)):
+                raise TypeError
         except (KeyError, TypeError, ValueError):
             raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
         entry = next((e for e in full.lookup_alternatives(op, dtypes, "cpu")

@@ -92,3 +92,42 @@ def test_a_picker_record_that_is_not_json(bundle: Path) -> None:
     (bundle / "picker.json").write_text("[" * 5000 + "]" * 5000)
     resign(bundle)
     refused(bundle, r"picker.json is not valid JSON \(nested deeper")
+
+
+def _paths(o: object, pre: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Every key path of a JSON value (the first two items of each list)."""
+    out = [pre] if pre else []
+    if isinstance(o, dict):
+        for k, v in o.items():
+            out += _paths(v, (*pre, k))
+    elif isinstance(o, list):
+        for i, v in enumerate(o[:2]):
+            out += _paths(v, (*pre, i))
+    return out
+
+
+def test_every_manifest_field_of_the_wrong_type(bundle: Path) -> None:
+    """Each field of a good manifest replaced by null, a string and an object, re-checksummed:
+    the load (and the executor) either succeeds or raises BundleError, nothing else."""
+    from runtime.bundle import CHECKSUM_KEY, manifest_checksum
+
+    good = json.loads((bundle / MANIFEST).read_text())
+    escaped = []
+    for path in _paths(good):
+        if path[0] == CHECKSUM_KEY:
+            continue
+        for value in (None, "x", {}):
+            m = json.loads(json.dumps(good))
+            parent = m
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = value
+            m[CHECKSUM_KEY] = manifest_checksum(m)
+            (bundle / MANIFEST).write_text(json.dumps(m))
+            try:
+                load_bundle(bundle).executor()
+            except BundleError:
+                pass
+            except Exception as e:  # noqa: BLE001 - what this test looks for
+                escaped.append((path, value, f"{type(e).__name__}: {e}"))
+    assert not escaped, escaped[:5]
