@@ -116,3 +116,13 @@ def test_save_without_weights_records_no_hash(tmp_path: Path) -> None:
     assert "sha256" not in path.read_text() and sorted(_files(tmp_path)) == ["t.mlir"]
     with pytest.raises(ModuleError, match="named like its weights"):
         _mlp(0).save(tmp_path / "w.safetensors")
+
+
+def test_a_folder_as_weights_target_leaves_the_old_ir(tmp_path: Path) -> None:
+    path = _mlp(0).save(tmp_path / "out.mlir")
+    (tmp_path / "out.safetensors").unlink()
+    (tmp_path / "out.safetensors").mkdir()
+    before = _files(tmp_path)
+    with pytest.raises(IsADirectoryError):
+        _mlp(1).save(path)
+    assert _files(tmp_path) == before
