@@ -77,7 +77,6 @@ def _bomb(tmp: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
 
 CASES = {
     "torn-pair": _torn,
-    "unterminated-string": _bytes("str.mlir", b'builtin.module attributes {a = "' + b"a" * 60),
     "onnx-opset-999": _new_opset,
     "import-into-a-folder": _folder_target,
     "archive-bomb": _bomb,

@@ -72,6 +72,10 @@ TEXT_CASES: dict[str, tuple[bytes, str]] = {
     ),  # fmt: skip
     "unknown-op": (GOOD.replace("fuel.exp", "fuel.frobnicate").encode(), r"bad\.mlir:2:\d+"),
     "truncated": (GOOD.encode()[: len(GOOD) // 2], r"bad\.mlir:\d+:\d+"),
+    "unterminated-string": (
+        b'builtin.module attributes {a = "' + b"a" * 10_000,
+        r"(?s)bad\.mlir:1:\d+.*End of file reached before closing string",
+    ),
 }
 
 
