@@ -294,8 +294,6 @@ MAX_JSON_DEPTH = 32
 """Deepest nesting of arrays and objects in a bundle's JSON (a manifest needs 5)."""
 MAX_JSON_DIGITS = 40
 """Longest integer literal in a bundle's JSON (sizes and counts need 20)."""
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_JSON_NESTING = re.compile(rb"[\[\]{}]")
 
 
 def _big_int(text: str) -> int:
@@ -304,19 +302,32 @@ def _big_int(text: str) -> int:
     return int(text)
 
 
+def _depth(obj: Any) -> int:
+    """How deeply arrays and objects nest in a parsed JSON value (`[]` is 1), iteratively."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        items = o.values() if isinstance(o, dict) else o if isinstance(o, list) else None
+        if items is not None:
+            deepest = max(deepest, d)
+            stack.extend((v, d + 1) for v in items)
+    return deepest
+
+
 def load_json(data: bytes, where: str) -> Any:
     """Parse bundle JSON with bounds: UTF-8, nesting at most `MAX_JSON_DEPTH`, integers at
-    most `MAX_JSON_DIGITS` digits; anything else is a `BundleError` naming `where`."""
-    depth = deepest = 0
-    for m in _JSON_NESTING.finditer(_JSON_STRING.sub(b'""', data)):
-        depth += 1 if m.group() in b"[{" else -1
-        deepest = max(deepest, depth)
-    if deepest > MAX_JSON_DEPTH:
-        raise BundleError(f"{where} is not valid JSON (nested deeper than {MAX_JSON_DEPTH})")
+    most `MAX_JSON_DIGITS` digits; anything else is a `BundleError` naming `where`. (json's C
+    scanner raises RecursionError past Python's recursion limit, before using the stack up.)"""
+    deep = f"{where} is not valid JSON (nested deeper than {MAX_JSON_DEPTH})"
     try:
-        return json.loads(data.decode("utf-8"), parse_int=_big_int)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        obj = json.loads(data.decode("utf-8"), parse_int=_big_int)
+    except RecursionError:
+        raise BundleError(deep) from None
+    except (UnicodeDecodeError, ValueError) as e:
         raise BundleError(f"{where} is not valid JSON ({e})") from None
+    if _depth(obj) > MAX_JSON_DEPTH:
+        raise BundleError(deep)
+    return obj
 
 
 def _manifest(path: Path, data: bytes) -> dict[str, Any]:

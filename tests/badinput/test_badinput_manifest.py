@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,10 @@ def test_deep_json_and_huge_numbers_are_refused(bundle: Path) -> None:
     refused(bundle, r"manifest.json is not valid JSON \(an integer of 100000 digits")
     (bundle / MANIFEST).write_text(text.replace("{", '{"s": "' + "[{" * 100 + '",', 1))
     refused(bundle, "manifest.json is corrupt")  # brackets inside strings are not nesting
+    (bundle / MANIFEST).write_text('{"s": "' + '\\"' * 2_000_000)  # 4 MB, never closed
+    start = time.perf_counter()
+    refused(bundle, "manifest.json is not valid JSON \\(Unterminated string")
+    assert time.perf_counter() - start < 1.0
 
 
 def test_a_picker_record_that_is_not_json(bundle: Path) -> None:
