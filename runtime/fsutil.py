@@ -13,8 +13,14 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: renames are not serialized between writers
+    fcntl = None  # type: ignore[assignment]
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -27,7 +33,9 @@ def atomic_write_files(files: Sequence[tuple[str | os.PathLike[str], bytes]]) ->
     is a folder, then rename each over its target in order. A failure before the renames leaves
     every target untouched; the renames themselves are each atomic, so a crash between two of
     them leaves some targets new and the rest old (a reader that must see a consistent set
-    checks a hash the last file records, as `FuelModule.load` does)."""
+    checks a hash the last file records, as `FuelModule.load` does). Writers of several files
+    into one folder take turns for their renames (an exclusive `flock` on the folder), so two
+    concurrent saves of a pair end with one writer's pair, not a mix."""
     staged: list[tuple[str, Path]] = []
     try:
         for path, data in files:
@@ -35,14 +43,34 @@ def atomic_write_files(files: Sequence[tuple[str | os.PathLike[str], bytes]]) ->
             if target.is_dir():
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
             staged.append((_stage(target, data), target))
-        for tmp, target in staged:
-            os.replace(tmp, target)
+        with _renaming(staged[-1][1].parent if len(staged) > 1 else None):
+            for tmp, target in staged:
+                os.replace(tmp, target)
         for parent in {t.parent for _, t in staged}:
             _fsync_dir(parent)
     except BaseException:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def _renaming(folder: Path | None) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (where flock exists and the folder opens)."""
+    fd = None
+    if folder is not None and fcntl is not None:
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+            fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
 
 def _stage(target: Path, data: bytes) -> str:
