@@ -40,6 +40,9 @@ NAME_ATTR = "fuel.name"
 """Argument / result attribute naming a graph input or output."""
 WEIGHTS_ATTR = "fuel.weights"
 """Module attribute: the safetensors file (relative to the IR file) holding the weights."""
+WEIGHTS_SHA256_ATTR = "fuel.weights_sha256"
+"""Module attribute: the sha256 (hex) of the weights file `fuel.weights` names, as written
+beside this IR; a loader refuses a weights file with another hash (a torn or mixed pair)."""
 
 _BACKEND_RE = re.compile(r"[a-z][a-z0-9_]*")
 _DEVICE_RE = re.compile(r"(cpu|[a-z][a-z0-9_]*:\d+)")

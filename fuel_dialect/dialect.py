@@ -32,6 +32,9 @@ from fuel_dialect.ops_nn import (
     SoftmaxOp,
 )
 from fuel_dialect.ops_triton import TRITON_OPS
+from fuel_dialect.xdsl_fixes import apply as _apply_xdsl_fixes
+
+_apply_xdsl_fixes()
 
 OPS = [
     *UNARY_OPS, *BINARY_OPS, *COMPARE_OPS, WhereOp, CastOp, MatmulOp, *REDUCE_OPS, SoftmaxOp,

@@ -5,11 +5,15 @@ the same members (layout: `lowering/bundle.py`). `load_bundle` refuses, with one
 `BundleError`, anything it cannot vouch for, in this order:
 
 1. the container: not a bundle, a truncated or corrupt zip, unsafe member names (`../x`,
-   absolute paths, backslashes), links or special files in a directory;
-2. the manifest: not UTF-8 JSON, a different format or format version, a self-checksum
-   that does not match its content;
-3. the files: any declared file missing, any file present but undeclared (a stray kernel is
-   never loaded), any size or sha256 differing from the manifest;
+   absolute paths, backslashes), a compression other than stored or deflated, links or
+   special files in a directory; only the member list is read here;
+2. the manifest, read first: over `MAX_MANIFEST_BYTES`, not UTF-8 JSON within the depth and
+   digit bounds (`load_json`), a different format or format version, a self-checksum that does
+   not match its content, a field of the wrong type (`_schema_error`);
+3. the files: any file present but undeclared (refused unread: a stray kernel is never
+   loaded, a bomb never inflated), any declared file missing, any header size differing from
+   the manifest (checked before the member is read, which then stops at that size), any
+   sha256 differing;
 4. the targets: an unknown target, or no target this machine can run; every target is
    checked. The one run by default is the best runnable: an `sm_XY` target when this machine
    has that GPU, else any GPU target when emulation is asked for (`emulate=True` or
@@ -38,7 +42,8 @@ import re
 import stat
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -142,6 +147,8 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
         return True
     if is_archive_path(p):
         return True
+    if not p.is_file():  # a FIFO would block the open below; a device is never a bundle
+        return False
     try:
         with p.open("rb") as f:
             return f.read(4) == b"PK\x03\x04"
@@ -149,63 +156,182 @@ def is_bundle(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def _read_dir(root: Path) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in [*dirnames, *filenames]:
-            full = Path(dirpath, name)
-            mode = full.lstat().st_mode
-            rel = full.relative_to(root).as_posix()
-            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                raise BundleError(f"bundle {root}: '{rel}' is a link or special file")
-            if stat.S_ISREG(mode):
-                files[rel] = full.read_bytes()
-    return files
+class _Container:
+    """The members of a bundle (directory or archive) by bundle-relative path, with the size
+    each one's header states; `read` returns one member, never more than that size."""
+
+    sizes: dict[str, int]
+
+    def read(self, name: str) -> bytes:
+        raise NotImplementedError
 
 
-def _read_archive(path: Path) -> dict[str, bytes]:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            files: dict[str, bytes] = {}
-            for info in zf.infolist():
-                name = info.filename
-                if not safe_member(name.rstrip("/")):
-                    raise BundleError(f"bundle archive {path}: unsafe member name {name!r}")
-                if name in files:
-                    raise BundleError(f"bundle archive {path}: member {name!r} appears twice")
-                if not info.is_dir():
-                    files[name] = zf.read(info)
-            return files
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
-        raise BundleError(f"bundle archive {path} is corrupt or truncated: {e}") from None
-    except (ValueError, NotImplementedError) as e:  # bad headers, unsupported compression
-        raise BundleError(f"bundle archive {path} is corrupt: {e}") from None
+class _DirContainer(_Container):
+    def __init__(self, root: Path) -> None:
+        self.root, self.sizes = root, {}
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            for name in [*dirnames, *filenames]:
+                full = Path(dirpath, name)
+                st = full.lstat()
+                rel = full.relative_to(root).as_posix()
+                if stat.S_ISLNK(st.st_mode) or not (
+                    stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
+                ):
+                    raise BundleError(f"bundle {root}: '{rel}' is a link or special file")
+                if stat.S_ISREG(st.st_mode):
+                    self.sizes[rel] = st.st_size
+
+    def read(self, name: str) -> bytes:
+        with (self.root / name).open("rb") as f:
+            data = _read_at_most(f, self.sizes[name])
+        if len(data) != self.sizes[name]:
+            raise BundleError(f"bundle {self.root}: '{name}' changed while it was read")
+        return data
 
 
-def read_container(path: Path) -> dict[str, bytes]:
-    """Every file of a bundle directory or archive, by bundle-relative path."""
+class _ZipContainer(_Container):
+    def __init__(self, path: Path, zf: zipfile.ZipFile) -> None:
+        self.path, self.zf, self.sizes = path, zf, {}
+        self.infos: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            name = info.filename
+            if not safe_member(name.rstrip("/")):
+                raise BundleError(f"bundle archive {path}: unsafe member name {name!r}")
+            if name in self.infos:
+                raise BundleError(f"bundle archive {path}: member {name!r} appears twice")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise BundleError(f"bundle archive {path}: member {name!r} uses compression "
+                                  f"method {info.compress_type} (fuel reads stored or "
+                                  "deflated members)")  # fmt: skip
+            self.infos[name] = info
+            if not info.is_dir():
+                self.sizes[name] = info.file_size
+
+    def read(self, name: str) -> bytes:
+        # in chunks: ZipFile.read inflates a whole member at once, however big it turns out
+        with self.zf.open(self.infos[name]) as f:
+            return _read_at_most(f, self.sizes[name])
+
+
+_CHUNK = 1 << 20
+
+
+def _read_at_most(f: Any, size: int) -> bytes:
+    """Up to `size` bytes of `f`, read (and inflated) a chunk at a time."""
+    parts, left = [], size
+    while left > 0:
+        part = f.read(min(left, _CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+@contextmanager
+def _open_container(path: Path) -> Iterator[_Container]:
+    """The bundle at `path`, its member list read (nothing inflated yet); every failure to
+    read it, while open, is one `BundleError`."""
     try:
         if path.is_dir():
             if not (path / MANIFEST).is_file():
                 raise BundleError(f"{path} is not a fuel bundle: it has no {MANIFEST}")
-            return _read_dir(path)
+            yield _DirContainer(path)
+            return
         if not path.exists():
             raise BundleError(f"no such bundle: {path}")
-        return _read_archive(path)
+        with zipfile.ZipFile(path) as zf:
+            yield _ZipContainer(path, zf)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
+        raise BundleError(f"bundle archive {path} is corrupt or truncated: {e}") from None
+    except (ValueError, NotImplementedError) as e:  # bad headers, unsupported compression
+        raise BundleError(f"bundle archive {path} is corrupt: {e}") from None
     except OSError as e:
-        raise BundleError(f"cannot read bundle {path}: {e.strerror}") from None
+        raise BundleError(f"cannot read bundle {path}: {e.strerror or e}") from None
+
+
+def read_container(path: Path) -> dict[str, bytes]:
+    """Every file of a bundle directory or archive, by bundle-relative path (for a bundle this
+    fuel just wrote; `load_bundle` reads only what the manifest declares)."""
+    with _open_container(path) as c:
+        return {name: c.read(name) for name in c.sizes}
+
+
+def read_declared(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(manifest, files): the manifest is read first (size-bounded, checked); then a member it
+    does not declare is refused unread, and each declared member is read only after its header
+    size matches the declared size, so no member is inflated beyond what the manifest says."""
+    with _open_container(path) as c:
+        if MANIFEST not in c.sizes:
+            raise BundleError(f"{path} is not a fuel bundle: it has no {MANIFEST}")
+        if c.sizes[MANIFEST] > MAX_MANIFEST_BYTES:
+            raise BundleError(f"{path}: {MANIFEST} is {c.sizes[MANIFEST]} bytes, more than a "
+                              f"manifest may be ({MAX_MANIFEST_BYTES})")  # fmt: skip
+        data = c.read(MANIFEST)
+        manifest = _manifest(path, data)
+        declared: Mapping[str, Any] = manifest["files"]
+        for name in sorted(c.sizes):
+            if name != MANIFEST and name not in declared:
+                raise BundleError(f"{path}: '{name}' is not declared in the manifest (refused)")
+        files = {MANIFEST: data}
+        for name, want in sorted(declared.items()):
+            if not safe_member(name):
+                raise BundleError(f"{path}: the manifest declares an unsafe path {name!r}")
+            if name not in c.sizes:
+                raise BundleError(f"{path}: '{name}' is missing")
+            if c.sizes[name] != want["size"]:
+                raise BundleError(f"{path}: '{name}' is {c.sizes[name]} bytes, the manifest "
+                                  f"says {want['size']} (truncated or replaced)")  # fmt: skip
+            files[name] = c.read(name)
+    return manifest, files
 
 
 # -- the manifest and the files ---------------------------------------------------------------
 
+MAX_MANIFEST_BYTES = 16 << 20
+"""A manifest (or picker record) larger than this is refused before it is read."""
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays and objects in a bundle's JSON (a manifest needs 5)."""
+MAX_JSON_DIGITS = 40
+"""Longest integer literal in a bundle's JSON (sizes and counts need 20)."""
 
-def _manifest(path: Path, files: Mapping[str, bytes]) -> dict[str, Any]:
-    if MANIFEST not in files:
-        raise BundleError(f"{path} is not a fuel bundle: it has no {MANIFEST}")
+
+def _big_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits (at most {MAX_JSON_DIGITS})")
+    return int(text)
+
+
+def _depth(obj: Any) -> int:
+    """How deeply arrays and objects nest in a parsed JSON value (`[]` is 1), iteratively."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        items = o.values() if isinstance(o, dict) else o if isinstance(o, list) else None
+        if items is not None:
+            deepest = max(deepest, d)
+            stack.extend((v, d + 1) for v in items)
+    return deepest
+
+
+def load_json(data: bytes, where: str) -> Any:
+    """Parse bundle JSON with bounds: UTF-8, nesting at most `MAX_JSON_DEPTH`, integers at
+    most `MAX_JSON_DIGITS` digits; anything else is a `BundleError` naming `where`. (json's C
+    scanner raises RecursionError past Python's recursion limit, before using the stack up.)"""
+    deep = f"{where} is not valid JSON (nested deeper than {MAX_JSON_DEPTH})"
     try:
-        m = json.loads(files[MANIFEST].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"{path}: {MANIFEST} is not valid JSON ({e})") from None
+        obj = json.loads(data.decode("utf-8"), parse_int=_big_int)
+    except RecursionError:
+        raise BundleError(deep) from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BundleError(f"{where} is not valid JSON ({e})") from None
+    if _depth(obj) > MAX_JSON_DEPTH:
+        raise BundleError(deep)
+    return obj
+
+
+def _manifest(path: Path, data: bytes) -> dict[str, Any]:
+    m = load_json(data, f"{path}: {MANIFEST}")
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise BundleError(f"{path}: {MANIFEST} is not a fuel bundle manifest")
     version = m.get("format_version")
@@ -217,7 +343,43 @@ def _manifest(path: Path, files: Mapping[str, bytes]) -> dict[str, Any]:
     for key, kind in (("files", dict), ("targets", dict), ("signature", dict)):
         if not isinstance(m.get(key), kind):
             raise BundleError(f"{path}: {MANIFEST} lacks '{key}'")
+    bad = _schema_error(m)
+    if bad:
+        raise BundleError(f"{path}: malformed {MANIFEST}: {bad}")
     return m
+
+
+def _schema_error(m: Mapping[str, Any]) -> str | None:
+    """What in a (checksummed) manifest has the wrong type for the loader, or None."""
+    for name, f in m["files"].items():
+        if not (isinstance(f, dict) and _is_size(f.get("size"))
+                and isinstance(f.get("sha256"), str)):  # fmt: skip
+            return f"files['{name}'] needs an integer 'size' and a string 'sha256'"
+    for key in ("module", "weights", "picker"):
+        if not isinstance(m.get(key), str | None):
+            return f"'{key}' must be a file name"
+    for target, t in m["targets"].items():
+        if not isinstance(t, dict) or not isinstance(t.get("fingerprint", {}), dict):
+            return f"target {target!r} must be an object with an object 'fingerprint'"
+        if not isinstance(t.get("module"), str | None):
+            return f"target {target!r}: 'module' must be a file name"
+        kernels = t.get("kernels", [])
+        if not isinstance(kernels, list) or not all(map(_is_kernel, kernels)):
+            return (f"target {target!r}: 'kernels' must list objects, each with a string "
+                    "'id', an object 'meta' and 'files' mapping names to sha256")  # fmt: skip
+    return None
+
+
+def _is_size(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_kernel(k: object) -> bool:
+    if not isinstance(k, dict) or not isinstance(k.get("id"), str):
+        return False
+    files = k.get("files", {})
+    return (isinstance(k.get("meta", {}), dict) and isinstance(files, dict)
+            and all(isinstance(v, str) for v in files.values()))  # fmt: skip
 
 
 def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]) -> None:
@@ -294,6 +456,8 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
         try:
             op, dtypes, source = meta["op"], tuple(meta["dtypes"]), meta["source"]
             want = int(k["revision"], 16)
+            if not all(isinstance(v, str) for v in (op, source, *dtypes)):
+                raise TypeError
         except (KeyError, TypeError, ValueError):
             raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
         entry = next((e for e in full.lookup_alternatives(op, dtypes, "cpu")
@@ -664,8 +828,7 @@ def load_bundle(path: str | os.PathLike[str], emulate: bool | None = None) -> Lo
     and run emulated."""
     p = Path(path)
     emulate = emulation_requested(emulate)
-    files = read_container(p)
-    manifest = _manifest(p, files)
+    manifest, files = read_declared(p)
     try:
         _check_files(p, manifest, files)
         chosen = _pick_target(p, manifest, emulate)
@@ -681,8 +844,5 @@ def load_bundle(path: str | os.PathLike[str], emulate: bool | None = None) -> Lo
     else:
         gpu[chosen] = _gpu_target(p, manifest, files, chosen)
         table = gpu[chosen][1]
-    try:
-        picker = json.loads(files[PICKER_FILE])
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"{p}: {PICKER_FILE} is not valid JSON ({e})") from None
+    picker = load_json(files[PICKER_FILE], f"{p}: {PICKER_FILE}")
     return LoadedBundle(p, manifest, module, chosen, table, picker, files, emulate, gpu)

@@ -1,11 +1,15 @@
 """`FuelModule`: fuel IR plus the weights its `fuel.weight` ops name, loaded and saved together.
 
 On disk a module is `NAME.mlir` with `NAME.safetensors` beside it; the module attribute
-`fuel.weights` names the weights file relative to the IR file.
+`fuel.weights` names the weights file relative to the IR file and `fuel.weights_sha256` records
+its hash. `save` writes the weights first and the IR last, each atomically, after staging both,
+so a failed save leaves the old pair; a crash between the two renames leaves new weights beside
+the old IR, which `load` refuses (the hash differs) instead of running it with the wrong data.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,17 +17,17 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
-from fuel_dialect.attrs import NAME_ATTR, WEIGHTS_ATTR
+from fuel_dialect.attrs import NAME_ATTR, WEIGHTS_ATTR, WEIGHTS_SHA256_ATTR
 from fuel_dialect.dialect import fuel_context
-from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.dtypes import ELEMENT_TYPES, dtype_name, shape_of
 from fuel_dialect.ops_movement import WeightOp
 from runtime.dtypes import to_numpy
-from runtime.fsutil import atomic_write_text
-from runtime.weights import WeightsError, load_weights, save_weights
+from runtime.fsutil import atomic_write_files, read_regular_file
+from runtime.weights import WeightsError, weights_from_bytes, weights_to_bytes
 
 
 class ModuleError(Exception):
@@ -66,42 +70,141 @@ class FuelModule:
                 )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write `path` (IR text) and its weights beside it, each atomically."""
+        """Write `path` (IR text) and, when there are weights, `path` with the suffix
+        `.safetensors` beside it: weights first, IR last, each atomically, both staged before
+        either replaces an old file (a failed save leaves the old pair; see the module doc).
+        The IR records the weights' file name and sha256 (`fuel.weights_sha256`)."""
         p = Path(path)
+        files: list[tuple[Path, bytes]] = []
         if self.weights:
             wpath = p.with_suffix(".safetensors")
+            if wpath == p:
+                raise ModuleError(f"{p}: the IR file cannot be named like its weights file")
+            data = weights_to_bytes(self.weights)
             self.op.attributes[WEIGHTS_ATTR] = StringAttr(wpath.name)
-            save_weights(wpath, self.weights)
-        atomic_write_text(p, str(self.op) + "\n")
+            self.op.attributes[WEIGHTS_SHA256_ATTR] = StringAttr(hashlib.sha256(data).hexdigest())
+            files.append((wpath, data))
+        else:
+            self.op.attributes.pop(WEIGHTS_SHA256_ATTR, None)  # no file of ours to vouch for
+        files.append((p, (str(self.op) + "\n").encode()))
+        atomic_write_files(files)
         return p
 
     @staticmethod
     def parse(text: str, name: str = "<string>") -> FuelModule:
-        """Parse and verify IR text (no weights); `ModuleError` carries line:col."""
+        """Parse and verify IR text (no weights); `ModuleError` carries line:col. Text the
+        parser rejects in other ways (an attribute value out of range, nesting deeper than
+        Python's stack) is a `ModuleError` at the parser's position; so is a tensor type of
+        more than `MAX_TENSOR_ELEMENTS` elements, or an entry signature fuel cannot run."""
+        parser = Parser(fuel_context(), text, name)
         try:
-            module = Parser(fuel_context(), text, name).parse_module()
+            module = parser.parse_module()
         except ParseError as e:
             raise ModuleError(str(e)) from None
+        except (DiagnosticException, RecursionError, ValueError, OverflowError) as e:
+            what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            raise ModuleError(f"{name}:{_line_col(text, parser.pos)}: {what}") from None
         try:
             module.verify()
         except DiagnosticException as e:
             raise ModuleError(f"{name}: invalid IR: {e}") from None
+        except RecursionError:
+            raise ModuleError(f"{name}: invalid IR: nested too deeply") from None
+        check_types(module, name)
         return FuelModule(module)
 
     @staticmethod
     def load(path: str | os.PathLike[str], weights: str | None = None) -> FuelModule:
-        """Load IR from `path` and the weights it names (or `weights`, or NAME.safetensors)."""
+        """Load IR from `path` and the weights it names (or `weights`, or NAME.safetensors).
+
+        When the IR records `fuel.weights_sha256`, the weights file it names must have that
+        hash, else `ModuleError` naming both files (a pair torn by an interrupted save, or a
+        weights file from another save). IR without the hash (written by an older fuel, or by
+        hand) still loads, checked only by the weights' names, shapes and dtypes: the hash
+        guards against torn writes, not against a hostile author, who could write it too.
+        An explicit `weights` file is the caller's choice and is not compared with the hash.
+        """
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise ModuleError(f"cannot read {p}: {e.strerror}") from None
-        m = FuelModule.parse(text, str(p))
+        m = FuelModule.parse(read_ir_text(p), str(p))
         wfile = _weights_path(m.op, p, weights)
         if wfile is not None:
-            m.weights = load_weights(wfile)
+            try:
+                data = read_regular_file(wfile)
+            except OSError as e:
+                raise WeightsError(f"cannot read weights file {wfile}: {e.strerror}") from None
+            m.weights = weights_from_bytes(data, str(wfile))
+            if weights is None:
+                _check_weights_hash(m.op, p, wfile, data)
         m.check_weights()
         return m
+
+
+def read_ir_text(path: Path) -> str:
+    """The IR text of `path`, read as bytes and decoded; `ModuleError` if unreadable or not
+    UTF-8 (naming the file and the byte offset)."""
+    try:
+        raw = read_regular_file(path)
+    except OSError as e:
+        raise ModuleError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ModuleError(f"{path}: not UTF-8 text (byte {e.start} is invalid)") from None
+
+
+def _check_weights_hash(op: ModuleOp, path: Path, wfile: Path, data: bytes) -> None:
+    """The weights file's sha256 is the one the IR recorded (if it recorded one)."""
+    want = op.attributes.get(WEIGHTS_SHA256_ATTR)
+    if want is None:
+        return
+    if not isinstance(want, StringAttr):
+        raise ModuleError(f"{path}: the module attribute {WEIGHTS_SHA256_ATTR} must be a string")
+    have = hashlib.sha256(data).hexdigest()
+    if have != want.data.lower():
+        raise ModuleError(
+            f"{path}: its weights file {wfile} is not the one it was saved with (sha256 "
+            f"{have[:16]}..., the IR records {want.data[:16]}...): a save was interrupted or "
+            "one of the two files was replaced; save or import the module again"
+        )
+
+
+MAX_TENSOR_ELEMENTS = 1 << 36
+"""The most elements a tensor type may declare (256 GiB of f32): a bound checked when IR is
+read, so an absurd declared shape is refused before anything is allocated for it."""
+
+
+def check_types(module: ModuleOp, name: str) -> None:
+    """Every tensor type within `MAX_TENSOR_ELEMENTS`, the entry signature in fuel's dtypes;
+    else `ModuleError` starting with `name` (for IR built in memory, like an import's)."""
+    for op in module.walk():
+        values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
+        for v in values:
+            if isinstance(v.type, TensorType) and _elements(v.type) > MAX_TENSOR_ELEMENTS:
+                raise ModuleError(f"{name}: '{op.name}' declares {v.type}, more than "
+                                  f"{MAX_TENSOR_ELEMENTS} elements")  # fmt: skip
+    try:
+        f = entry_function(module)
+    except ModuleError:
+        return  # no entry: fine until something runs it
+    for kind, types in (("argument", f.function_type.inputs), ("result", f.function_type.outputs)):
+        for i, t in enumerate(types.data):
+            try:
+                dtype_name(t)
+            except ValueError:
+                raise ModuleError(f"{name}: @{f.sym_name.data} {kind} {i} has type {t}, which "
+                                  "fuel cannot pass in or out (element types: "
+                                  f"{', '.join(ELEMENT_TYPES)})") from None  # fmt: skip
+
+
+def _elements(t: TensorType) -> int:
+    n = 1
+    for d in t.get_shape():
+        n *= max(d, 1)  # a dynamic dim (-1) counts as 1 here
+    return n
+
+
+def _line_col(text: str, pos: int) -> str:
+    return f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
 
 
 def _weights_path(op: ModuleOp, path: Path, override: str | None) -> Path | None:

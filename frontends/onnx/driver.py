@@ -1,8 +1,9 @@
 """The import driver: read and check a model, then walk its graph once in topological order.
 
-Before any IR is built the model is checked as a whole: readable, opset >= `MIN_OPSET`, and every
-op type it uses registered (otherwise one error lists all unsupported op types, sorted, with
-node counts). Graph inputs become function arguments named like the ONNX inputs (static shapes
+Before any IR is built the model is checked as a whole: readable, its model-local functions
+inlined, standard opset from `MIN_OPSET` to `MAX_OPSET`, every tensor name written once, and
+every op type it uses registered (otherwise one error lists all unsupported op types, sorted,
+with node counts). Graph inputs become function arguments named like the ONNX inputs (static shapes
 only; `input_shapes` pins dynamic dims), initializers become constants (weights once a traced op
 reads them), and the graph outputs become the function results, named like the ONNX outputs.
 Every op built for a node carries the node's name as its location, and the value of each ONNX
@@ -11,6 +12,7 @@ output its tensor name as SSA name hint.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.inliner  # a submodule `import onnx` does not load
 from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
 from xdsl.ir import OpResult, SSAValue
 
@@ -46,10 +49,13 @@ from frontends.onnx.emit import (
 from frontends.onnx.errors import OnnxImportError
 from frontends.onnx.registry import OPS, Node, Outputs, display_name, op_key
 from runtime.dtypes import to_numpy
-from runtime.module import FuelModule
+from runtime.module import MAX_TENSOR_ELEMENTS, FuelModule, ModuleError, check_types
 
 MIN_OPSET = 7
 """Oldest standard opset imported: from 7 on, elementwise ops broadcast like numpy."""
+MAX_OPSET = 28
+"""Newest standard opset imported: the handlers follow the op definitions up to this opset
+(onnx 1.23's newest); a newer model may use an op whose meaning changed, so it is refused."""
 
 ModelLike = onnx.ModelProto | str | os.PathLike[str]
 
@@ -67,17 +73,25 @@ def import_onnx(model: ModelLike, *, input_shapes: Mapping[str, Sequence[int]] |
     `input_shapes` pins the shapes of graph inputs with dynamic dims; `constants` fixes graph
     inputs to known values (they are folded and leave the function's arguments), for inputs
     that fuel needs at import time, like a Reshape's shape (see `OnnxImportError.constant_input`).
+    Every refusal is an `OnnxImportError`, its message starting with the model's path when
+    `model` is one.
     """
     proto = load_model(model)
-    if proto.functions:
-        try:
-            proto = onnx.inliner.inline_local_functions(proto)
-        except Exception as e:  # noqa: BLE001 - onnx raises several types here
-            raise OnnxImportError(f"cannot inline the model's local functions: {e}") from None
-    opset = _default_opset(proto)
-    _check_supported(proto.graph)
-    frozen = {k: np.asarray(v) for k, v in (constants or {}).items()}
-    return _GraphImport(proto.graph, opset, dict(input_shapes or {}), frozen, name).run()
+    try:
+        if proto.functions:
+            try:
+                proto = onnx.inliner.inline_local_functions(proto)
+            except Exception as e:  # noqa: BLE001 - onnx raises several types here
+                raise OnnxImportError(f"cannot inline the model's local functions: {e}") from None
+        opset = _default_opset(proto)
+        _check_single_writer(proto.graph)
+        _check_supported(proto.graph)
+        frozen = {k: np.asarray(v) for k, v in (constants or {}).items()}
+        return _GraphImport(proto.graph, opset, dict(input_shapes or {}), frozen, name).run()
+    except OnnxImportError as e:
+        if not isinstance(model, onnx.ModelProto):  # `fuel: error: model.onnx: ...`
+            e.args = (f"{os.fspath(model)}: {e}",)
+        raise
 
 
 def load_any(path: str | os.PathLike[str], weights: str | None = None) -> FuelModule:
@@ -113,7 +127,30 @@ def _default_opset(proto: onnx.ModelProto) -> int:
             f"the model imports standard opset {opset}; fuel imports opset {MIN_OPSET} or newer "
             "(upgrade it with onnx.version_converter)"
         )
+    if opset > MAX_OPSET:
+        raise OnnxImportError(
+            f"the model imports standard opset {opset}, newer than fuel knows (opsets "
+            f"{MIN_OPSET} to {MAX_OPSET}); convert it with onnx.version_converter or use a "
+            "newer fuel"
+        )
     return opset
+
+
+def _check_single_writer(graph: onnx.GraphProto) -> None:
+    """Every tensor name is written once (ONNX graphs are SSA): by a graph input or
+    initializer (an initializer may also be listed as an input), or by one node output."""
+    writer: dict[str, str | int] = {t.name: "an initializer" for t in graph.initializer}
+    writer |= {vi.name: "a graph input" for vi in graph.input if vi.name not in writer}
+    for i, node in enumerate(graph.node):
+        for name in filter(None, node.output):
+            if name in writer:
+                w = writer[name]
+                first = node_desc(graph.node[w], w) if isinstance(w, int) else w
+                raise OnnxImportError(
+                    f"{node_desc(node, i)} writes tensor '{name}', which {first} already "
+                    "writes (tensor names must be unique)"
+                )
+            writer[name] = i
 
 
 def _check_supported(graph: onnx.GraphProto) -> None:
@@ -198,7 +235,7 @@ class _GraphImport:
         tt = vi.type.tensor_type
         dtype = fuel_dtype(tt.elem_type, what)
         if vi.name in self.shapes:
-            return dtype, tuple(int(d) for d in self.shapes[vi.name])
+            return dtype, _bounded(what, [int(d) for d in self.shapes[vi.name]])
         if not tt.HasField("shape"):
             raise OnnxImportError(f"{what} has no shape (unknown rank); fuel needs static shapes")
         dims = []
@@ -210,7 +247,7 @@ class _GraphImport:
                     f"(pin it with --input-shape {vi.name}=...)"
                 )
             dims.append(d.dim_value)
-        return dtype, tuple(dims)
+        return dtype, _bounded(what, dims)
 
     def _node(self, index: int, proto: onnx.NodeProto) -> None:
         spec = OPS[op_key(proto.domain, proto.op_type)]
@@ -264,9 +301,21 @@ class _GraphImport:
             _check_declared(vi, t)
             results[vi.name] = self.em.value(t)
         try:
-            return self.b.build(results)
+            module = self.b.build(results)
+            check_types(module.op, "the imported graph")
         except BuilderError as e:
             raise OnnxImportError(f"the imported graph does not verify: {e}") from None
+        except ModuleError as e:
+            raise OnnxImportError(str(e)) from None
+        return module
+
+
+def _bounded(what: str, dims: list[int]) -> tuple[int, ...]:
+    """`dims`, unless they hold more than `MAX_TENSOR_ELEMENTS` elements (refused by name)."""
+    if math.prod(dims) > MAX_TENSOR_ELEMENTS:
+        raise OnnxImportError(f"{what} has shape {dims}: more than {MAX_TENSOR_ELEMENTS} "
+                              "elements, the most a tensor may have")  # fmt: skip
+    return tuple(dims)
 
 
 def _as_tuple(outs: Outputs) -> tuple[Tensor | None, ...]:

@@ -135,3 +135,48 @@ def test_no_kernel_for_a_dtype_is_unsupported_not_a_crash() -> None:
     i8 = TensorProto.INT8
     model = make_model([node], [_vi("x", [2, 2], i8), _vi("z", [2, 2], i8)], [_vi("y", [2, 2], i8)])
     _raises(model, r"node 'mm8' \(MatMul\): fuel has no kernel for 'fuel.matmul' on \(i8, i8, i8\)")
+
+
+def test_an_opset_newer_than_fuel_knows_is_refused_by_name() -> None:
+    model = mlp_model()
+    model.opset_import[0].version = 999
+    _raises(model, r"imports standard opset 999, newer than fuel knows \(opsets 7 to 28\)")
+    model.opset_import[0].version = 28
+    import_onnx(model)
+
+
+def test_a_tensor_written_twice_is_refused() -> None:
+    n = helper.make_node
+    twice = [n("Relu", ["x"], ["y"], name="a"), n("Neg", ["x"], ["y"], name="b")]
+    model = make_model(twice, [_vi("x", [4])], [_vi("y", [4])], check=False)
+    _raises(model, r"node 'b' \(Neg\) writes tensor 'y', which node 'a' \(Relu\) already writes")
+    over_input = [n("Relu", ["x"], ["x"])]
+    model = make_model(over_input, [_vi("x", [4])], [_vi("x", [4])], check=False)
+    _raises(model, r"node #0 \(Relu, output 'x'\) writes tensor 'x', which a graph input already")
+    over_init = [n("Relu", ["x"], ["w"]), n("Add", ["x", "w"], ["y"])]
+    model = make_model(over_init, [_vi("x", [4])], [_vi("y", [4])],
+                       {"w": np.ones(4, np.float32)}, check=False)  # fmt: skip
+    _raises(model, "writes tensor 'w', which an initializer already writes")
+
+
+def test_model_local_functions_are_inlined() -> None:
+    body = [helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", ["a", "s"], ["b"])]
+    fn = helper.make_function("local", "Swishy", ["a"], ["b"], body,
+                              [helper.make_opsetid("", 17)])  # fmt: skip
+    node = helper.make_node("Swishy", ["x"], ["y"], domain="local", name="sw")
+    graph = helper.make_graph([node], "g", [_vi("x", [4])], [_vi("y", [4])])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])  # fmt: skip
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    x = np.linspace(-2, 2, 4, dtype=np.float32)
+    y = Executor(import_onnx(model)).run({"x": x})["y"]
+    np.testing.assert_allclose(y, x / (1 + np.exp(-x)), rtol=1e-6)
+
+
+def test_a_refusal_of_a_model_file_names_the_file(tmp_path: Path) -> None:
+    model = mlp_model()
+    model.opset_import[0].version = 999
+    path = tmp_path / "new.onnx"
+    onnx.save(model, path)
+    assert str(_raises(str(path), "opset 999")).startswith(f"{path}: the model imports")
