@@ -56,6 +56,7 @@ bench: $(STAMP_TEST)
 	$(BIN)/python bench/dispatch_overhead.py
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/zoo.py
 
 $(TOOLS)/bin/pip-compile:
 	$(PYTHON) -m venv $(TOOLS)
