@@ -1,0 +1,132 @@
+"""Models fuel did not write: `transformers` architectures from tiny configs (random weights,
+no download), imported as their users export them, run by fuel, compared with PyTorch.
+
+torch.export of `model(input_ids, attention_mask)` exactly as exported (no manual
+decomposition), and the legacy ONNX exporter for two decoders. The outputs must also change
+with the input (a graph that folded to a constant would pass a single comparison).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+tf = pytest.importorskip("transformers")
+onnx = pytest.importorskip("onnx")
+
+from frontends.onnx import import_onnx  # noqa: E402
+from frontends.torch_export import import_exported_program  # noqa: E402
+from runtime.executor import Executor  # noqa: E402
+
+VOCAB, TOKENS = 512, 12
+SMALL = {"vocab_size": VOCAB}
+
+
+def _llama_like(cls: Callable[..., Any], config: Callable[..., Any], **kw: Any) -> Any:
+    return cls(
+        config(
+            num_hidden_layers=2,
+            hidden_size=64,
+            intermediate_size=176,
+            num_attention_heads=4,
+            max_position_embeddings=64,
+            **SMALL,
+            **kw,
+        )
+    )
+
+
+MODELS: dict[str, tuple[Callable[[], Any], bool]] = {
+    "gpt2": (
+        lambda: tf.GPT2LMHeadModel(
+            tf.GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=64, **SMALL)
+        ),
+        True,
+    ),
+    "llama": (
+        lambda: _llama_like(tf.LlamaForCausalLM, tf.LlamaConfig, num_key_value_heads=4),
+        True,
+    ),
+    "mistral": (
+        lambda: _llama_like(
+            tf.MistralForCausalLM, tf.MistralConfig, num_key_value_heads=2, sliding_window=None
+        ),
+        True,
+    ),
+    "bert": (
+        lambda: tf.BertModel(
+            tf.BertConfig(
+                num_hidden_layers=2,
+                hidden_size=64,
+                intermediate_size=128,
+                num_attention_heads=4,
+                **SMALL,
+            ),
+            add_pooling_layer=False,
+        ),
+        False,
+    ),
+    "t5-encoder": (
+        lambda: tf.T5EncoderModel(
+            tf.T5Config(d_model=64, d_ff=176, d_kv=16, num_layers=2, num_heads=4, **SMALL)
+        ),
+        False,
+    ),
+}
+"""name -> (a fresh model, whether it is a causal LM: logits out, else the last hidden state)."""
+
+
+class Prefill(torch.nn.Module):
+    def __init__(self, model: Any, causal: bool) -> None:
+        super().__init__()
+        self.m, self.causal = model, causal
+
+    def forward(self, ids: Any, mask: Any) -> Any:
+        if self.causal:
+            return self.m(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
+def _case(name: str) -> tuple[Any, tuple[Any, Any], tuple[Any, Any]]:
+    torch.manual_seed(0)
+    build, causal = MODELS[name]
+    gen = torch.Generator().manual_seed(1)
+    mask = torch.ones(1, TOKENS, dtype=torch.int64)
+    a, b = (torch.randint(0, VOCAB, (1, TOKENS), generator=gen) for _ in range(2))
+    return Prefill(build().eval(), causal).eval(), (a, mask), (b, mask)
+
+
+def _check(module: Any, model: Any, args: tuple[Any, Any], alt: tuple[Any, Any]) -> None:
+    ex = Executor(module)
+    names = ex.input_names
+    got = next(iter(ex.run({n: t.numpy() for n, t in zip(names, args, strict=True)}).values()))
+    with torch.inference_mode():
+        want = model(*args).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    other = next(iter(ex.run({n: t.numpy() for n, t in zip(names, alt, strict=True)}).values()))
+    assert not np.array_equal(got, other), "the output does not depend on the input"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_torch_export_as_exported(name: str) -> None:
+    model, args, alt = _case(name)
+    ep = torch.export.export(model, args, strict=False)
+    _check(import_exported_program(ep), model, args, alt)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_onnx_legacy_export(name: str) -> None:
+    model, args, alt = _case(name)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model, args, buf, input_names=["ids", "mask"], dynamo=False, opset_version=18
+        )
+    _check(import_onnx(onnx.load_model_from_string(buf.getvalue())), model, args, alt)
