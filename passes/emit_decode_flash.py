@@ -145,7 +145,7 @@ class EmitDecodeFlashPass(ModulePass, PickerOptions):
     name = "fuel-emit-decode-flash"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from runtime.binding_table import global_bindings
+        from runtime.kernels import global_bindings
 
         opts = self.plan_options()
         table = opts.table if opts.table is not None else global_bindings()

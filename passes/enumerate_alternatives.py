@@ -11,7 +11,7 @@ from xdsl.passes import ModulePass
 from passes.picker.plan import is_decision_point
 from passes.picker.ranker import enumerate_candidates
 from passes.picker.support import PickerOptions, clear_decisions, write_alternatives
-from runtime.binding_table import global_bindings
+from runtime.kernels import global_bindings
 
 
 @dataclass(frozen=True)

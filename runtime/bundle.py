@@ -284,7 +284,7 @@ def _resolve_kernels(path: Path, kernels: list[dict[str, Any]]) -> KernelBinding
 
 def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBindingTable) -> None:
     """Register the declared CPU kernels into `table`, each at its declared revision."""
-    from runtime.binding_table import global_bindings
+    from runtime.kernels import global_bindings
 
     full = global_bindings()
     for k in kernels:
@@ -318,7 +318,7 @@ def _native_table() -> KernelBindingTable:
     """The global table plus fuel's native kernels, registered although no C compiler is here
     (a bundle ships the library: `_install_native`)."""
     if not _NATIVE_TABLE:
-        from runtime.binding_table import global_bindings
+        from runtime.kernels import global_bindings
         from runtime.kernels.cpu.native import register_native
 
         table = global_bindings().copy()

@@ -67,12 +67,7 @@ from fuel_dialect.ops_movement import (
     WeightOp,
 )
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp
-from runtime.binding_table import (
-    BindingTableError,
-    KernelBindingTable,
-    ensure_backend_kernels,
-    global_bindings,
-)
+from runtime.binding_table import BindingTableError, KernelBindingTable
 from runtime.compiled import ExecutionError, InputError, compile_op
 from runtime.devices import (
     DeviceRuntime,
@@ -83,6 +78,7 @@ from runtime.devices import (
 )
 from runtime.dtypes import to_numpy
 from runtime.judge import JudgeOracle
+from runtime.kernels import ensure_backend_kernels, global_bindings
 from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns

@@ -452,7 +452,7 @@ class ProfileJudgeOracle(_LatencyMap):
         if report.version != REPORT_VERSION:
             return
         if table is None:
-            from runtime.binding_table import global_bindings
+            from runtime.kernels import global_bindings
 
             table = global_bindings()
         for e in fresh_entries(report.entries, table):

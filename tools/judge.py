@@ -109,7 +109,7 @@ def _split(csv: str | None) -> list[str] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from runtime.binding_table import global_bindings
+    from runtime.kernels import global_bindings
 
     if args.budget_s is not None and args.budget_s <= 0:
         raise JudgeError(f"--budget-s must be positive, got {args.budget_s:g}")

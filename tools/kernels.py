@@ -191,7 +191,7 @@ def _kernels_table(args: argparse.Namespace) -> KernelBindingTable:
         table = KernelBindingTable()
         register_cpu_kernels_from_contracts(table)
     else:
-        from runtime.binding_table import global_bindings
+        from runtime.kernels import global_bindings
 
         table = global_bindings().copy()
     for pattern in args.contracts:

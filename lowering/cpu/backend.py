@@ -185,8 +185,9 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
 def stamp_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
     """Every kernel op gets a `#fuel.kernel` stamp: unstamped ones get the sibling the executor
     would run by default (first dense-safe entry on "cpu"), so the bundle pins it."""
-    from runtime.binding_table import NoKernelForOp, global_bindings
+    from runtime.binding_table import NoKernelForOp
     from runtime.compiled import compile_node
+    from runtime.kernels import global_bindings
 
     table = global_bindings()
     stamped = 0
@@ -209,7 +210,7 @@ def stamp_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
 def artifacts_stage(module: FuelModule, md: dict[str, Any]) -> list[KernelArtifact]:
     """One artifact per distinct CPU kernel stamp (id + revision; meta: key, source,
     precision, caps); stamps naming another backend belong to another target."""
-    from runtime.binding_table import global_bindings
+    from runtime.kernels import global_bindings
 
     table = global_bindings()
     out: dict[str, KernelArtifact] = {}

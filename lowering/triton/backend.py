@@ -226,8 +226,9 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
 
 
 def _stamp_cpu(op: Operation) -> None:
-    from runtime.binding_table import NoKernelForOp, global_bindings
+    from runtime.binding_table import NoKernelForOp
     from runtime.compiled import compile_node
+    from runtime.kernels import global_bindings
 
     assert isinstance(op, KernelOp)
     try:
@@ -470,8 +471,8 @@ def _host_stamped(op: Operation) -> bool:
 
 def _host(op: Operation, args: list[Any], outs: list[Any]) -> None:
     """A host op the lowering kept (stamped CPU kernel): numpy in, torch out."""
-    from runtime.binding_table import global_bindings
     from runtime.compiled import compile_op
+    from runtime.kernels import global_bindings
 
     node = compile_op(op, global_bindings(), "cpu")
     ins = [np.ascontiguousarray(to_numpy(a)) for a in args]

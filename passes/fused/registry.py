@@ -149,7 +149,7 @@ class FusedKernelRegistry:
         name) and publish its `kernels` under `entry.kernel_op` plus `bind` (any other
         binding-table writer) in one global-table write. Nothing happens when this exact entry
         is registered and every kernel is already bound. Returns whether anything changed."""
-        from runtime.binding_table import extend_global_bindings, global_bindings
+        from runtime.kernels import extend_global_bindings, global_bindings
 
         if kernels and not entry.kernel_op:
             raise ValueError(f"fused op '{entry.name}': kernels need the entry's kernel_op")

@@ -51,14 +51,9 @@ from passes.picker.ranker import (
     compute_static_costs,
     default_chain,
 )
-from runtime.binding_table import (
-    BindingTableError,
-    KernelBindingTable,
-    bindings_generation,
-    ensure_backend_kernels,
-    global_bindings,
-)
+from runtime.binding_table import BindingTableError, KernelBindingTable
 from runtime.cost import dtype_bytes, layer1_cost
+from runtime.kernels import bindings_generation, ensure_backend_kernels, global_bindings
 from runtime.module import entry_function
 from runtime.topology import SystemTopology
 

@@ -75,8 +75,8 @@ def _note_once(notes: list[str]) -> None:
 
 
 def _judge(spec: str):  # noqa: ANN202
-    from runtime.binding_table import global_bindings
     from runtime.judge import ProfileJudgeOracle, default_report_path, load_report
+    from runtime.kernels import global_bindings
 
     if spec == "none":
         return None
