@@ -45,7 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from runtime import knobs
 from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.knobs import EMULATE_ENV
 
 FORMAT = "fuel.bundle"
 FORMAT_VERSION = 1
@@ -57,14 +59,11 @@ TARGETS_DIR = "targets"
 CHECKSUM_KEY = "manifest_sha256"
 ARCHIVE_SUFFIXES = (".fuelbundle", ".zip")
 _GPU_TARGET = re.compile(r"sm_\d{2,3}a?")
-EMULATE_ENV = "FUEL_EMULATE_GPU"
-"""`FUEL_EMULATE_GPU=1`: GPU targets count as runnable, emulated (CPU tensors + the Triton
-interpreter) where this machine lacks the GPU."""
 
 
 def emulation_requested(emulate: bool | None = None) -> bool:
     """`emulate` when given, else whether `FUEL_EMULATE_GPU=1`."""
-    return os.environ.get(EMULATE_ENV) == "1" if emulate is None else emulate
+    return knobs.emulate_gpu() if emulate is None else emulate
 
 
 class BundleError(Exception):

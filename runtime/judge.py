@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from runtime import knobs
 from runtime.binding_table import KernelBindingTable
 from runtime.fsutil import atomic_write_text
 
@@ -210,11 +211,7 @@ class ProfileReport:
 
 def default_report_path() -> Path:
     """`$FUEL_JUDGE_REPORT`, else `$XDG_CACHE_HOME/fuel/judge.json`, else ~/.cache/fuel/."""
-    explicit = os.environ.get("FUEL_JUDGE_REPORT")
-    if explicit:
-        return Path(explicit)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "fuel" / "judge.json"
+    return knobs.judge_report()
 
 
 def _cpu_model() -> str:

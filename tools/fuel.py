@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime import knobs
 from runtime.dtypes import FLOAT_DTYPES, from_numpy
 from runtime.fsutil import atomic_write_bytes
 
@@ -97,9 +98,7 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.emulate:  # before anything imports triton: emulated kernels run interpreted
-        import os
-
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        knobs.request_triton_interpreter()
     ex = _executor(args)
     given = _parse_inputs(args.input)
     if args.random_inputs:

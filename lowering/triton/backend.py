@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -274,14 +273,10 @@ def aot_stage(module: ModuleOp, metadata: dict[str, Any], options: TritonOptions
                if isinstance(op, TritonKernelOp)]  # fmt: skip
     kernels += _library_specs(module)
     specs = [s for k in kernels for s in k[2]]
-    path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(cache_dir()), path) if p)
     try:
-        launches = compile_specs(specs, options.target)
+        launches = compile_specs(specs, options.target, python_path=(str(cache_dir()),))
     except AotError as e:
         raise BackendError(str(e)) from None
-    finally:
-        _restore("PYTHONPATH", path)
     out, i = [], 0
     for kernel_id, kind, kspecs, source, extra in kernels:
         revision = extra.pop("revision")
@@ -289,13 +284,6 @@ def aot_stage(module: ModuleOp, metadata: dict[str, Any], options: TritonOptions
         i += len(kspecs)
         out.append(Compiled(kernel_id, kind, revision, source, batch, extra))
     return out
-
-
-def _restore(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
 
 
 Kernel = tuple[str, str, tuple[Any, ...], str, dict[str, Any]]

@@ -12,7 +12,6 @@ import hashlib
 import importlib.util
 import linecache
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fuel_dialect.dtypes import io_signature
+from runtime import knobs
 
 POINTER = {
     "f64": "*fp64", "f32": "*fp32", "f16": "*fp16", "bf16": "*bf16",
@@ -35,11 +35,7 @@ class CodegenError(Exception):
 def cache_dir() -> Path:
     """Where generated kernel sources are written: `$FUEL_CACHE_DIR/triton`, else
     `$XDG_CACHE_HOME/fuel/triton`, else `~/.cache/fuel/triton`."""
-    root = os.environ.get("FUEL_CACHE_DIR")
-    if root:
-        return Path(root) / "triton"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "fuel" / "triton"
+    return knobs.cache_root() / "triton"
 
 
 def source_file(name: str, source: str) -> Path:

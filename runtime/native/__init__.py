@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from runtime import knobs
+
 SOURCE_PATHS = tuple(
     Path(__file__).resolve().with_name(f) for f in ("fuel_native.c", "fuel_gemm.c")
 )
@@ -59,7 +61,7 @@ def enabled() -> bool:
     (checked without compiling)."""
     from runtime.loaders.c import find_compiler
 
-    return os.environ.get("FUEL_NATIVE", "1") != "0" and find_compiler() is not None
+    return knobs.native_enabled() and find_compiler() is not None
 
 
 def available() -> bool:
@@ -67,7 +69,7 @@ def available() -> bool:
     copy (`install_prebuilt`) and `FUEL_NATIVE` is not `0`."""
     from runtime.loaders.c import prebuilt, source_key
 
-    if os.environ.get("FUEL_NATIVE", "1") == "0":
+    if not knobs.native_enabled():
         return False
     return enabled() or prebuilt(source_key(source())) is not None
 
@@ -102,7 +104,7 @@ def _cpu_flags() -> frozenset[str]:
 
 def threads() -> int:
     """The pool size: `FUEL_NUM_THREADS` if set (>= 1), else this process's CPUs, capped."""
-    env = os.environ.get("FUEL_NUM_THREADS", "")
+    env = knobs.num_threads()
     if env.strip():
         try:
             return max(1, int(env))
