@@ -10,7 +10,7 @@ from xdsl.passes import ModulePass
 
 from passes.picker.plan import is_decision_point
 from passes.picker.ranker import enumerate_candidates
-from passes.picker.support import PickerOptions, clear_decisions, write_alternatives
+from passes.picker.support import PickerOptions, candidate_attr, clear_decisions, write_alternatives
 from runtime.kernels import global_bindings
 
 
@@ -26,8 +26,6 @@ class EnumerateAlternativesPass(ModulePass, PickerOptions):
     name = "fuel-enumerate-alternatives"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from passes.picker.support import candidate_attr
-
         opts = self.plan_options()
         table = global_bindings()
         topo = opts.topology

@@ -31,6 +31,7 @@ import numpy as np
 from runtime import knobs
 from runtime.binding_table import KernelBindingTable
 from runtime.fsutil import atomic_write_text
+from runtime.kernels import global_bindings
 
 log = logging.getLogger(__name__)
 
@@ -449,8 +450,6 @@ class ProfileJudgeOracle(_LatencyMap):
         if report.version != REPORT_VERSION:
             return
         if table is None:
-            from runtime.kernels import global_bindings
-
             table = global_bindings()
         for e in fresh_entries(report.entries, table):
             key = (e.op, e.dtype, e.size_class, e.backend, e.kernel_source)

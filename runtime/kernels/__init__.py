@@ -38,6 +38,7 @@ _STATE = _GlobalState()
 def _default_initializers() -> list[Callable[[KernelBindingTable], None]]:
     # Kernel contracts first (precision claims gated by the checked-in ledger), then the
     # families not migrated to contracts yet, hand-registered (runtime/kernels/cpu/contracts).
+    # lazy: the default provider, loaded with the table (it imports every CPU kernel module)
     from runtime.kernels.cpu.contracts import register_cpu_kernels_from_contracts
 
     return [register_cpu_kernels_from_contracts]

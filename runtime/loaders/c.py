@@ -28,6 +28,7 @@ import numpy as np
 
 from fuel_dialect.dtypes import io_signature
 from runtime import knobs
+from runtime.dtypes import to_numpy
 from runtime.loaders.triton import cache_dir
 
 CFLAGS = ("-O2", "-fPIC", "-shared", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
@@ -175,8 +176,6 @@ class CKernel:
         self.fn = load_function(plan.name, plan.source)
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from runtime.dtypes import to_numpy
-
         plan = self.plan
         for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):
             if len(got) != len(want):

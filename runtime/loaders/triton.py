@@ -20,6 +20,7 @@ from typing import Any
 
 from fuel_dialect.dtypes import io_signature
 from runtime import knobs
+from runtime.fsutil import atomic_write_text
 
 POINTER = {
     "f64": "*fp64", "f32": "*fp32", "f16": "*fp16", "bf16": "*bf16",
@@ -40,8 +41,6 @@ def cache_dir() -> Path:
 
 def source_file(name: str, source: str) -> Path:
     """The cache file holding `source` (content-addressed; written atomically if missing)."""
-    from runtime.fsutil import atomic_write_text
-
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = cache_dir() / f"{name}_{digest}.py"
     if not path.exists() or path.read_text() != source:
@@ -137,7 +136,7 @@ class GeneratedKernel:
         self.fn = load_kernel(plan.name, plan.source)
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from runtime.kernels.triton.spec import TORCH_DTYPES
+        from runtime.kernels.triton.spec import TORCH_DTYPES  # lazy: imports torch
 
         plan = self.plan
         for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):
