@@ -15,8 +15,14 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 
 from runtime.binding_table import KernelBindingTable
+
+KERNELS_GROUP = "fuel.kernels"
+"""The entry-point group through which installed packages declare kernel providers: the name
+is the backend (`cpu` providers join every table; others load on first need), the value a
+`module:function` registering kernels into a table. fuel imports none of them by name."""
 
 
 @dataclass
@@ -35,13 +41,30 @@ class _GlobalState:
 _STATE = _GlobalState()
 
 
-def _default_initializers() -> list[Callable[[KernelBindingTable], None]]:
-    # Kernel contracts first (precision claims gated by the checked-in ledger), then the
-    # families not migrated to contracts yet, hand-registered (runtime/kernels/cpu/contracts).
-    # lazy: the default provider, loaded with the table (it imports every CPU kernel module)
-    from runtime.kernels.cpu.contracts import register_cpu_kernels_from_contracts
+DEFAULT_PROVIDERS = ("runtime.kernels.cpu.contracts:register_cpu_kernels_from_contracts",)
+"""What every table starts with: kernel contracts first (precision claims gated by the
+checked-in ledger), then the families not migrated to contracts yet, hand-registered
+(runtime/kernels/cpu/contracts). Installed packages add theirs as `fuel.kernels` entry points
+named `cpu` (see `declared_providers`)."""
 
-    return [register_cpu_kernels_from_contracts]
+
+def declared_providers(group: str = KERNELS_GROUP) -> list[tuple[str, str, str]]:
+    """(backend, "module:function", distribution) of every `fuel.kernels` entry point of the
+    installed packages (fuel's own included), in the order the metadata lists them."""
+    return [
+        (ep.name, ep.value, ep.dist.name if ep.dist else "") for ep in entry_points(group=group)
+    ]
+
+
+def _load(spec: str) -> Callable[[KernelBindingTable], None]:
+    module_name, _, fn_name = spec.partition(":")
+    return getattr(importlib.import_module(module_name), fn_name)
+
+
+def _default_initializers() -> list[Callable[[KernelBindingTable], None]]:
+    specs = list(DEFAULT_PROVIDERS)
+    specs += [v for name, v, _ in declared_providers() if name == "cpu" and v not in specs]
+    return [_load(spec) for spec in specs]
 
 
 def global_bindings() -> KernelBindingTable:
@@ -96,6 +119,9 @@ BACKEND_PROVIDERS: dict[str, BackendProvider] = {
         "runtime.kernels.triton.registry:register_triton_kernels", "torch and triton"
     ),
 }
+for _name, _spec, _dist in declared_providers():  # a package's backend, named like it
+    if _name != "cpu" and _name not in BACKEND_PROVIDERS:
+        BACKEND_PROVIDERS[_name] = BackendProvider(_spec, f"the {_dist} package")
 """Backends whose kernels join the process-wide table on first need (`ensure_backend_kernels`).
 The planner asks for the backends of its topology's devices, the executor for a device's
 backends when it compiles an op for it; a CPU-only run never imports a provider."""
@@ -124,9 +150,8 @@ def ensure_backend_kernels(backends: Iterable[str]) -> dict[str, str]:
 
 
 def _load_backend(backend: str, provider: BackendProvider) -> None:
-    module_name, _, fn_name = provider.spec.partition(":")
     try:
-        register = getattr(importlib.import_module(module_name), fn_name)
+        register = _load(provider.spec)
     except Exception as e:  # a missing or broken install: a note, never a traceback
         need = f"; it needs {provider.requires}" if provider.requires else ""
         _STATE.unavailable[backend] = (
