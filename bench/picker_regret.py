@@ -28,10 +28,10 @@ from fuel_dialect.dtypes import shape_of  # noqa: E402
 from passes.picker.plan import ExecutionPlan, PlanOptions, compile_plan  # noqa: E402
 from passes.picker.ranker import Candidate  # noqa: E402
 from passes.picker.support import stamp_kernel  # noqa: E402
-from runtime.binding_table import global_bindings  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
 from runtime.judge import ProfileJudgeOracle  # noqa: E402
 from runtime.judge_profile import Cell, run_judge  # noqa: E402
+from runtime.kernels import global_bindings  # noqa: E402
 
 
 def timed(module, feed, runs: int) -> float:

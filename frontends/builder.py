@@ -38,8 +38,10 @@ from fuel_dialect import ops_elementwise as ew
 from fuel_dialect import ops_movement as mv
 from fuel_dialect import ops_nn as nn
 from fuel_dialect.attrs import NAME_ATTR
+from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dtypes import broadcast_shapes, dtype_name, element_type, shape_of, tensor_type
 from runtime.dtypes import to_numpy
+from runtime.executor import constant_array
 from runtime.module import FuelModule
 
 Value = SSAValue
@@ -63,9 +65,6 @@ def _reads_back(attr: DenseIntOrFPElementsAttr, want: np.ndarray) -> bool:
     """Whether `attr` printed and parsed again decodes to exactly `want`'s bytes."""
     from xdsl.parser import Parser
     from xdsl.utils.exceptions import ParseError
-
-    from fuel_dialect.dialect import fuel_context
-    from runtime.executor import constant_array
 
     try:
         back = Parser(fuel_context(), str(attr)).parse_attribute()

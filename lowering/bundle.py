@@ -35,7 +35,10 @@ from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from fuel_dialect.attrs import WEIGHTS_ATTR
+from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, WEIGHTS_ATTR, DeviceAttr, KernelRefAttr
+from fuel_dialect.base import KernelOp
+from fuel_dialect.dispatch import ALTERNATIVES_ATTR
+from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.backend import BackendError, KernelArtifact, lower
 from runtime.bundle import (
     CHECKSUM_KEY,
@@ -53,7 +56,10 @@ from runtime.bundle import (
     sha256,
     target_fingerprint,
 )
+from runtime.compiled import kernel_id
+from runtime.cost import fmt_ns
 from runtime.module import FuelModule, io_names
+from runtime.weights import weights_to_bytes
 
 
 def fuel_version() -> str:
@@ -78,8 +84,6 @@ def lower_target(
 
 
 def _signature(module: FuelModule) -> dict[str, list[dict[str, Any]]]:
-    from fuel_dialect.dtypes import dtype_name, shape_of
-
     fn = module.entry
     ins, outs = io_names(fn)
     types = fn.function_type
@@ -142,8 +146,6 @@ def build_bundle(
                 raise BundleError(f"a kernel of target {target} writes '{name}'")
             files[name] = (str(md["lowered"]) + "\n").encode()
     if work.weights:
-        from runtime.weights import weights_to_bytes
-
         work.op.attributes[WEIGHTS_ATTR] = StringAttr(WEIGHTS_FILE)
         files[WEIGHTS_FILE] = weights_to_bytes(work.weights)
     else:
@@ -272,10 +274,6 @@ def _write_archive(dest: Path, files: Mapping[str, bytes]) -> None:
 def picker_record(module: FuelModule) -> dict[str, Any]:
     """Per kernel op (program order, branch arms included): where it sits, the chosen kernel,
     every alternative the picker kept or dropped (costs in ns, verdict) and why."""
-    from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
-    from fuel_dialect.dispatch import ALTERNATIVES_ATTR
-    from runtime.compiled import kernel_id
-
     ops = []
     for where, op in _kernel_ops_with_paths(module):
         stamp = op.attributes.get(KERNEL_ATTR)
@@ -297,8 +295,6 @@ def picker_record(module: FuelModule) -> dict[str, Any]:
 def _kernel_ops_with_paths(module: FuelModule) -> list[tuple[str, Any]]:
     """(`@main/#5`, `@main/#7/arm1/#0`, ...) for every kernel op."""
     from xdsl.dialects import func
-
-    from fuel_dialect.base import KernelOp
 
     out: list[tuple[str, Any]] = []
 
@@ -325,8 +321,6 @@ def _candidate(c: Any) -> dict[str, Any]:
 
 def _why(chosen: str, rows: list[dict[str, Any]]) -> str:
     """One line in `fuel explain`'s words, from the recorded alternatives."""
-    from runtime.cost import fmt_ns
-
     if not rows:
         return f"{chosen}: no picker decision; the executor's default kernel, stamped at compile"
 

@@ -9,6 +9,7 @@ Importing a pass module is deferred until the pass is asked for, so `fuel-opt` s
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import entry_points
 
 from xdsl.passes import ModulePass
 
@@ -66,7 +67,17 @@ def lazy_pass(module: str, cls: str) -> Callable[[], type[ModulePass]]:
     return load
 
 
+PASSES_GROUP = "fuel.passes"
+"""The entry-point group through which installed packages add passes: the name is the pass
+name, the value `module:PassClass` (imported when the pass is asked for)."""
+
+
+def plugin_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """The passes installed packages declare in the `fuel.passes` entry-point group."""
+    return {ep.name: ep.load for ep in entry_points(group=PASSES_GROUP)}
+
+
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """Every pass `fuel-opt -p` accepts, by name."""
+    """Every pass `fuel-opt -p` accepts, by name (fuel's own win over a plugin's namesake)."""
     fuel = {name: lazy_pass(mod, cls) for name, (mod, cls) in _FUEL_PASSES.items()}
-    return {**_xdsl_passes(), **fuel}
+    return {**plugin_passes(), **_xdsl_passes(), **fuel}

@@ -17,8 +17,8 @@ from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
 from passes.picker.support import PickerOptions
-from runtime.binding_table import global_bindings
 from runtime.cost import CostEstimate, dtype_bytes, layer1_cost, numel
+from runtime.kernels import global_bindings
 
 
 def arm_key(arm: Region) -> tuple:

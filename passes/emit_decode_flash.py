@@ -24,6 +24,7 @@ from fuel_dialect.ops_nn import AttentionOp
 from passes.picker.plan import PlanError, PlanOptions, price_op
 from passes.picker.support import PickerOptions
 from runtime.binding_table import KernelBindingTable
+from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 FLASH_SOURCE = "numpy-flashdecode"
@@ -145,8 +146,6 @@ class EmitDecodeFlashPass(ModulePass, PickerOptions):
     name = "fuel-emit-decode-flash"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from runtime.binding_table import global_bindings
-
         opts = self.plan_options()
         table = opts.table if opts.table is not None else global_bindings()
         patterns = emit_decode_flash_patterns(opts, table)

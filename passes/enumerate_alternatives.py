@@ -10,8 +10,8 @@ from xdsl.passes import ModulePass
 
 from passes.picker.plan import is_decision_point
 from passes.picker.ranker import enumerate_candidates
-from passes.picker.support import PickerOptions, clear_decisions, write_alternatives
-from runtime.binding_table import global_bindings
+from passes.picker.support import PickerOptions, candidate_attr, clear_decisions, write_alternatives
+from runtime.kernels import global_bindings
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,6 @@ class EnumerateAlternativesPass(ModulePass, PickerOptions):
     name = "fuel-enumerate-alternatives"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from passes.picker.support import candidate_attr
-
         opts = self.plan_options()
         table = global_bindings()
         topo = opts.topology

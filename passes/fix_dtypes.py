@@ -25,7 +25,8 @@ from fuel_dialect.ops_elementwise import CastOp
 from passes.fuse_casts import is_exact_rewrite
 from passes.picker.plan import PlanOptions
 from passes.picker.support import PickerOptions, candidate_backends
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
+from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 WIDENS_TO = {

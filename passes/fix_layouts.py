@@ -25,7 +25,8 @@ from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_movement import ReshapeOp
-from runtime.binding_table import BindingEntry, KernelBindingTable, global_bindings
+from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.kernels import global_bindings
 
 STRIDED_VIEW_OPS: frozenset[str] = frozenset()
 """Ops whose result may alias their input with non-C strides. None today (see module doc)."""

@@ -26,7 +26,8 @@ from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
 from passes.picker.plan import PlanError, PlanOptions, price_op
 from passes.picker.support import PickerOptions, candidate_backends
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
+from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 # dtype -> the dtypes that hold every one of its values (cast there and back is the identity)

@@ -23,7 +23,8 @@ from passes.fused.registry import (
     default_fused_registry,
 )
 from passes.picker.plan import is_decision_point
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
+from runtime.kernels import global_bindings
 
 FUSED_ATTR = "fuel.fused"
 """Discardable attribute on an offered fused op: the registry entry it came from."""

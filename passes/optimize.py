@@ -26,6 +26,13 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import BranchOp, YieldOp
+from passes import get_all_passes
+from passes.bake_variants import BakeVariantsPass
+from passes.converge_frontier import converge
+from passes.emit_decode_flash import EmitDecodeFlashPass
+from passes.fork_placements import fork_placements
+from passes.fuse_patterns import fuse_patterns
+from passes.insert_residency import insert_residency
 from passes.picker.plan import ExecutionPlan, PlanOptions
 from passes.picker.residency import ResidencyError, ResidencyReport, parse_budgets
 from passes.picker.support import (
@@ -37,6 +44,7 @@ from passes.picker.support import (
     verdicts,
     write_alternatives,
 )
+from passes.select import insert_copies
 from runtime.topology import SystemTopology
 
 
@@ -91,8 +99,6 @@ class PlacementForkPathfinder:
     name: str = "fork-placements"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
-        from passes.fork_placements import fork_placements
-
         for plan in ctx.plans:
             fork_placements(plan, self.runners_up)
 
@@ -104,8 +110,6 @@ class DecodeFlashPathfinder:
     name: str = "emit-decode-flash"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
-        from passes.emit_decode_flash import EmitDecodeFlashPass
-
         with_options(EmitDecodeFlashPass, ctx.options).apply(Context(), module)
 
 
@@ -119,8 +123,6 @@ class FusePatternsPathfinder:
     name: str = "fuse-patterns"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
-        from passes.fuse_patterns import fuse_patterns
-
         fuse_patterns(module)
 
 
@@ -132,8 +134,6 @@ class FrontierConvergenceOptimizer:
     name: str = "converge-frontier"
 
     def prune(self, module: ModuleOp, ctx: OptimizationContext) -> None:
-        from passes.converge_frontier import converge
-
         converge(module, ctx.plan_options)
 
 
@@ -199,8 +199,6 @@ def optional_pass(name: str) -> Callable[[ModuleOp, PickerOptions], None]:
     """Run pass `name` if it is registered and its module exists (fixups land separately)."""
 
     def run(module: ModuleOp, options: PickerOptions) -> None:
-        from passes import get_all_passes
-
         load = get_all_passes().get(name)
         if load is None:
             return
@@ -245,9 +243,6 @@ def optimize_graph(
     registry: PassRegistry | None = None,
 ) -> OptimizedGraph:  # fmt: skip
     """Optimize `module` in place (see the module doc for the stages) and return its view."""
-    from passes.bake_variants import BakeVariantsPass
-    from passes.select import insert_copies
-
     options = options if options is not None else PickerOptions()
     optional_pass("fuel-fix-dtypes")(module, options)
     plan_opts = options.plan_options()
@@ -284,8 +279,6 @@ def fit_residency(module: ModuleOp, budgets: dict[str, int], options: PickerOpti
                   topology: SystemTopology) -> ResidencyReport:  # fmt: skip
     """`fuel-insert-residency` at the driver's residency stage, its transfers priced on
     `topology`; `BudgetUnreachable` (with the report) if a device cannot fit."""
-    from passes.insert_residency import insert_residency
-
     try:
         report = insert_residency(module, budgets, default_device=options.default_device,
                                   host=topology.host.name, topology=topology)  # fmt: skip

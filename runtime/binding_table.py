@@ -7,21 +7,15 @@ A key is `(op, dtypes, backend)` where `op` is the fuel op name without the dial
 sibling order and the residual tie-breaker everywhere.
 
 The table is append-only. `finalize()` rejects the same kernel registered twice at one key.
-The process-wide default table is published copy-on-write: readers take an immutable snapshot
-(`global_bindings()`), writers (`extend_global_bindings`) clone, register, finalize and swap.
-It starts with the CPU kernels; other backends' kernels load on first need
-(`ensure_backend_kernels`, from the `BACKEND_PROVIDERS` registry) because loading them costs
-imports (the cuda backend's Triton kernels import torch and triton, ~2.6 s).
+The process-wide default table and its providers live in `runtime.kernels`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -234,132 +228,3 @@ class KernelBindingTable:
 
 def _all_baked(entries: tuple[BindingEntry, ...]) -> bool:
     return all(e.caps.requires_broadcast for e in entries)
-
-
-# -- the process-wide table ----------------------------------------------------------------
-
-
-@dataclass
-class _GlobalState:
-    table: KernelBindingTable | None = None
-    generation: int = 0
-    writer: threading.Lock = field(default_factory=threading.Lock)
-    initializers: list[Callable[[KernelBindingTable], None]] = field(default_factory=list)
-    loader: threading.Lock = field(default_factory=threading.Lock)
-    """Serializes backend loading (taken before, never inside, `writer`)."""
-    loaded: set[str] = field(default_factory=set)
-    unavailable: dict[str, str] = field(default_factory=dict)
-    """Backend -> why its provider could not load (asked once per process)."""
-
-
-_STATE = _GlobalState()
-
-
-def _default_initializers() -> list[Callable[[KernelBindingTable], None]]:
-    # Kernel contracts first (precision claims gated by the checked-in ledger), then the
-    # families not migrated to contracts yet, hand-registered (runtime/kernels/cpu/contracts).
-    from runtime.kernels.cpu.contracts import register_cpu_kernels_from_contracts
-
-    return [register_cpu_kernels_from_contracts]
-
-
-def global_bindings() -> KernelBindingTable:
-    """The current immutable snapshot of the process-wide table (built on first use)."""
-    table = _STATE.table
-    if table is None:
-        with _STATE.writer:
-            if _STATE.table is None:
-                fresh = KernelBindingTable()
-                for init in _default_initializers():
-                    init(fresh)
-                fresh.finalize()
-                _STATE.table = fresh.freeze()
-                _STATE.generation += 1
-            table = _STATE.table
-    return table
-
-
-def extend_global_bindings(fn: Callable[[KernelBindingTable], None]) -> KernelBindingTable:
-    """Atomically publish `fn` applied to a clone of the current table; returns the new snapshot.
-
-    Readers holding an older snapshot keep seeing it unchanged. Writers are serialized, so
-    check-then-register inside `fn` is atomic. The generation counter is bumped.
-    """
-    current = global_bindings()
-    with _STATE.writer:
-        base = _STATE.table if _STATE.table is not None else current
-        fresh = base.copy()
-        fn(fresh)
-        fresh.finalize()
-        _STATE.table = fresh.freeze()
-        _STATE.generation += 1
-        return _STATE.table
-
-
-def bindings_generation() -> int:
-    """Bumped by every publication of the process-wide table."""
-    return _STATE.generation
-
-
-# -- backends loaded on first need ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BackendProvider:
-    """Where a backend's kernels come from: `spec` is `"module:function"`, the function
-    registering them into a table; `requires` names what must be installed, for the note."""
-
-    spec: str
-    requires: str = ""
-
-
-BACKEND_PROVIDERS: dict[str, BackendProvider] = {
-    "cuda": BackendProvider(
-        "runtime.kernels.triton.registry:register_triton_kernels", "torch and triton"
-    ),
-}
-"""Backends whose kernels join the process-wide table on first need (`ensure_backend_kernels`).
-The planner asks for the backends of its topology's devices, the executor for a device's
-backends when it compiles an op for it; a CPU-only run never imports a provider."""
-
-
-def register_backend_provider(backend: str, provider: BackendProvider) -> None:
-    """Declare (or replace) the provider of `backend`; a backend already loaded stays loaded."""
-    with _STATE.loader:
-        BACKEND_PROVIDERS[backend] = provider
-        _STATE.unavailable.pop(backend, None)
-
-
-def ensure_backend_kernels(backends: Iterable[str]) -> dict[str, str]:
-    """Load the kernels of each of `backends` that has a provider and is not loaded yet into the
-    process-wide table (one `extend_global_bindings` per backend; thread-safe, idempotent).
-    Returns `{backend: why}` for those whose provider cannot be imported (asked once: the answer
-    is kept). Backends without a provider (e.g. "cpu") are served by the default table."""
-    wanted = [b for b in dict.fromkeys(backends) if b in BACKEND_PROVIDERS]
-    if all(b in _STATE.loaded or b in _STATE.unavailable for b in wanted):
-        return {b: _STATE.unavailable[b] for b in wanted if b in _STATE.unavailable}
-    with _STATE.loader:
-        for b in wanted:
-            if b not in _STATE.loaded and b not in _STATE.unavailable:
-                _load_backend(b, BACKEND_PROVIDERS[b])
-        return {b: _STATE.unavailable[b] for b in wanted if b in _STATE.unavailable}
-
-
-def _load_backend(backend: str, provider: BackendProvider) -> None:
-    module_name, _, fn_name = provider.spec.partition(":")
-    try:
-        register = getattr(importlib.import_module(module_name), fn_name)
-    except Exception as e:  # a missing or broken install: a note, never a traceback
-        need = f"; it needs {provider.requires}" if provider.requires else ""
-        _STATE.unavailable[backend] = (
-            f"backend '{backend}' has no kernels: {provider.spec} could not be loaded "
-            f"({type(e).__name__}: {e}){need}"
-        )
-        return
-    extend_global_bindings(register)
-    _STATE.loaded.add(backend)
-
-
-def loaded_backends() -> frozenset[str]:
-    """Backends whose provider has been loaded into the process-wide table."""
-    return frozenset(_STATE.loaded)

@@ -50,7 +50,22 @@ from typing import Any
 
 import numpy as np
 
+from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
+from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp
+from runtime import knobs, native
 from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.compiled import kernel_id, kernel_ops, library_kernel_id
+from runtime.devices import DeviceUnavailable, TorchDevice
+from runtime.executor import Executor, placed_device
+from runtime.fsutil import atomic_write_bytes
+from runtime.kernels import global_bindings
+from runtime.kernels.cpu.native import register_native
+from runtime.knobs import EMULATE_ENV
+from runtime.loaders.c import c_cache_dir, register_prebuilt
+from runtime.module import FuelModule, ModuleError
+from runtime.topology import cuda_device_archs
+from runtime.weights import WeightsError
+from runtime.weights import weights_from_bytes as decode
 
 FORMAT = "fuel.bundle"
 FORMAT_VERSION = 1
@@ -62,14 +77,11 @@ TARGETS_DIR = "targets"
 CHECKSUM_KEY = "manifest_sha256"
 ARCHIVE_SUFFIXES = (".fuelbundle", ".zip")
 _GPU_TARGET = re.compile(r"sm_\d{2,3}a?")
-EMULATE_ENV = "FUEL_EMULATE_GPU"
-"""`FUEL_EMULATE_GPU=1`: GPU targets count as runnable, emulated (CPU tensors + the Triton
-interpreter) where this machine lacks the GPU."""
 
 
 def emulation_requested(emulate: bool | None = None) -> bool:
     """`emulate` when given, else whether `FUEL_EMULATE_GPU=1`."""
-    return os.environ.get(EMULATE_ENV) == "1" if emulate is None else emulate
+    return knobs.emulate_gpu() if emulate is None else emulate
 
 
 class BundleError(Exception):
@@ -114,8 +126,6 @@ def target_fingerprint(target: str) -> dict[str, str]:
 
 def machine_gpu_targets() -> set[str]:
     """`sm_XY` of every CUDA device this machine has (empty without a driver or torch)."""
-    from runtime.topology import cuda_device_archs
-
     return cuda_device_archs()
 
 
@@ -446,8 +456,6 @@ def _resolve_kernels(path: Path, kernels: list[dict[str, Any]]) -> KernelBinding
 
 def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBindingTable) -> None:
     """Register the declared CPU kernels into `table`, each at its declared revision."""
-    from runtime.binding_table import global_bindings
-
     full = global_bindings()
     for k in kernels:
         meta, kid = k.get("meta", {}), k.get("id")
@@ -482,9 +490,6 @@ def _native_table() -> KernelBindingTable:
     """The global table plus fuel's native kernels, registered although no C compiler is here
     (a bundle ships the library: `_install_native`)."""
     if not _NATIVE_TABLE:
-        from runtime.binding_table import global_bindings
-        from runtime.kernels.cpu.native import register_native
-
         table = global_bindings().copy()
         register_native(table, force=True)
         _NATIVE_TABLE.append(table)
@@ -506,6 +511,7 @@ _TRITON_TABLE: list[KernelBindingTable] = []
 def _triton_table() -> KernelBindingTable:
     """This fuel's Triton registry (`runtime.kernels.triton.registry`), built once."""
     if not _TRITON_TABLE:
+        # lazy: imports torch and triton
         from runtime.kernels.triton.registry import triton_kernel_table
 
         _TRITON_TABLE.append(triton_kernel_table())
@@ -551,8 +557,6 @@ def _check_generated(path: Path, target: str, module: Any, declared: Mapping[str
                      files: Mapping[str, bytes]) -> None:  # fmt: skip
     """Every launched generated kernel is declared, and its verified `.py` file is exactly the
     source the IR holds (which the executor runs), at the declared revision."""
-    from fuel_dialect.ops_triton import TritonKernelOp
-
     for op in module.op.ops:
         if not isinstance(op, TritonKernelOp):
             continue
@@ -575,9 +579,6 @@ def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping
     """Register, at the declared kernel source and revision, the Triton registry's kernel of
     every library call (in the registry's sibling order, so an unstamped call gets the
     first); a key or revision this fuel lacks is refused."""
-    from fuel_dialect.ops_triton import LibraryCallOp
-    from runtime.compiled import library_kernel_id
-
     full = _triton_table()
     chosen: dict[tuple[str, tuple[str, ...], str], set[int]] = {}
     for op in module.op.walk():
@@ -612,9 +613,6 @@ def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping
 
 def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
     """Tensors of a safetensors blob; a corrupt blob is a BundleError."""
-    from runtime.weights import WeightsError
-    from runtime.weights import weights_from_bytes as decode
-
     try:
         return decode(data, where)
     except WeightsError as e:
@@ -623,9 +621,6 @@ def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
 
 def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],  # noqa: ANN202
             name: str = MODULE_FILE):  # fmt: skip
-    from runtime.module import FuelModule, ModuleError
-    from runtime.weights import WeightsError
-
     where = f"{path}/{name}"
     try:
         module = FuelModule.parse(files[name].decode("utf-8"), where)
@@ -639,9 +634,6 @@ def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
 
 
 def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
-    from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-    from runtime.compiled import kernel_id, kernel_ops
-
     for op in kernel_ops(module):
         stamp = op.attributes.get(KERNEL_ATTR)
         if not isinstance(stamp, KernelRefAttr):
@@ -658,9 +650,6 @@ def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
     files present (their hashes are verified with the rest); the .so is copied, content-
     addressed, into the C kernel cache."""
     import platform
-
-    from runtime.fsutil import atomic_write_bytes
-    from runtime.loaders.c import c_cache_dir
 
     built, here = k["meta"].get("machine"), platform.machine()
     if built != here:
@@ -685,8 +674,6 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
     sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
     if not c_kernels and not sources:
         return
-    from runtime.loaders.c import register_prebuilt
-
     have = set()
     for k in c_kernels:
         src, so = _shipped_library(path, f"C kernel {k.get('id')}", k, files)
@@ -703,8 +690,6 @@ def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[st
     k = next((k for k in kernels if k.get("meta", {}).get("kind") == "native"), None)
     if k is None:
         return
-    from runtime import native
-
     if native.enabled():
         return  # compiled (and cached) here from the same source
     src, so = _shipped_library(path, "the native library", k, files)
@@ -764,16 +749,11 @@ class LoadedBundle:
         return self._gpu_executor(target, emulate)
 
     def _gpu_executor(self, target: str, emulate: bool):  # noqa: ANN202
-        from runtime.devices import DeviceUnavailable, TorchDevice
-        from runtime.executor import Executor
-
         reason = incompatibility(target, self.manifest["targets"][target].get("fingerprint", {}))
         if reason is not None and not emulate:
             raise BundleError(f"{self.path}: target {target} {reason}; emulate it (fuel run "
                               f"--emulate, emulate=True or {EMULATE_ENV}=1)")  # fmt: skip
         module, table = self.lowered(target)
-        import runtime.kernels.triton  # noqa: F401 (sets TRITON_INTERPRET where there is no GPU)
-
         devices = {}
         if emulate:
             names = {"cuda:0"} | {d for op in module.op.walk()
@@ -786,10 +766,6 @@ class LoadedBundle:
 
     def _cpu_executor(self):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
-        from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-        from runtime.compiled import kernel_ops
-        from runtime.executor import Executor
-
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use
             self._gpu["cpu"] = (self.module, _cpu_target(self.path, self.manifest, self.files,
                                                          self.module))  # fmt: skip
@@ -817,8 +793,6 @@ def _cpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, byt
 
 
 def _placement(op: Any) -> str | None:
-    from runtime.executor import placed_device
-
     return placed_device(op)
 
 

@@ -19,7 +19,6 @@ someone else (another model, a growing cache), which the route picker's fingerpr
 from __future__ import annotations
 
 import math
-import os
 import queue
 import threading
 import weakref
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime import knobs
 from runtime.compiled import READY, CompletionHandle, Pending
 
 
@@ -300,7 +300,7 @@ class TorchDevice(DeviceRuntime):
         self.emulated = not real if emulate is None else emulate
         if not self.emulated and not real:
             raise DeviceUnavailable(f"{name}: torch sees no such CUDA device")
-        if self.emulated and os.environ.get("TRITON_INTERPRET") != "1":
+        if self.emulated and not knobs.triton_interpret():
             raise DeviceUnavailable(
                 f"{name} is not present on this machine; set TRITON_INTERPRET=1 to serve it "
                 "with CPU tensors and the Triton interpreter"

@@ -67,13 +67,9 @@ from fuel_dialect.ops_movement import (
     WeightOp,
 )
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp
-from runtime.binding_table import (
-    BindingTableError,
-    KernelBindingTable,
-    ensure_backend_kernels,
-    global_bindings,
-)
-from runtime.compiled import ExecutionError, InputError, compile_op
+from runtime import native
+from runtime.binding_table import BindingTableError, KernelBindingTable
+from runtime.compiled import ExecutionError, InputError, compile_op, library_entry
 from runtime.devices import (
     DeviceRuntime,
     DeviceUnavailable,
@@ -83,6 +79,12 @@ from runtime.devices import (
 )
 from runtime.dtypes import to_numpy
 from runtime.judge import JudgeOracle
+from runtime.kernels import ensure_backend_kernels, global_bindings
+from runtime.kernels.cpu.native import encode_ufunc
+from runtime.loaders.c import CodegenError as CCodegenError
+from runtime.loaders.c import CPlan, kernel_for
+from runtime.loaders.triton import CodegenError as TritonCodegenError
+from runtime.loaders.triton import GeneratedKernel, KernelPlan
 from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
 from runtime.rounding import is_half, narrow
@@ -215,8 +217,6 @@ class _Compiler(ViewPlanner):
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
-        from runtime import native
-
         self.native = native.available()
 
     def hold(self, device: str, nbytes: int) -> None:
@@ -427,8 +427,6 @@ class _Compiler(ViewPlanner):
         outs = [self.alloc_into(r) for r in op.results]
         for r, a in zip(op.results, outs, strict=True):
             self.static[r] = a
-        from runtime.kernels.cpu.native import encode_ufunc
-
         static = all(a is not None for a in ins)  # no per-run operand
         if node.entry.direct is not None and not node.params:
             ins.extend(outs)  # one positional call straight into the ufunc; patches still index ins
@@ -467,8 +465,6 @@ class _Compiler(ViewPlanner):
         """A generated C kernel (`fuel.c_launch`): one ctypes call on a prebuilt pointer array.
         Planned buffers, weights and constants never move, so their pointers are set now; a
         per-run value (a graph input) is re-pointed only when a run binds another array."""
-        from runtime.loaders.c import CodegenError, CPlan, kernel_for
-
         device = placed_device(op)
         if device not in (None, HOST):
             raise ExecutionError(f"'{op.name}' @{op.kernel.string_value()} is placed on {device}; "
@@ -479,7 +475,7 @@ class _Compiler(ViewPlanner):
                                  "in the module")  # fmt: skip
         try:
             fn = kernel_for(CPlan.from_op(sym)).fn
-        except CodegenError as e:
+        except CCodegenError as e:
             raise ExecutionError(f"cannot load C kernel @{sym.sym_name.data}: {e}") from None
         arrays = self.operand_list(op.args, True, HOST, op.name)
         outs = [self.alloc_into(r) for r in op.results]  # a result may fill a concat's block
@@ -497,8 +493,6 @@ class _Compiler(ViewPlanner):
         else:
             self.items.append((fn, args := [ptrs]))
             if self.native and self.arm_bytes is None:  # a native program may call it too
-                from runtime import native
-
                 addr = ctypes.cast(fn, ctypes.c_void_p).value
                 self.encode(args, native.Record([native.OP_CALL, addr, ctypes.addressof(ptrs)]))
         self.names.append(f"{op.name} @{sym.sym_name.data}")
@@ -552,8 +546,6 @@ class _Compiler(ViewPlanner):
 
     def triton_launch(self, op: TritonLaunchOp) -> None:
         """A generated Triton kernel: its `fuel.triton_kernel` source, loaded once per symbol."""
-        from runtime.loaders.triton import CodegenError, GeneratedKernel, KernelPlan
-
         device, name = self.lowered_device(op), op.kernel.string_value()
         if name not in self.generated:
             sym = SymbolTable.lookup_symbol(op, op.kernel)
@@ -561,14 +553,12 @@ class _Compiler(ViewPlanner):
                 raise ExecutionError(f"'{op.name}': no fuel.triton_kernel @{name} in the module")
             try:
                 self.generated[name] = GeneratedKernel(KernelPlan.from_op(sym))
-            except (CodegenError, SyntaxError) as e:
+            except (TritonCodegenError, SyntaxError) as e:
                 raise ExecutionError(f"cannot load Triton kernel @{name}: {e}") from None
         self.submit(op, device, self.generated[name], {}, f"{op.name} @{name}")
 
     def library_call(self, op: LibraryCallOp) -> None:
         """A binding-table kernel by key (honouring a `fuel.kernel` stamp's sibling)."""
-        from runtime.compiled import library_entry
-
         device = self.lowered_device(op)
         name, dtypes, backend = op.key()
         self.check_backend(op.name, backend, device)

@@ -28,8 +28,10 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from runtime import knobs
 from runtime.binding_table import KernelBindingTable
 from runtime.fsutil import atomic_write_text
+from runtime.kernels import global_bindings
 
 log = logging.getLogger(__name__)
 
@@ -210,11 +212,7 @@ class ProfileReport:
 
 def default_report_path() -> Path:
     """`$FUEL_JUDGE_REPORT`, else `$XDG_CACHE_HOME/fuel/judge.json`, else ~/.cache/fuel/."""
-    explicit = os.environ.get("FUEL_JUDGE_REPORT")
-    if explicit:
-        return Path(explicit)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "fuel" / "judge.json"
+    return knobs.judge_report()
 
 
 def _cpu_model() -> str:
@@ -452,8 +450,6 @@ class ProfileJudgeOracle(_LatencyMap):
         if report.version != REPORT_VERSION:
             return
         if table is None:
-            from runtime.binding_table import global_bindings
-
             table = global_bindings()
         for e in fresh_entries(report.entries, table):
             key = (e.op, e.dtype, e.size_class, e.backend, e.kernel_source)

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from runtime.binding_table import bindings_generation
 from runtime.cost import BASELINE_BYTES_PER_NS, BASELINE_FLOPS_PER_NS, CostEstimate, composite_ns
+from runtime.kernels import bindings_generation
 
 if TYPE_CHECKING:
     from runtime.binding_table import KernelBindingTable

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime import native
 from runtime.compiled import READY, CompletionHandle
 from runtime.devices import DeviceRuntime
 
@@ -137,8 +138,6 @@ def fuse_native_runs(
     reaches every array only through raw pointers, so the replaced items' arguments (weights,
     planned buffers), the records' scratch arrays and the program's words are kept alive in
     `keep`."""
-    from runtime import native
-
     out_items: list[tuple[Any, list[Any]]] = []
     out_names: list[str] = []
     run: list[int] = []

@@ -13,10 +13,10 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 @pytest.fixture(autouse=True)
 def _lazy_backends_are_per_test():
-    """Backends loaded on first need (`runtime.binding_table.ensure_backend_kernels`, e.g. the
+    """Backends loaded on first need (`runtime.kernels.ensure_backend_kernels`, e.g. the
     cuda backend's Triton kernels when a test plans for a GPU topology) are unloaded after the
     test, so what the process-wide table holds never depends on test order."""
-    import runtime.binding_table as bt
+    import runtime.kernels as bt
 
     state = bt._STATE
     table, loaded, unavailable = bt.global_bindings(), set(state.loaded), dict(state.unavailable)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runtime import native
-from runtime.binding_table import global_bindings
+from runtime.kernels import global_bindings
 from runtime.kernels.cpu import native as nk
 from runtime.kernels.cpu.fused import _gated_mlp
 from runtime.kernels.cpu.linalg import matmul_cost

@@ -19,9 +19,10 @@ from typing import Any
 
 from passes.picker.plan import PlanError, PlanOptions, compile_plan, topology_kernels
 from passes.picker.ranker import PrecisionRequirement
-from runtime.binding_table import BindingTableError, global_bindings
+from runtime.binding_table import BindingTableError
 from runtime.fsutil import atomic_write_text
 from runtime.judge import ProfileJudgeOracle, default_report_path, try_load_report
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule, ModuleError
 from runtime.topology import SystemTopology, TopologyError
 from tools.explain_html import explain_html

@@ -15,6 +15,7 @@ from xdsl.dialects import func
 
 from passes.picker.plan import ExecutionPlan, PlanOptions
 from runtime.cost import fmt_bytes, fmt_ns
+from runtime.module import io_names
 from runtime.topology import SystemTopology
 from tools.explain_text import (
     _NUMERIC,
@@ -174,8 +175,6 @@ def _svg_io(node: str, label: str, cv: _Canvas, colour: str) -> str:
 def _render_svg(plan: ExecutionPlan, views: list[_View], edges: list[_Edge],
                colours: dict[str, str], default: str) -> str:  # fmt: skip
     """The plan's graph as a standalone, well-formed SVG element (top-down layers)."""
-    from runtime.module import io_names
-
     args = _block_args(plan.order[0]) if plan.order else ()
     fn = plan.order[0].parent_op() if plan.order else None
     ins = io_names(fn)[0] if isinstance(fn, func.FuncOp) else []

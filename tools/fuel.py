@@ -23,8 +23,21 @@ from typing import Any
 
 import numpy as np
 
+from lowering.backend import BackendError
+from lowering.bundle import write_bundle
+from runtime import knobs
+from runtime.binding_table import BindingTableError
+from runtime.bundle import MANIFEST, BundleError, is_bundle, load_bundle, read_container
+from runtime.compiled import ExecutionError
 from runtime.dtypes import FLOAT_DTYPES, from_numpy
+from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
+from runtime.module import ModuleError
+from runtime.weights import WeightsError
+from tools.explain import add_explain_parser
+from tools.import_onnx import add_import_parser, load_any
+from tools.judge import add_judge_parser
+from tools.kernels import add_kernels_parser, add_verify_kernels_parser
 
 
 class CliError(Exception):
@@ -81,10 +94,6 @@ def _npy_bytes(a: np.ndarray) -> bytes:
 
 def _executor(args: argparse.Namespace):  # noqa: ANN202
     """A bundle (directory or archive) runs its verified module; anything else is loaded."""
-    from runtime.bundle import is_bundle, load_bundle
-    from runtime.executor import Executor
-    from tools.import_onnx import load_any
-
     if is_bundle(args.module):
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
@@ -97,9 +106,7 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.emulate:  # before anything imports triton: emulated kernels run interpreted
-        import os
-
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        knobs.request_triton_interpreter()
     ex = _executor(args)
     given = _parse_inputs(args.input)
     if args.random_inputs:
@@ -160,10 +167,6 @@ def _compile_options(args: argparse.Namespace) -> dict[str, dict[str, str]]:
 def cmd_compile(args: argparse.Namespace) -> int:
     import json
 
-    from lowering.bundle import write_bundle
-    from runtime.bundle import MANIFEST, read_container
-    from tools.import_onnx import load_any
-
     args.target = args.target or ["cpu"]
     options = _compile_options(args)
     module = load_any(args.module, args.weights)
@@ -221,11 +224,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "where this machine lacks the GPU (also FUEL_EMULATE_GPU=1)")  # fmt: skip
     r.set_defaults(fn=cmd_run)
     _add_compile_parser(sub)
-    from tools.explain import add_explain_parser
-    from tools.import_onnx import add_import_parser
-    from tools.judge import add_judge_parser
-    from tools.kernels import add_kernels_parser, add_verify_kernels_parser
-
     add_import_parser(sub)
     add_judge_parser(sub)
     add_explain_parser(sub)
@@ -235,13 +233,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lowering.backend import BackendError
-    from runtime.binding_table import BindingTableError
-    from runtime.bundle import BundleError
-    from runtime.compiled import ExecutionError
-    from runtime.module import ModuleError
-    from runtime.weights import WeightsError
-
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -53,7 +53,7 @@ def load_any(path: str, weights: str | None = None) -> FuelModule:
     """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then), anything else
     is fuel IR loaded with its weights. Import errors are `ModuleError`s (one line, exit 1)."""
     if Path(path).suffix.lower() == ".onnx":
-        from frontends.onnx import import_onnx
+        from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
         return import_onnx(path)
     return FuelModule.load(path, weights)
@@ -68,7 +68,7 @@ def with_locations(module: FuelModule) -> str:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import, save, summarise; an import error is one line on stderr and exit code 1."""
-    from frontends.onnx import import_onnx
+    from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
     try:
         shapes = dict(parse_shape(s) for s in args.input_shape)

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from runtime import judge, judge_profile
 from runtime.judge import ProfileReport
 from runtime.judge_profile import JudgeError, format_shapes
+from runtime.kernels import global_bindings
 
 
 def add_judge_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -109,8 +110,6 @@ def _split(csv: str | None) -> list[str] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from runtime.binding_table import global_bindings
-
     if args.budget_s is not None and args.budget_s <= 0:
         raise JudgeError(f"--budget-s must be positive, got {args.budget_s:g}")
     ops, dtypes = _split(args.ops), _split(args.dtypes) or []

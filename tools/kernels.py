@@ -32,14 +32,20 @@ from runtime.contracts import FkcError, Ledger, contract_source, import_glob, lo
 from runtime.contracts.importer import expand
 from runtime.contracts.ledger import LEDGER_NAME, LedgerRecord, claims_of
 from runtime.contracts.lower import LoweredKernel, lower
+from runtime.contracts.verify import Figures, verify_all
+from runtime.kernels import global_bindings
+from runtime.kernels.cpu.contracts import (
+    CONTRACTS_DIR,
+    PROVIDER_DIRS,
+    register_cpu_kernels_from_contracts,
+    vendor_dirs,
+)
 
 
 def _builtin_contract_dirs() -> list[Path]:
     """The vendor providers' folders (torch-blas, where torch is installed), the numpy provider's
     folder, then one folder per alternative kernel_source (each has its own ledger.json: one
     import is one provider)."""
-    from runtime.kernels.cpu.contracts import CONTRACTS_DIR, PROVIDER_DIRS, vendor_dirs
-
     return [*vendor_dirs(), CONTRACTS_DIR, *PROVIDER_DIRS]
 
 
@@ -186,13 +192,9 @@ def format_rows(rows: Sequence[Row]) -> str:
 
 def _kernels_table(args: argparse.Namespace) -> KernelBindingTable:
     if args.cpu_contracts:
-        from runtime.kernels.cpu.contracts import register_cpu_kernels_from_contracts
-
         table = KernelBindingTable()
         register_cpu_kernels_from_contracts(table)
     else:
-        from runtime.binding_table import global_bindings
-
         table = global_bindings().copy()
     for pattern in args.contracts:
         import_glob(pattern, table, allow=tuple(args.allow))
@@ -274,8 +276,6 @@ def _check(groups: Sequence[_Group]) -> int:
 
 def cmd_verify_kernels(args: argparse.Namespace) -> int:
     """Verify (or `--check`) the claims for the parsed `fuel verify-kernels` arguments."""
-    from runtime.contracts.verify import Figures, verify_all
-
     try:
         groups = _groups(args)
     except FkcError as e:

@@ -47,6 +47,9 @@ import numpy as np
 
 from frontends.onnx.driver import import_onnx
 from frontends.onnx.errors import OnnxImportError
+from lowering.bundle import build_bundle
+from runtime.bundle import load_bundle
+from runtime.executor import Executor
 
 TOLERANCE: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-12),
@@ -141,8 +144,6 @@ def run_case(case: Any, run: Runner | None = None) -> CaseResult:
 
 def run_on_executor(module: Any, feed: Feed) -> dict[str, Any]:
     """The imported module as is, on the CPU executor."""
-    from runtime.executor import Executor
-
     return Executor(module).run(dict(feed))
 
 
@@ -161,9 +162,6 @@ class BundleRunner:
         return {"cpu": {"topology": str(self.scratch / "topology.toml"), "judge": "none"}}
 
     def __call__(self, module: Any, feed: Feed) -> dict[str, Any]:
-        from lowering.bundle import build_bundle
-        from runtime.bundle import load_bundle
-
         files = build_bundle(module, ("cpu",), self.options, "tools.onnx_conformance")
         with tempfile.TemporaryDirectory(prefix="bundle.", dir=self.scratch) as d:
             for name, data in files.items():

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from frontends.onnx.errors import OnnxImportError
+
 __all__ = ["OnnxImportError", "import_onnx", "load_any", "load_model", "supported_op_types"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "OnnxImportError":
-        from frontends.onnx.errors import OnnxImportError
-
         return OnnxImportError
     if name in __all__:
-        from frontends.onnx import driver
+        from frontends.onnx import driver  # lazy: loads the onnx package
 
         return getattr(driver, name)
     raise AttributeError(f"module 'frontends.onnx' has no attribute '{name}'")

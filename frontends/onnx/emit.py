@@ -27,9 +27,10 @@ from frontends.builder import GraphBuilder
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, normalize_axis, shape_of
-from runtime.binding_table import BindingTableError, global_bindings
+from runtime.binding_table import BindingTableError
 from runtime.compiled import compile_op
 from runtime.dtypes import from_numpy, to_numpy
+from runtime.kernels import global_bindings
 
 Tensor = np.ndarray | SSAValue
 """An importer value: a constant known at import time, or a value of the IR being built."""

@@ -44,8 +44,18 @@ from xdsl.dialects import func
 
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
+from fuel_dialect.ops_cpu import CKernelOp
 from lowering.backend import BackendError, KernelArtifact, Stage
-from runtime.compiled import kernel_id, kernel_ops
+from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
+from passes.fused.patterns import known_weights
+from passes.optimize import optimize_graph
+from passes.picker.ranker import PrecisionRequirement
+from passes.picker.support import PickerOptions
+from runtime import native
+from runtime.binding_table import NoKernelForOp
+from runtime.compiled import compile_node, kernel_id, kernel_ops
+from runtime.kernels import global_bindings
+from runtime.loaders.c import CFLAGS, CodegenError, library_path, source_key
 from runtime.module import FuelModule
 
 CPU_TARGET = "cpu"
@@ -73,8 +83,6 @@ class CpuOptions:
     def generates_c(self) -> bool:
         """Whether the codegen stage runs (`auto` resolved on this machine)."""
         if self.codegen == "auto":
-            from runtime import native
-
             return native.enabled()
         return self.codegen == "c"
 
@@ -97,8 +105,6 @@ def _bool(key: str, value: str) -> bool:
 
 
 def _precision(value: str) -> str:
-    from passes.picker.ranker import PrecisionRequirement
-
     try:
         PrecisionRequirement.parse(value)
     except ValueError as e:
@@ -164,10 +170,6 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
     """`fuel-optimize` in place, unless disabled or already done (`md["optimized"]` says)."""
     from xdsl.utils.exceptions import PassFailedException
 
-    from passes.fused.patterns import known_weights
-    from passes.optimize import optimize_graph
-    from passes.picker.support import PickerOptions
-
     if not options.optimize or is_optimized(module):
         md["optimized"] = False
         return module
@@ -185,9 +187,6 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
 def stamp_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
     """Every kernel op gets a `#fuel.kernel` stamp: unstamped ones get the sibling the executor
     would run by default (first dense-safe entry on "cpu"), so the bundle pins it."""
-    from runtime.binding_table import NoKernelForOp, global_bindings
-    from runtime.compiled import compile_node
-
     table = global_bindings()
     stamped = 0
     for op in kernel_ops(module):
@@ -209,8 +208,6 @@ def stamp_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
 def artifacts_stage(module: FuelModule, md: dict[str, Any]) -> list[KernelArtifact]:
     """One artifact per distinct CPU kernel stamp (id + revision; meta: key, source,
     precision, caps); stamps naming another backend belong to another target."""
-    from runtime.binding_table import global_bindings
-
     table = global_bindings()
     out: dict[str, KernelArtifact] = {}
     for op in kernel_ops(module):
@@ -250,9 +247,6 @@ def native_artifact() -> KernelArtifact:
     and library, so the bundle runs where no C compiler is (same machine architecture)."""
     import platform
 
-    from runtime import native
-    from runtime.loaders.c import library_path, source_key
-
     source = native.source()
     files = {f"{NATIVE_LIBRARY}.c": source.encode(),
              f"{NATIVE_LIBRARY}.so": library_path(source, native.FLAGS).read_bytes()}  # fmt: skip
@@ -264,10 +258,6 @@ def native_artifact() -> KernelArtifact:
 def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
     """`convert-fuel-to-c` in place, then compile every generated kernel (cached)."""
     from xdsl.context import Context
-
-    from fuel_dialect.ops_cpu import CKernelOp
-    from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
-    from runtime.loaders.c import CodegenError, library_path
 
     ConvertFuelToCPass().apply(Context(), module.op)
     module.op.verify()
@@ -284,9 +274,6 @@ def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
 def c_artifacts(module: FuelModule) -> list[KernelArtifact]:
     """One artifact per generated C kernel: its source and compiled library as files."""
     import platform
-
-    from fuel_dialect.ops_cpu import CKernelOp
-    from runtime.loaders.c import CFLAGS, library_path, source_key
 
     out = []
     for k in module.op.ops:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from runtime import knobs
 from runtime.kernels.triton.spec import Params, TritonKernelSpec
 
 _TARGET = re.compile(r"^sm_(\d{2,3})a?$")
@@ -197,10 +197,14 @@ def compile_spec(spec: TritonKernelSpec, target: str, specialize: bool = True) -
 
 
 def compile_specs(
-    specs: Sequence[TritonKernelSpec], target: str, specialize: bool = True
+    specs: Sequence[TritonKernelSpec],
+    target: str,
+    specialize: bool = True,
+    python_path: tuple[str, ...] = (),
 ) -> tuple[AotKernel, ...]:
     """Compile launches for `target`, in order, value-specialised (`specialization_of`)
-    unless `specialize` is False.
+    unless `specialize` is False. `python_path`: where the child process (below) also finds
+    the kernels' modules (e.g. the generated kernels' cache).
 
     In a process running the Triton interpreter, every `@triton.jit` function (Triton's own
     `tl.cdiv`, `tl.sum`, ... included) is an interpreter object that `triton.compile` cannot
@@ -215,9 +219,8 @@ def compile_specs(
         return tuple(_from_json(_build(_request(s, specialize), target), s) for s in specs)
     requests = [_request(s, specialize) for s in specs]
     payload = json.dumps({"target": target, "specs": requests})
-    env = dict(os.environ, TRITON_INTERPRET="0", FUEL_GPU="1")
     root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env = knobs.child_env((root, *python_path), TRITON_INTERPRET="0", FUEL_GPU="1")
     proc = subprocess.run(
         [sys.executable, "-m", "lowering.triton.aot"],
         input=payload, capture_output=True, text=True, cwd=root, env=env, timeout=1800,

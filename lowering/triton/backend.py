@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,17 +34,26 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import SymbolTable
 
+from fuel_dialect import ops_elementwise as ew
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
+from fuel_dialect.ops_nn import MatmulOp
 from fuel_dialect.ops_triton import MAX_BLOCK, LibraryCallOp, TritonKernelOp, TritonLaunchOp
 from lowering.backend import BackendError, KernelArtifact, Stage
-from runtime.compiled import library_entry, library_kernel_id
+from lowering.cpu.backend import artifacts_stage as cpu_artifacts
+from lowering.fusion import FUSIBLE
+from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass, eligible
+from runtime.binding_table import BindingTableError, NoKernelForOp
+from runtime.compiled import compile_node, compile_op, library_entry, library_kernel_id
+from runtime.executor import constant_array
+from runtime.kernels import global_bindings
 from runtime.loaders.triton import GeneratedKernel, KernelPlan, cache_dir, load_kernel
-from runtime.module import entry_function, io_names
+from runtime.module import FuelModule, entry_function, io_names
 
 _TARGET = re.compile(r"sm_(\d{2,3})a?")
 BACKEND = "cuda"
@@ -117,8 +125,6 @@ def make_backend() -> TritonBackend:
 
 def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions) -> ModuleOp:
     """A converted, verified copy of `module` (a ModuleOp or a FuelModule)."""
-    from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
-
     op = getattr(module, "op", module)
     if not isinstance(op, ModuleOp):
         raise BackendError(f"the triton backend lowers a fuel module, got {type(module).__name__}")
@@ -138,9 +144,6 @@ def convert_stage(module: Any, metadata: dict[str, Any], options: TritonOptions)
 def _decomposition(op: Operation) -> list[Operation] | None:
     """The primitive ops computing a fused op (`passes.fused` matches exactly these chains),
     the last one producing its result; None for an op that is not fused."""
-    from fuel_dialect import ops_elementwise as ew
-    from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
-    from fuel_dialect.ops_nn import MatmulOp
 
     def mk(cls: type[Operation], args: list[SSAValue], like: SSAValue, **props: Any) -> Operation:
         return cls.create(operands=args, result_types=[like.type], properties=props)
@@ -169,8 +172,6 @@ def _decomposition(op: Operation) -> list[Operation] | None:
 def _act_table() -> dict[str, tuple[type[Operation], Any] | None]:
     from xdsl.dialects.builtin import UnitAttr
 
-    from fuel_dialect import ops_elementwise as ew
-
     return {
         "none": None, "relu": (ew.ReluOp, dict), "silu": (ew.SiluOp, dict),
         "gelu": (ew.GeluOp, dict), "gelu_tanh": (ew.GeluOp, lambda: {"tanh": UnitAttr()}),
@@ -185,8 +186,6 @@ def decompose_fused(block: Block, placed_only: bool) -> None:
     """Replace each fused op the Triton backend would convert by its decomposition (the
     registry has no fused kernels; the decomposition's matmuls become library calls and its
     elementwise tail a generated kernel). The op's `#fuel.device` placement carries over."""
-    from lowering.triton.convert_fuel_to_triton import eligible
-
     for op in list(block.ops):
         if not eligible(op, placed_only):
             continue
@@ -206,8 +205,7 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
     library call the Triton registry cannot serve, so the op stays a host op (the executor
     copies its operands over). BackendError naming the op if it is placed on a cuda device or
     the CPU has no kernel either."""
-    from lowering.fusion import FUSIBLE
-    from lowering.triton.convert_fuel_to_triton import eligible
+    # lazy: imports torch and triton
     from runtime.kernels.triton.registry import triton_kernel_table
 
     table = triton_kernel_table()
@@ -226,9 +224,6 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
 
 
 def _stamp_cpu(op: Operation) -> None:
-    from runtime.binding_table import NoKernelForOp, global_bindings
-    from runtime.compiled import compile_node
-
     assert isinstance(op, KernelOp)
     try:
         node = compile_node(op.KERNEL_OP, op.kernel_dtypes(), "cpu", {}, global_bindings())
@@ -263,7 +258,7 @@ def aot_stage(module: ModuleOp, metadata: dict[str, Any], options: TritonOptions
     """Compile every generated kernel and every distinct library call for the target, in one
     `lowering.triton.aot.compile_specs` batch (under the interpreter that is one child process,
     which imports the generated kernels from `cache_dir()`)."""
-    from lowering.triton.aot import AotError, compile_specs, parse_target
+    from lowering.triton.aot import AotError, compile_specs, parse_target  # lazy: imports torch
 
     try:
         parse_target(options.target)
@@ -273,14 +268,10 @@ def aot_stage(module: ModuleOp, metadata: dict[str, Any], options: TritonOptions
                if isinstance(op, TritonKernelOp)]  # fmt: skip
     kernels += _library_specs(module)
     specs = [s for k in kernels for s in k[2]]
-    path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(cache_dir()), path) if p)
     try:
-        launches = compile_specs(specs, options.target)
+        launches = compile_specs(specs, options.target, python_path=(str(cache_dir()),))
     except AotError as e:
         raise BackendError(str(e)) from None
-    finally:
-        _restore("PYTHONPATH", path)
     out, i = [], 0
     for kernel_id, kind, kspecs, source, extra in kernels:
         revision = extra.pop("revision")
@@ -290,19 +281,12 @@ def aot_stage(module: ModuleOp, metadata: dict[str, Any], options: TritonOptions
     return out
 
 
-def _restore(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
 Kernel = tuple[str, str, tuple[Any, ...], str, dict[str, Any]]
 """(kernel id, kind, launch specs, source text, meta) of one kernel to compile."""
 
 
 def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
-    from runtime.kernels.triton.spec import TritonKernelSpec
+    from runtime.kernels.triton.spec import TritonKernelSpec  # lazy: imports torch
 
     spec = TritonKernelSpec(
         name=plan.name,
@@ -321,8 +305,9 @@ def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
 
 def _library_specs(module: ModuleOp) -> list[Kernel]:
     """(kernel id, launch specs, meta) per distinct library call (key, shapes, params)."""
-    from lowering.triton.aot import kernel_specs
-    from runtime.binding_table import BindingTableError
+    from lowering.triton.aot import kernel_specs  # lazy: imports torch
+
+    # lazy: imports torch and triton
     from runtime.kernels.triton.registry import triton_kernel_table
 
     out, seen = [], set()
@@ -360,9 +345,6 @@ def artifacts_stage(
     compiled: list[Compiled], metadata: dict[str, Any], options: TritonOptions
 ) -> list[KernelArtifact]:
     """One `KernelArtifact` per compiled kernel, with its files and launch meta."""
-    from lowering.cpu.backend import artifacts_stage as cpu_artifacts
-    from runtime.module import FuelModule
-
     out = []
     if isinstance(metadata.get("lowered"), ModuleOp):  # the host kernels the IR keeps
         out += cpu_artifacts(FuelModule(metadata["lowered"], {}), {})
@@ -453,7 +435,7 @@ def run_lowered(
 
 
 def _library(call: LibraryCallOp, table: Any) -> Any:
-    from runtime.binding_table import BindingTableError
+    # lazy: imports torch and triton
     from runtime.kernels.triton.registry import triton_kernel_table
 
     table = table if table is not None else _default_table(triton_kernel_table)
@@ -470,9 +452,6 @@ def _host_stamped(op: Operation) -> bool:
 
 def _host(op: Operation, args: list[Any], outs: list[Any]) -> None:
     """A host op the lowering kept (stamped CPU kernel): numpy in, torch out."""
-    from runtime.binding_table import global_bindings
-    from runtime.compiled import compile_op
-
     node = compile_op(op, global_bindings(), "cpu")
     ins = [np.ascontiguousarray(to_numpy(a)) for a in args]
     res = [np.empty(tuple(t.shape), to_numpy(t).dtype) for t in outs]
@@ -491,8 +470,6 @@ def _default_table(make: Any) -> Any:
 
 
 def _value(op: ConstantOp | WeightOp, weights: Mapping[str, np.ndarray]) -> Any:
-    from runtime.executor import constant_array
-
     if isinstance(op, ConstantOp):
         return to_torch(constant_array(op.value))
     name = op.sym_name.data
@@ -502,7 +479,7 @@ def _value(op: ConstantOp | WeightOp, weights: Mapping[str, np.ndarray]) -> Any:
 
 
 def _torch_dtype(t: Any) -> Any:
-    from runtime.kernels.triton.spec import TORCH_DTYPES
+    from runtime.kernels.triton.spec import TORCH_DTYPES  # lazy: imports torch
 
     return TORCH_DTYPES[dtype_name(t)]
 

@@ -38,6 +38,7 @@ from passes.fused.patterns import (
 )
 from runtime import precision as kernel_precision
 from runtime.cost import CostEstimate, CostFn, fused_cost, io_bytes
+from runtime.kernels import extend_global_bindings, global_bindings
 
 UNTRACKED = 0
 """`KernelRevisionHash` of a kernel whose build is not tracked."""
@@ -149,8 +150,6 @@ class FusedKernelRegistry:
         name) and publish its `kernels` under `entry.kernel_op` plus `bind` (any other
         binding-table writer) in one global-table write. Nothing happens when this exact entry
         is registered and every kernel is already bound. Returns whether anything changed."""
-        from runtime.binding_table import extend_global_bindings, global_bindings
-
         if kernels and not entry.kernel_op:
             raise ValueError(f"fused op '{entry.name}': kernels need the entry's kernel_op")
         with self._lock:

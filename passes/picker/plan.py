@@ -50,15 +50,12 @@ from passes.picker.ranker import (
     apply_inbound_transfer_costs,
     compute_static_costs,
     default_chain,
+    enumerate_candidates,
 )
-from runtime.binding_table import (
-    BindingTableError,
-    KernelBindingTable,
-    bindings_generation,
-    ensure_backend_kernels,
-    global_bindings,
-)
+from runtime.binding_table import BindingTableError, KernelBindingTable
 from runtime.cost import dtype_bytes, layer1_cost
+from runtime.judge import size_class
+from runtime.kernels import bindings_generation, ensure_backend_kernels, global_bindings
 from runtime.module import entry_function
 from runtime.topology import SystemTopology
 
@@ -121,8 +118,6 @@ def _operand_shapes(op: Operation) -> tuple[list[tuple[int, ...]], list[str]]:
 
 
 def _size_class(op: str, shapes: list[tuple[int, ...]]) -> int:
-    from runtime.judge import size_class
-
     return size_class(op, shapes)
 
 
@@ -177,8 +172,6 @@ class _Planner:
 
     def draft(self, op: Operation) -> None:
         assert isinstance(op, KernelOp)
-        from passes.picker.ranker import enumerate_candidates
-
         dtypes, params = op.kernel_dtypes(), op.kernel_params()
         cands = enumerate_candidates(op.KERNEL_OP, dtypes, self.placements(op), self.table)
         if not cands:

@@ -29,6 +29,8 @@ from passes.picker.plan import (
     topology_kernels,
 )
 from passes.picker.ranker import Candidate, PrecisionRequirement
+from runtime.judge import ProfileJudgeOracle, default_report_path, load_report
+from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology, TopologyError
 
 
@@ -46,8 +48,6 @@ class PickerOptions:
     """Where graph inputs live and outputs return."""
 
     def plan_options(self) -> PlanOptions:
-        from runtime.topology import SystemTopology, TopologyError
-
         try:
             topo = (
                 SystemTopology.from_file(self.topology)
@@ -75,9 +75,6 @@ def _note_once(notes: list[str]) -> None:
 
 
 def _judge(spec: str):  # noqa: ANN202
-    from runtime.binding_table import global_bindings
-    from runtime.judge import ProfileJudgeOracle, default_report_path, load_report
-
     if spec == "none":
         return None
     path = Path(spec) if spec else default_report_path()

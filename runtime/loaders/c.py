@@ -16,7 +16,6 @@ import functools
 import hashlib
 import os
 import platform
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from fuel_dialect.dtypes import io_signature
+from runtime import knobs
+from runtime.dtypes import to_numpy
 from runtime.loaders.triton import cache_dir
 
 CFLAGS = ("-O2", "-fPIC", "-shared", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
@@ -48,7 +49,7 @@ def c_cache_dir() -> Path:
 
 def find_compiler() -> list[str] | None:
     """The C compiler command (`$CC`, split like a shell word list, else `cc`), or None."""
-    cmd = shlex.split(os.environ.get("CC", "") or "cc")
+    cmd = knobs.c_compiler()
     return cmd if cmd and shutil.which(cmd[0]) else None
 
 
@@ -94,7 +95,7 @@ def compile_source(source: str, dest: Path, flags: Sequence[str] = CFLAGS) -> No
     cmd = find_compiler()
     if cmd is None:
         raise CodegenError(
-            f"no C compiler found (tried ${{CC}}={os.environ.get('CC', '')!r}, then 'cc'); "
+            f"no C compiler found (tried ${{CC}}={knobs.c_compiler_env()!r}, then 'cc'); "
             "install gcc or clang, or build with codegen=none"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -175,8 +176,6 @@ class CKernel:
         self.fn = load_function(plan.name, plan.source)
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from runtime.dtypes import to_numpy
-
         plan = self.plan
         for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):
             if len(got) != len(want):

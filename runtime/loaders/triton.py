@@ -12,7 +12,6 @@ import hashlib
 import importlib.util
 import linecache
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fuel_dialect.dtypes import io_signature
+from runtime import knobs
+from runtime.fsutil import atomic_write_text
 
 POINTER = {
     "f64": "*fp64", "f32": "*fp32", "f16": "*fp16", "bf16": "*bf16",
@@ -35,17 +36,11 @@ class CodegenError(Exception):
 def cache_dir() -> Path:
     """Where generated kernel sources are written: `$FUEL_CACHE_DIR/triton`, else
     `$XDG_CACHE_HOME/fuel/triton`, else `~/.cache/fuel/triton`."""
-    root = os.environ.get("FUEL_CACHE_DIR")
-    if root:
-        return Path(root) / "triton"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "fuel" / "triton"
+    return knobs.cache_root() / "triton"
 
 
 def source_file(name: str, source: str) -> Path:
     """The cache file holding `source` (content-addressed; written atomically if missing)."""
-    from runtime.fsutil import atomic_write_text
-
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = cache_dir() / f"{name}_{digest}.py"
     if not path.exists() or path.read_text() != source:
@@ -141,7 +136,7 @@ class GeneratedKernel:
         self.fn = load_kernel(plan.name, plan.source)
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from runtime.kernels.triton.spec import TORCH_DTYPES
+        from runtime.kernels.triton.spec import TORCH_DTYPES  # lazy: imports torch
 
         plan = self.plan
         for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):

@@ -38,6 +38,17 @@ from typing import Any
 
 import numpy as np
 
+from runtime import knobs
+from runtime.loaders.c import (
+    CodegenError,
+    find_compiler,
+    library_path,
+    prebuilt,
+    register_prebuilt,
+    source_key,
+)
+from runtime.native.helpers import helper_source
+
 SOURCE_PATHS = tuple(
     Path(__file__).resolve().with_name(f) for f in ("fuel_native.c", "fuel_gemm.c")
 )
@@ -57,17 +68,13 @@ _LOCK = threading.Lock()
 def enabled() -> bool:
     """The native kernels may be registered: `FUEL_NATIVE` is not `0` and a C compiler exists
     (checked without compiling)."""
-    from runtime.loaders.c import find_compiler
-
-    return os.environ.get("FUEL_NATIVE", "1") != "0" and find_compiler() is not None
+    return knobs.native_enabled() and find_compiler() is not None
 
 
 def available() -> bool:
     """The library can be loaded here: `enabled()`, or a kernel bundle installed its prebuilt
     copy (`install_prebuilt`) and `FUEL_NATIVE` is not `0`."""
-    from runtime.loaders.c import prebuilt, source_key
-
-    if os.environ.get("FUEL_NATIVE", "1") == "0":
+    if not knobs.native_enabled():
         return False
     return enabled() or prebuilt(source_key(source())) is not None
 
@@ -75,8 +82,6 @@ def available() -> bool:
 def install_prebuilt(library_file: Path) -> None:
     """Use `library_file` (a bundle's verified copy of this library, built from exactly
     `source()`) instead of compiling: a bundle runs its native kernels where no compiler is."""
-    from runtime.loaders.c import register_prebuilt
-
     register_prebuilt(source(), library_file)
 
 
@@ -102,7 +107,7 @@ def _cpu_flags() -> frozenset[str]:
 
 def threads() -> int:
     """The pool size: `FUEL_NUM_THREADS` if set (>= 1), else this process's CPUs, capped."""
-    env = os.environ.get("FUEL_NUM_THREADS", "")
+    env = knobs.num_threads()
     if env.strip():
         try:
             return max(1, int(env))
@@ -114,8 +119,6 @@ def threads() -> int:
 @functools.cache
 def source() -> str:
     """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `SOURCE_PATHS`."""
-    from runtime.native.helpers import helper_source
-
     files = "\n".join(p.read_text() for p in SOURCE_PATHS)
     return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + files
 
@@ -152,8 +155,6 @@ def library() -> Any:
     pool started; `CodegenError` if it cannot be built."""
     if _LIB:
         return _LIB[0]
-    from runtime.loaders.c import CodegenError, library_path
-
     with _LOCK:
         if not _LIB:
             try:

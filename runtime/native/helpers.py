@@ -97,7 +97,7 @@ HELPER_DEPS = {
 @functools.cache
 def _helper_constants() -> dict[str, Any]:
     """The numeric tables of the numpy kernels' special functions, as exact C literals."""
-    from runtime.kernels.cpu import special
+    from runtime.kernels.cpu import special  # lazy: runtime.kernels.cpu imports runtime.native
 
     def arr(xs: Sequence[float]) -> str:
         return ", ".join(float(x).hex() for x in xs)

@@ -11,8 +11,8 @@ from fuel_dialect import fuel_context
 from fuel_dialect.branch import PICKED_ATTR, BranchOp
 from passes.converge_frontier import ArmCost, arm_cost, converge, dominates
 from passes.picker.plan import PlanOptions
-from runtime.binding_table import global_bindings
 from runtime.executor import Executor
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 
 

@@ -15,10 +15,11 @@ from passes.bake_variants import BakeVariantsPass, bake_choice
 from passes.emit_decode_flash import EmitDecodeFlashPass
 from passes.picker.plan import PlanOptions
 from runtime import native
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import Executor
 from runtime.judge import HashMapJudge, size_class
+from runtime.kernels import global_bindings
 from runtime.kernels.cpu.flash import SOURCE, _kernel, flash_cost, flash_decode
 from runtime.kernels.cpu.native import NATIVE_FLASH
 from runtime.kernels.cpu.torch_blas import available as torch_available

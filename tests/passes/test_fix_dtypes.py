@@ -13,8 +13,9 @@ from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_elementwise import CastOp, ReluOp
 from passes.fix_dtypes import FixDtypesPass, fix_dtypes
 from passes.picker.plan import PlanOptions
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
 from runtime.executor import Executor
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 from runtime.topology import Device, SystemTopology
 

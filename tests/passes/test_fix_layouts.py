@@ -11,8 +11,8 @@ import passes.fix_layouts as fl
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from passes.fix_layouts import FixLayoutsPass, check_layouts
-from runtime.binding_table import global_bindings
 from runtime.executor import Executor
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 
 

@@ -427,7 +427,7 @@ def test_adopt_publishes_the_kernel_once_and_the_picker_and_executor_run_it(
     """A build without a matmul_bias_act kernel offers no arm; adopting one (8 threads at once)
     registers it once in the global table, the pass then offers the arm, bake picks it, the
     picker chooses the adopted kernel and the executor runs it, matching arm 0."""
-    import runtime.binding_table as bt
+    import runtime.kernels as bt
     from passes.picker.plan import compile_plan
 
     monkeypatch.setattr(bt._STATE, "table", _table_without_fused_kernels())

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import runtime.binding_table as bt
+import runtime.kernels as bt
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR

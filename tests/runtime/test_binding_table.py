@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+import runtime.kernels as rk
 from runtime import binding_table as bt
 from runtime.binding_table import (
     DuplicateKernel,
@@ -133,22 +134,22 @@ def test_revision_hash_tracks_source_and_tag() -> None:
 @pytest.fixture
 def restore_global_table():
     """Tests that publish into the process-wide table put the original snapshot back."""
-    saved = bt.global_bindings()
+    saved = rk.global_bindings()
     yield
-    bt._STATE.table = saved
+    rk._STATE.table = saved
 
 
 @pytest.mark.usefixtures("restore_global_table")
 def test_snapshot_isolation_under_concurrent_writer() -> None:
     """A reader's snapshot never changes; writers never lose each other's registrations."""
-    base = bt.global_bindings()
+    base = rk.global_bindings()
     n_before = len(base)
     names = [f"test_op_{i}" for i in range(16)]
     seen_sizes: list[int] = []
     stop = threading.Event()
 
     def reader() -> None:
-        snap = bt.global_bindings()
+        snap = rk.global_bindings()
         size = len(snap)
         while not stop.is_set():
             seen_sizes.append(len(snap) - size)  # must stay 0
@@ -159,9 +160,9 @@ def test_snapshot_isolation_under_concurrent_writer() -> None:
         def kern(ins, outs, params):
             outs[0][...] = ins[0]
 
-        bt.extend_global_bindings(lambda t: t.register(name, ("f32", "f32"), "cpu", kern))
+        rk.extend_global_bindings(lambda t: t.register(name, ("f32", "f32"), "cpu", kern))
 
-    gen0 = bt.bindings_generation()
+    gen0 = rk.bindings_generation()
     r = threading.Thread(target=reader)
     r.start()
     writers = [threading.Thread(target=writer, args=(n,)) for n in names]
@@ -171,12 +172,12 @@ def test_snapshot_isolation_under_concurrent_writer() -> None:
         w.join()
     stop.set()
     r.join()
-    after = bt.global_bindings()
+    after = rk.global_bindings()
     assert set(seen_sizes) <= {0}
     assert len(base) == n_before  # the old snapshot is untouched
     assert len(after) == n_before + len(names)  # no lost update
     assert all(after.backend_supports(n, ("f32", "f32"), "cpu") for n in names)
-    assert bt.bindings_generation() == gen0 + len(names)
+    assert rk.bindings_generation() == gen0 + len(names)
     with pytest.raises(FrozenTable):
         after.register("x", ("f32",), "cpu", k_add)
 
@@ -187,7 +188,7 @@ def test_direct_fast_paths_write_the_same_bytes_as_their_kernels() -> None:
 
     rng = np.random.default_rng(0)
     checked = 0
-    for (op, dtypes, _), e in bt.global_bindings().iter_entries():
+    for (op, dtypes, _), e in rk.global_bindings().iter_entries():
         if e.direct is None:
             continue
         ins = [(rng.standard_normal((3, 5)) * 4).astype(to_numpy(d)) for d in dtypes[:-1]]

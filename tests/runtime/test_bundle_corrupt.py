@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lowering.bundle import write_bundle
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
 from runtime.bundle import BundleError, load_bundle
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import MM_SOURCE, resign, use_fake_gpu_backend
 
@@ -125,7 +126,7 @@ def test_revision_mismatch(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         patched.register(op, dtypes, be, e.kernel, caps=e.caps, precision=e.precision,
                          kernel_source=e.kernel_source, direct=e.direct,
                          revision=e.revision_hash ^ 1 if moved else e.revision_hash)  # fmt: skip
-    monkeypatch.setattr("runtime.binding_table.global_bindings", lambda: patched)
+    monkeypatch.setattr("runtime.bundle.global_bindings", lambda: patched)  # the loader's own name
     kernels = json.loads((bundle / "manifest.json").read_text())["targets"]["cpu"]["kernels"]
     rev = next(k["revision"] for k in kernels if k["id"] == f"matmul[f32,f32,f32]@cpu/{MM_SOURCE}")
     now = f"{int(rev, 16) ^ 1:016x}"

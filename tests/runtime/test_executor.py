@@ -11,7 +11,7 @@ import pytest
 from examples.decoder_block import BlockConfig, build_decoder_block, reference
 from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
-from runtime.binding_table import KernelBindingTable, NoKernelForOp, global_bindings
+from runtime.binding_table import KernelBindingTable, NoKernelForOp
 from runtime.compiled import (
     READY,
     CompletionHandle,
@@ -25,6 +25,7 @@ from runtime.compiled import (
     execute_compiled,
 )
 from runtime.executor import Executor
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 
 

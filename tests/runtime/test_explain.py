@@ -16,9 +16,10 @@ from frontends.builder import GraphBuilder
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR
 from passes.picker.plan import PlanOptions, compile_plan
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
 from runtime.cost import CostEstimate, fmt_bytes, fmt_ns
 from runtime.judge import HashMapJudge, size_class
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology

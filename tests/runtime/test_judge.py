@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runtime import judge, judge_profile
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
 from runtime.judge import (
     PREFILL_BIT,
     REPORT_VERSION,
@@ -35,6 +35,7 @@ from runtime.judge_profile import (
     default_ladder,
     run_judge,
 )
+from runtime.kernels import global_bindings
 from tools.judge import ProgressBar, main
 
 F32x3 = ("f32", "f32", "f32")

@@ -21,11 +21,12 @@ from fuel_dialect.dispatch import PIN_ATTR  # noqa: E402
 from passes.picker.plan import PlanOptions, compile_plan  # noqa: E402
 from passes.picker.support import clear_decisions, stamp_device, stamp_kernel  # noqa: E402
 from passes.select import insert_copies  # noqa: E402
-from runtime.binding_table import KernelBindingTable, global_bindings  # noqa: E402
+from runtime.binding_table import KernelBindingTable  # noqa: E402
 from runtime.compiled import READY, ExecutionError  # noqa: E402
 from runtime.cost import CostEstimate  # noqa: E402
 from runtime.devices import DeviceUnavailable, OutOfDeviceMemory, TorchDevice  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
+from runtime.kernels import global_bindings  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
 from runtime.topology import SystemTopology  # noqa: E402
 

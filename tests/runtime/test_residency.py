@@ -26,8 +26,9 @@ from passes.picker.residency import (
     parse_budgets,
     parse_size,
 )
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
 from runtime.executor import Executor
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 from runtime.topology import SystemTopology
 

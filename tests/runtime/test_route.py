@@ -14,10 +14,11 @@ pytest.importorskip("torch")
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr  # noqa: E402
 from fuel_dialect.base import KernelOp  # noqa: E402
 from fuel_dialect.branch import PICKED_ATTR  # noqa: E402
-from runtime.binding_table import KernelBindingTable, global_bindings  # noqa: E402
+from runtime.binding_table import KernelBindingTable  # noqa: E402
 from runtime.compiled import ExecutionError  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
 from runtime.judge import HashMapJudge, size_class  # noqa: E402
+from runtime.kernels import global_bindings  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
 from runtime.route import ArmProfile, RoutePicker, bucket, pressure_tier  # noqa: E402
 from runtime.topology import SystemTopology  # noqa: E402

@@ -16,8 +16,8 @@ import torch
 from triton_helpers import entry
 
 from lowering.triton.aot import compile_specs, kernel_specs
-from runtime.binding_table import global_bindings
 from runtime.dtypes import ALL_DTYPES, NUMPY_DTYPES
+from runtime.kernels import global_bindings
 from runtime.kernels.triton.movement import (
     ERR_DTYPE,
     bits,

@@ -11,7 +11,8 @@ import pytest
 import torch
 from triton_helpers import table
 
-from runtime.binding_table import KernelBindingTable, global_bindings
+from runtime.binding_table import KernelBindingTable
+from runtime.kernels import global_bindings
 from runtime.kernels.triton.registry import register_triton_kernels, triton_kernel_table
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,28 +10,22 @@ Importing this package decides how Triton kernels run in this process. Triton re
 `TRITON_INTERPRET` once, when `triton` is first imported, and `@triton.jit` then builds either a
 compiled kernel (needs a CUDA GPU) or an interpreted one that runs the same kernel body with
 numpy on torch CPU tensors. So on a machine where torch sees no CUDA GPU, and unless the caller
-forces real compilation with `FUEL_GPU=1`, we default `TRITON_INTERPRET=1` here, BEFORE anything
-imports triton: the kernels stay runnable (slowly) and testable everywhere. An explicit
-`TRITON_INTERPRET` in the environment always wins. AOT compilation (`lowering.triton.aot`) does
-not need a GPU in either mode.
+forces real compilation with `FUEL_GPU=1`, we default `TRITON_INTERPRET=1` here
+(`runtime.knobs.configure_triton`), BEFORE anything imports triton: the kernels stay runnable
+(slowly) and testable everywhere. An explicit `TRITON_INTERPRET` in the environment always wins.
+AOT compilation (`lowering.triton.aot`) does not need a GPU in either mode.
 """
 
 from __future__ import annotations
 
-import os
+from runtime import knobs
+from runtime.topology import cuda_device_archs, gpu_driver_present
 
 
-def _configure_interpreter() -> None:
-    # Triton 3.9 warns when this is unset; "1" keeps its historical default (FMA contraction).
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    if os.environ.get("FUEL_GPU") == "1" or "TRITON_INTERPRET" in os.environ:
-        return
-    from runtime.topology import cuda_device_archs, gpu_driver_present
-
+def _gpu_present() -> bool:
     # Without a GPU driver there is no GPU, and `import torch` (~1.5 s) is not paid: passes
     # that only generate Triton source (convert-fuel-to-triton) stay fast to start.
-    if not gpu_driver_present() or not cuda_device_archs():
-        os.environ["TRITON_INTERPRET"] = "1"
+    return gpu_driver_present() and bool(cuda_device_archs())
 
 
-_configure_interpreter()
+knobs.configure_triton(_gpu_present)

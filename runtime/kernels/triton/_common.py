@@ -1,11 +1,11 @@
 """Triton helpers shared by the kernel families: strided offsets and output rounding."""
 
-import os
-
 import triton
 import triton.language as tl
 
-INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
+from runtime import knobs
+
+INTERPRET = tl.constexpr(knobs.triton_interpret())
 """Whether kernels run under Triton's interpreter (fixed when triton is first imported)."""
 
 

@@ -19,7 +19,7 @@ half an f16/bf16 ulp over their ranges.
 
 Nothing here touches the process-wide table. The table loads these kernels lazily, the first
 time planning or execution involves a device with the `cuda` backend
-(`runtime.binding_table.ensure_backend_kernels(["cuda"])`, through `BACKEND_PROVIDERS`), so
+(`runtime.kernels.ensure_backend_kernels(["cuda"])`, through `BACKEND_PROVIDERS`), so
 CPU-only work never imports torch or triton.
 """
 
