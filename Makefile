@@ -42,9 +42,12 @@ demo: $(STAMP_BASE)
 
 test: lint lit pytest
 
-# the import layers (pyproject.toml [tool.importlinter]): no import reaches up a layer
+# the import layers (pyproject.toml [tool.importlinter]): no import reaches up a layer; the
+# house format and lint rules (pyproject.toml [tool.ruff])
 lint: $(STAMP_TEST)
 	$(BIN)/lint-imports
+	$(BIN)/ruff format --check --quiet .
+	$(BIN)/ruff check --quiet .
 
 lit: $(STAMP_TEST)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/lit -sv tests/filecheck
@@ -74,6 +77,7 @@ test-latest:
 	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[test,bench]'
 	$(LATEST)/bin/pip list --format=freeze | grep -iE '^(xdsl|numpy|ml.dtypes|torch|triton|onnx)'
 	cd $(CURDIR) && $(LATEST)/bin/lint-imports
+	$(LATEST)/bin/ruff format --check --quiet . && $(LATEST)/bin/ruff check --quiet .
 	PATH="$(CURDIR)/$(LATEST)/bin:$$PATH" $(LATEST)/bin/lit -sv tests/filecheck
 	$(LATEST)/bin/python -m pytest $(PYTEST_ARGS) tests
 

@@ -42,8 +42,13 @@ THREAD_TIMEOUT, 2^28 cycles by default: ~0.1 s), onnxruntime's and OpenMP's pool
 a 2-core machine one runner's spinning threads would slow the next runner's first runs."""
 
 
-def measure(fns: Mapping[str, Runner], runs: int, rounds: int = 20,
-            warmup: int | None = None, settle_s: float = 0.0) -> dict[str, Stats]:  # fmt: skip
+def measure(
+    fns: Mapping[str, Runner],
+    runs: int,
+    rounds: int = 20,
+    warmup: int | None = None,
+    settle_s: float = 0.0,
+) -> dict[str, Stats]:
     """`runs` timed runs of every runner (µs each), interleaved over `rounds` rounds, after
     `warmup` untimed runs each (default: max(20, runs // 10)). Each block of runs starts after
     `settle_s` idle seconds (see SETTLE_S) with one untimed run (caches, pools awake)."""

@@ -90,8 +90,10 @@ def bench(name: str, base: FuelModule, x: np.ndarray, rounds: int) -> None:
         out = exes[k].run({"x": x})["out"].astype(np.float64)
         med = statistics.median(times[k])
         err = float(np.nanmax(np.abs(out - ref)))
-        print(f"| {name} | {k} | {n_casts(m)} | {len(exes[k])} | {med:.1f} | "
-              f"{base_us / med:.2f}x | {err:.3g} |")  # fmt: skip
+        print(
+            f"| {name} | {k} | {n_casts(m)} | {len(exes[k])} | {med:.1f} | "
+            f"{base_us / med:.2f}x | {err:.3g} |"
+        )
 
 
 def main() -> None:

@@ -116,11 +116,12 @@ def ort_runner(x: np.ndarray, n_ops: int) -> Callable[[], np.ndarray]:
         nodes.append(helper.make_node(names[op], ins, [out]))
         prev = out
     graph = helper.make_graph(
-        nodes, "chain",
+        nodes,
+        "chain",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))],
         inits,
-    )  # fmt: skip
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     so = ort.SessionOptions()
@@ -201,9 +202,11 @@ def main() -> int:
     for name, t in results.items():
         q = statistics.quantiles(t, n=10)
         med = statistics.median(t) / args.ops
-        print(f"  {name:12s} median {med:6.3f}  p10 {q[0] / args.ops:6.3f}  p90 "
-              f"{q[-1] / args.ops:6.3f}   {name} / fuel = {med / base:5.2f}x"
-              + (f"   / onnxruntime = {med / ort:5.2f}x" if ort else ""))  # fmt: skip
+        print(
+            f"  {name:12s} median {med:6.3f}  p10 {q[0] / args.ops:6.3f}  p90 "
+            f"{q[-1] / args.ops:6.3f}   {name} / fuel = {med / base:5.2f}x"
+            + (f"   / onnxruntime = {med / ort:5.2f}x" if ort else "")
+        )
     return 0
 
 

@@ -87,8 +87,13 @@ class Compiled:
     ops: int
 
 
-def compile_bundle(module: FuelModule, feeds: Mapping[str, np.ndarray], out_dir: Path,
-                   name: str, options: Mapping[str, str]) -> Compiled:  # fmt: skip
+def compile_bundle(
+    module: FuelModule,
+    feeds: Mapping[str, np.ndarray],
+    out_dir: Path,
+    name: str,
+    options: Mapping[str, str],
+) -> Compiled:
     """`module` -> bundle `out_dir/name.bundle` (fuel-optimize on) -> its executor; the runner
     returns the outputs as a list in the executor's output order."""
     from lowering.bundle import write_bundle
@@ -111,13 +116,17 @@ class Fuel:
 
     def notes(self) -> list[str]:
         """One line per variant: compile and load seconds, schedule length, or why skipped."""
-        built = [f"{n}: bundle compile {c.compile_s:.2f} s, load {c.load_s:.2f} s, {c.ops} "
-                 "schedule items" for n, c in self.runners.items()]  # fmt: skip
+        built = [
+            f"{n}: bundle compile {c.compile_s:.2f} s, load {c.load_s:.2f} s, {c.ops} "
+            "schedule items"
+            for n, c in self.runners.items()
+        ]
         return built + [f"{n}: skipped ({why})" for n, why in self.skipped.items()]
 
 
-def fuel_runners(module: FuelModule, feeds: Mapping[str, np.ndarray], out_dir: Path,
-                 tag: str) -> Fuel:  # fmt: skip
+def fuel_runners(
+    module: FuelModule, feeds: Mapping[str, np.ndarray], out_dir: Path, tag: str
+) -> Fuel:
     """Every fuel variant of `module` compiled and loaded; "fuel" itself must build, an
     optional variant that fails to build is reported as skipped."""
     from lowering.backend import BackendError
@@ -126,8 +135,9 @@ def fuel_runners(module: FuelModule, feeds: Mapping[str, np.ndarray], out_dir: P
     got = Fuel()
     for name, opts in fuel_variants().items():
         try:
-            got.runners[name] = compile_bundle(module, feeds, out_dir, f"{tag}-{len(got.runners)}",
-                                               opts)  # fmt: skip
+            got.runners[name] = compile_bundle(
+                module, feeds, out_dir, f"{tag}-{len(got.runners)}", opts
+            )
         except (BackendError, BundleError) as e:
             if name == "fuel":
                 raise
@@ -162,9 +172,13 @@ def chain_x(size: int = 64) -> np.ndarray:
 def mlp_params(dims: Sequence[int] = MLP_DIMS, seed: int = 0) -> list[tuple[np.ndarray, ...]]:
     """(W [in, out], b [out]) per layer, f32, fixed seed."""
     rng = np.random.default_rng(seed)
-    return [((rng.standard_normal((i, o)) / math.sqrt(i)).astype(np.float32),
-             (0.1 * rng.standard_normal(o)).astype(np.float32))
-            for i, o in zip(dims[:-1], dims[1:], strict=True)]  # fmt: skip
+    return [
+        (
+            (rng.standard_normal((i, o)) / math.sqrt(i)).astype(np.float32),
+            (0.1 * rng.standard_normal(o)).astype(np.float32),
+        )
+        for i, o in zip(dims[:-1], dims[1:], strict=True)
+    ]
 
 
 def mlp_x(batch: int = MLP_BATCH, dim: int = MLP_DIMS[0]) -> np.ndarray:
@@ -200,9 +214,12 @@ def mlp_onnx(params: Sequence[tuple[np.ndarray, ...]], act: str, batch: int = ML
             prev = f"h{i}"
     dims = [params[0][0].shape[0], params[-1][0].shape[1]]
     graph = helper.make_graph(
-        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, dims[0]])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, dims[1]])], inits,
-    )  # fmt: skip
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, dims[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, dims[1]])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     onnx.checker.check_model(model)
     return model
@@ -278,8 +295,13 @@ def build_chain(n_ops: int, out_dir: Path, torch_threads: int | None = 1) -> Wor
     runners["onnxruntime"] = chain_ort(x, n_ops)
     runners["torch eager"] = chain_torch(x, n_ops)
     notes = [*fuel.notes(), "onnxruntime: 1 intra-op thread (dispatch_overhead's runner)"]
-    w = Workload(f"chain ({n_ops} elementwise ops, f32[{x.size}])", runners,
-                 [chain_reference(x, n_ops)], TOL["chain"], notes)  # fmt: skip
+    w = Workload(
+        f"chain ({n_ops} elementwise ops, f32[{x.size}])",
+        runners,
+        [chain_reference(x, n_ops)],
+        TOL["chain"],
+        notes,
+    )
     if torch_threads:
         w.pin_torch(torch_threads)
     assert_live(n_ops, x.size)
@@ -294,15 +316,19 @@ def build_mlp(act: str, out_dir: Path, torch_threads: int | None = 2) -> Workloa
     runners["onnxruntime"] = ort_session(mlp_onnx(params, act), {"x": x}, threads=2)
     runners["torch eager"] = mlp_torch(x, params, act)
     dims = " -> ".join(map(str, MLP_DIMS[1:]))
-    w = Workload(f"mlp ({MLP_BATCH}x{MLP_DIMS[0]} -> {dims}, {act})", runners,
-                 [mlp_reference(x, params, act)], TOL["mlp"], fuel.notes())  # fmt: skip
+    w = Workload(
+        f"mlp ({MLP_BATCH}x{MLP_DIMS[0]} -> {dims}, {act})",
+        runners,
+        [mlp_reference(x, params, act)],
+        TOL["mlp"],
+        fuel.notes(),
+    )
     if torch_threads:
         w.pin_torch(torch_threads)
     return w
 
 
-def report(title: str, stats: Mapping[str, Stats], unit: str, scale: float,
-           target: float) -> bool:  # fmt: skip
+def report(title: str, stats: Mapping[str, Stats], unit: str, scale: float, target: float) -> bool:
     """Print the table (`scale` divides µs per run into `unit`); True when fuel's default
     (the `fuel` row) meets `fuel median <= target x onnxruntime median`. Other fuel variants
     are marked too, for information."""
@@ -312,11 +338,23 @@ def report(title: str, stats: Mapping[str, Stats], unit: str, scale: float,
         ratio = s.median / ort
         ok = "" if not name.startswith("fuel") else ("met" if ratio <= target else "NOT MET")
         met &= name != "fuel" or ok != "NOT MET"
-        rows.append([name, f"{s.median / scale:.3f}", f"{s.p10 / scale:.3f}",
-                     f"{s.p90 / scale:.3f}", f"{ratio:.2f}x", ok])  # fmt: skip
+        rows.append(
+            [
+                name,
+                f"{s.median / scale:.3f}",
+                f"{s.p10 / scale:.3f}",
+                f"{s.p90 / scale:.3f}",
+                f"{ratio:.2f}x",
+                ok,
+            ]
+        )
     print(f"\n{title}")
-    print(table(rows, ["runner", f"median {unit}", "p10", "p90", "/ onnxruntime",
-                       f"target <= {target:g}x"]))  # fmt: skip
+    print(
+        table(
+            rows,
+            ["runner", f"median {unit}", "p10", "p90", "/ onnxruntime", f"target <= {target:g}x"],
+        )
+    )
     return met
 
 
@@ -332,10 +370,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     div = 10 if args.quick else 1
     # name, workload, timed runs, (unit, µs per unit), target ratio to onnxruntime, settle
     cases: list[tuple[str, Callable[[Path], Workload], int, tuple[str, float], float, float]] = [
-        ("chain", lambda d: build_chain(args.ops, d), args.chain_runs // div,
-         ("µs/op", args.ops), 1.0, 0.0),  # single-threaded peers: nothing spins
+        (
+            "chain",
+            lambda d: build_chain(args.ops, d),
+            args.chain_runs // div,
+            ("µs/op", args.ops),
+            1.0,
+            0.0,
+        ),  # single-threaded peers: nothing spins
         ("mlp", lambda d: build_mlp(args.act, d), args.mlp_runs // div, ("ms", 1e3), 1.1, SETTLE_S),
-    ]  # fmt: skip
+    ]
     failed, met = [], True
     print(f"fuel's numpy BLAS threads: {blas_threads()}")
     with tempfile.TemporaryDirectory(prefix="fuel-bench-") as tmp:

@@ -108,18 +108,43 @@ def rope64(x, c, s, interleaved: bool) -> torch.Tensor:
 # -- phase 1: one launch per registered entry ---------------------------------------------------
 
 UNARY64 = {
-    "neg": torch.neg, "abs": torch.abs, "relu": torch.relu, "exp": torch.exp, "log": torch.log,
-    "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "recip": torch.reciprocal, "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid, "silu": F.silu, "sin": torch.sin, "cos": torch.cos,
-    "erf": torch.erf, "gelu": F.gelu,
-}  # fmt: skip
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "relu": torch.relu,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "recip": torch.reciprocal,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "silu": F.silu,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "erf": torch.erf,
+    "gelu": F.gelu,
+}
 BINARY64 = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
-    "max": torch.maximum, "min": torch.minimum, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
-    "le": torch.le, "gt": torch.gt, "ge": torch.ge,
-}  # fmt: skip
-REDUCE64 = {"reduce_sum": torch.sum, "reduce_mean": torch.mean, "reduce_max": torch.amax,
-            "reduce_min": torch.amin}  # fmt: skip
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "pow": torch.pow,
+    "max": torch.maximum,
+    "min": torch.minimum,
+    "eq": torch.eq,
+    "ne": torch.ne,
+    "lt": torch.lt,
+    "le": torch.le,
+    "gt": torch.gt,
+    "ge": torch.ge,
+}
+REDUCE64 = {
+    "reduce_sum": torch.sum,
+    "reduce_mean": torch.mean,
+    "reduce_max": torch.amax,
+    "reduce_min": torch.amin,
+}
 
 
 def _unary_input(op: str, t: str, n: int) -> torch.Tensor:
@@ -156,8 +181,9 @@ def sweep_case(op: str, dtypes: tuple[str, ...], source: str, big: bool) -> Case
         return Case(op, op, dtypes, [x], x.shape, lambda: x.double())
     if op == "matmul":
         a, b = rand((rows, d), t), rand((d, 96), t)
-        return Case(op, op, dtypes, [a, b], (rows, 96), lambda: a.double() @ b.double(),
-                    source=source)  # fmt: skip
+        return Case(
+            op, op, dtypes, [a, b], (rows, 96), lambda: a.double() @ b.double(), source=source
+        )
     x = rand((rows, d), t, 2.0)
     if op in REDUCE64:
         p = {"axes": (1,), "keepdim": False}
@@ -173,8 +199,15 @@ def sweep_case(op: str, dtypes: tuple[str, ...], source: str, big: bool) -> Case
         return Case(op, op, dtypes, [x, w, bias], x.shape, ref, params={"eps": 1e-5})
     if op == "rope":
         xr, c, s = rand((2, 4, 16, 64), t), rand((16, 32), t), rand((16, 32), t)
-        return Case(op, op, dtypes, [xr, c, s], xr.shape, lambda: rope64(xr, c, s, False),
-                    params={"interleaved": False})  # fmt: skip
+        return Case(
+            op,
+            op,
+            dtypes,
+            [xr, c, s],
+            xr.shape,
+            lambda: rope64(xr, c, s, False),
+            params={"interleaved": False},
+        )
     return _attention_case(dtypes, source)
 
 
@@ -184,8 +217,16 @@ def _attention_case(dtypes: tuple[str, ...], source: str) -> Case:
     n = 200 if len(dtypes) == 5 else 300
     ins = [q, k, v] + ([torch.tensor(n, device=DEV)] if len(dtypes) == 5 else [])
     p = {"causal": True, "scale": 0.125}
-    return Case("attention", "attention", dtypes, ins, q.shape,
-                lambda: sdpa64(q, k, v, n, True, 0.125), params=p, source=source)  # fmt: skip
+    return Case(
+        "attention",
+        "attention",
+        dtypes,
+        ins,
+        q.shape,
+        lambda: sdpa64(q, k, v, n, True, 0.125),
+        params=p,
+        source=source,
+    )
 
 
 # -- phase 2: LLM-sized launches ----------------------------------------------------------------
@@ -213,42 +254,131 @@ def _memory_cases(big: bool) -> list[Case]:
     emb = rand((32000, 4096) if big else (100, 96), "bf16")
     ids = torch.randint(-emb.shape[0], emb.shape[0], (4096 if big else 40,), device=DEV)
     return [
-        Case("exp", "exp", ("bf16",) * 2, [x], x.shape, lambda: x.double().exp(), x.exp,
-             bytes_moved=nbytes(x, x)),
-        Case("add (row broadcast)", "add", ("f16",) * 3, [a, b], a.shape,
-             lambda: a.double() + b.double(), lambda: a + b, bytes_moved=nbytes(a, a, b)),
-        Case("cast f32->bf16", "cast", ("f32", "bf16"), [c], c.shape, c.double,
-             lambda: c.to(torch.bfloat16), bytes_moved=6.0 * n),
-        Case("reduce_sum (last axis)", "reduce_sum", ("f32",) * 2, [r], (rows,),
-             lambda: r.double().sum(1), lambda: r.sum(1), {"axes": (1,), "keepdim": False},
-             bytes_moved=nbytes(r)),
-        Case("softmax (vocab rows)", "softmax", ("bf16",) * 2, [vocab], vocab.shape,
-             lambda: vocab.double().softmax(1), lambda: vocab.softmax(1), {"axis": 1},
-             bytes_moved=nbytes(vocab, vocab)),
-        Case("rms_norm", "rms_norm", ("bf16",) * 3, [h, w], h.shape,
-             lambda: F.rms_norm(h.double(), (d,), w.double(), 1e-6),
-             lambda: F.rms_norm(h, (d,), w, 1e-6), {"eps": 1e-6}, bytes_moved=nbytes(h, h, w)),
-        Case("layer_norm", "layer_norm", ("bf16",) * 4, [h, w, bias], h.shape,
-             lambda: F.layer_norm(h.double(), (d,), w.double(), bias.double(), 1e-5),
-             lambda: F.layer_norm(h, (d,), w, bias, 1e-5), {"eps": 1e-5},
-             bytes_moved=nbytes(h, h, w, bias)),
-        Case("rope (half-split)", "rope", ("bf16",) * 4, [xr, cos, sin], xr.shape,
-             lambda: rope64(xr, cos, sin, False),
-             lambda: torch.cat([xr[..., : hd // 2] * cos - xr[..., hd // 2 :] * sin,
-                                xr[..., hd // 2 :] * cos + xr[..., : hd // 2] * sin], -1),
-             {"interleaved": False}, bytes_moved=nbytes(xr, xr, cos, sin)),
-        Case("transpose (2-D, tiled)", "transpose", ("bf16",) * 2, [t2], t2.T.shape,
-             lambda: t2.double().T, lambda: t2.transpose(0, 1).contiguous(), {"perm": (1, 0)},
-             bytes_moved=nbytes(t2, t2)),
-        Case("transpose (last two, tiled)", "transpose", ("f32",) * 2, [tb],
-             tb.transpose(1, 2).shape, lambda: tb.double().transpose(1, 2),
-             lambda: tb.transpose(1, 2).contiguous(), {"perm": (0, 2, 1)},
-             bytes_moved=nbytes(tb, tb)),
-        Case("gather (embedding rows)", "gather", ("bf16", "i64", "bf16"), [emb, ids],
-             (ids.shape[0], emb.shape[1]), lambda: emb.double()[ids],
-             lambda: emb[ids], {"axis": 0},
-             bytes_moved=2.0 * ids.shape[0] * emb.shape[1] * 2 + nbytes(ids)),
-    ]  # fmt: skip
+        Case(
+            "exp",
+            "exp",
+            ("bf16",) * 2,
+            [x],
+            x.shape,
+            lambda: x.double().exp(),
+            x.exp,
+            bytes_moved=nbytes(x, x),
+        ),
+        Case(
+            "add (row broadcast)",
+            "add",
+            ("f16",) * 3,
+            [a, b],
+            a.shape,
+            lambda: a.double() + b.double(),
+            lambda: a + b,
+            bytes_moved=nbytes(a, a, b),
+        ),
+        Case(
+            "cast f32->bf16",
+            "cast",
+            ("f32", "bf16"),
+            [c],
+            c.shape,
+            c.double,
+            lambda: c.to(torch.bfloat16),
+            bytes_moved=6.0 * n,
+        ),
+        Case(
+            "reduce_sum (last axis)",
+            "reduce_sum",
+            ("f32",) * 2,
+            [r],
+            (rows,),
+            lambda: r.double().sum(1),
+            lambda: r.sum(1),
+            {"axes": (1,), "keepdim": False},
+            bytes_moved=nbytes(r),
+        ),
+        Case(
+            "softmax (vocab rows)",
+            "softmax",
+            ("bf16",) * 2,
+            [vocab],
+            vocab.shape,
+            lambda: vocab.double().softmax(1),
+            lambda: vocab.softmax(1),
+            {"axis": 1},
+            bytes_moved=nbytes(vocab, vocab),
+        ),
+        Case(
+            "rms_norm",
+            "rms_norm",
+            ("bf16",) * 3,
+            [h, w],
+            h.shape,
+            lambda: F.rms_norm(h.double(), (d,), w.double(), 1e-6),
+            lambda: F.rms_norm(h, (d,), w, 1e-6),
+            {"eps": 1e-6},
+            bytes_moved=nbytes(h, h, w),
+        ),
+        Case(
+            "layer_norm",
+            "layer_norm",
+            ("bf16",) * 4,
+            [h, w, bias],
+            h.shape,
+            lambda: F.layer_norm(h.double(), (d,), w.double(), bias.double(), 1e-5),
+            lambda: F.layer_norm(h, (d,), w, bias, 1e-5),
+            {"eps": 1e-5},
+            bytes_moved=nbytes(h, h, w, bias),
+        ),
+        Case(
+            "rope (half-split)",
+            "rope",
+            ("bf16",) * 4,
+            [xr, cos, sin],
+            xr.shape,
+            lambda: rope64(xr, cos, sin, False),
+            lambda: torch.cat(
+                [
+                    xr[..., : hd // 2] * cos - xr[..., hd // 2 :] * sin,
+                    xr[..., hd // 2 :] * cos + xr[..., : hd // 2] * sin,
+                ],
+                -1,
+            ),
+            {"interleaved": False},
+            bytes_moved=nbytes(xr, xr, cos, sin),
+        ),
+        Case(
+            "transpose (2-D, tiled)",
+            "transpose",
+            ("bf16",) * 2,
+            [t2],
+            t2.T.shape,
+            lambda: t2.double().T,
+            lambda: t2.transpose(0, 1).contiguous(),
+            {"perm": (1, 0)},
+            bytes_moved=nbytes(t2, t2),
+        ),
+        Case(
+            "transpose (last two, tiled)",
+            "transpose",
+            ("f32",) * 2,
+            [tb],
+            tb.transpose(1, 2).shape,
+            lambda: tb.double().transpose(1, 2),
+            lambda: tb.transpose(1, 2).contiguous(),
+            {"perm": (0, 2, 1)},
+            bytes_moved=nbytes(tb, tb),
+        ),
+        Case(
+            "gather (embedding rows)",
+            "gather",
+            ("bf16", "i64", "bf16"),
+            [emb, ids],
+            (ids.shape[0], emb.shape[1]),
+            lambda: emb.double()[ids],
+            lambda: emb[ids],
+            {"axis": 0},
+            bytes_moved=2.0 * ids.shape[0] * emb.shape[1] * 2 + nbytes(ids),
+        ),
+    ]
 
 
 def _matmul_cases(big: bool) -> list[Case]:
@@ -258,9 +388,20 @@ def _matmul_cases(big: bool) -> list[Case]:
         for src in ("triton", "triton-128x128x32", "triton-32x32x32"):
             if t == "f32" and src != "triton":
                 continue  # true-f32 FMA (no TF32): one config shows the rate
-            out.append(Case(f"matmul {mm}^3", "matmul", (t,) * 3, [a, b], (mm, mm),
-                            lambda a=a, b=b: a.double() @ b.double(), lambda a=a, b=b: a @ b,
-                            source=src, flops=2.0 * mm**3, kind="TFLOP/s"))  # fmt: skip
+            out.append(
+                Case(
+                    f"matmul {mm}^3",
+                    "matmul",
+                    (t,) * 3,
+                    [a, b],
+                    (mm, mm),
+                    lambda a=a, b=b: a.double() @ b.double(),
+                    lambda a=a, b=b: a @ b,
+                    source=src,
+                    flops=2.0 * mm**3,
+                    kind="TFLOP/s",
+                )
+            )
     return out
 
 
@@ -268,23 +409,43 @@ def _attention_cases(big: bool) -> list[Case]:
     sq, sk, scale = (4096, 8192, 128**-0.5) if big else (64, 512, 128**-0.5)
     q, k, v = (rand((1, h, sq, 128), "bf16") for h in (32, 8, 8))
     tail = min(256, sq)  # the float64 reference covers the last `tail` queries
-    out = [Case(f"attention prefill causal S={sq}", "attention", ("bf16",) * 4, [q, k, v],
-                q.shape, lambda: sdpa64(q[:, :, -tail:], k, v, sq, True, scale),
-                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
-                                                       enable_gqa=True),
-                {"causal": True, "scale": scale}, flops=32 * sq * (sq + 1) / 2 * 4 * 128,
-                kind="TFLOP/s")]  # fmt: skip
+    out = [
+        Case(
+            f"attention prefill causal S={sq}",
+            "attention",
+            ("bf16",) * 4,
+            [q, k, v],
+            q.shape,
+            lambda: sdpa64(q[:, :, -tail:], k, v, sq, True, scale),
+            lambda: F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=scale, enable_gqa=True
+            ),
+            {"causal": True, "scale": scale},
+            flops=32 * sq * (sq + 1) / 2 * 4 * 128,
+            kind="TFLOP/s",
+        )
+    ]
     qd, kc, vc = (rand(s, "bf16") for s in ((1, 32, 1, 128), (1, 8, sk, 128), (1, 8, sk, 128)))
     for live in (sk, sk // 2):
         n = torch.tensor(live, device=DEV)
         for src in ("triton-flashdecode", "triton"):
-            out.append(Case(
-                f"decode 32h x {live}/{sk} kv", "attention", ("bf16",) * 3 + ("i64", "bf16"),
-                [qd, kc, vc, n], qd.shape, lambda live=live: sdpa64(qd, kc, vc, live, True, scale),
-                lambda live=live: F.scaled_dot_product_attention(
-                    qd, kc[:, :, :live], vc[:, :, :live], scale=scale, enable_gqa=True),
-                {"causal": True, "scale": scale}, source=src,
-                bytes_moved=nbytes(kc[:, :, :live], vc[:, :, :live]), kind="%peak"))  # fmt: skip
+            out.append(
+                Case(
+                    f"decode 32h x {live}/{sk} kv",
+                    "attention",
+                    ("bf16",) * 3 + ("i64", "bf16"),
+                    [qd, kc, vc, n],
+                    qd.shape,
+                    lambda live=live: sdpa64(qd, kc, vc, live, True, scale),
+                    lambda live=live: F.scaled_dot_product_attention(
+                        qd, kc[:, :, :live], vc[:, :, :live], scale=scale, enable_gqa=True
+                    ),
+                    {"causal": True, "scale": scale},
+                    source=src,
+                    bytes_moved=nbytes(kc[:, :, :live], vc[:, :, :live]),
+                    kind="%peak",
+                )
+            )
     return out
 
 
@@ -360,8 +521,10 @@ def claims_phase(table, big: bool) -> int:
         ok, what, _ = run_case(e, sweep_case(op, dtypes, e.kernel_source, big))
         failures += not ok
         if not ok or big:
-            print(f"{op:11} {','.join(dtypes):22} {e.kernel_source:19} {what:52} "
-                  f"{'ok' if ok else 'FAIL'}")  # fmt: skip
+            print(
+                f"{op:11} {','.join(dtypes):22} {e.kernel_source:19} {what:52} "
+                f"{'ok' if ok else 'FAIL'}"
+            )
     print(f"{len(table)} entries, {failures} failed")
     return failures
 
@@ -370,8 +533,11 @@ def speed_phase(table, iters: int, peak_gbs: float) -> int:
     print("\n== speed: LLM-sized launches" + ("" if GPU else " (no GPU: timings skipped)"))
     failures = 0
     for case in speed_cases(big=GPU):
-        e = next(x for x in table.lookup_alternatives(case.op, case.dtypes, "cuda")
-                 if x.kernel_source == case.source)  # fmt: skip
+        e = next(
+            x
+            for x in table.lookup_alternatives(case.op, case.dtypes, "cuda")
+            if x.kernel_source == case.source
+        )
         ok, what, out = run_case(e, case)
         if ok and out is not None and case.torch_fn is not None:
             what += f" |vs torch| {float((out.float() - case.torch_fn().float()).abs().max()):.1e}"

@@ -106,8 +106,14 @@ def _quiet_export() -> None:
     warnings.filterwarnings("ignore")
 
 
-def decoder_cases(config: str, graphs: Sequence[str], prompt_len: int, importer: str,
-                  out_dir: Path, bandwidth: float) -> Iterator[Workload]:  # fmt: skip
+def decoder_cases(
+    config: str,
+    graphs: Sequence[str],
+    prompt_len: int,
+    importer: str,
+    out_dir: Path,
+    bandwidth: float,
+) -> Iterator[Workload]:
     """The decode and/or prefill cases of one decoder config (one model, seed 0), built one
     at a time (a GPT2_SMALL case holds ~1.5 GB: its bundles, session and ONNX weights)."""
     from examples.llama.export import example_inputs
@@ -126,8 +132,10 @@ def decoder_cases(config: str, graphs: Sequence[str], prompt_len: int, importer:
         if graph == "decode":
             weights, kv = decode_bytes(model, prompt_len)
             w.floor_us = (weights + kv) / (bandwidth * 1e9) * 1e6
-            w.notes.append(f"floor: {weights / 1e6:.1f} MB weights + {kv / 1e6:.2f} MB live KV "
-                           f"at {bandwidth:.1f} GB/s = {w.floor_us / 1e3:.3f} ms")  # fmt: skip
+            w.notes.append(
+                f"floor: {weights / 1e6:.1f} MB weights + {kv / 1e6:.2f} MB live KV "
+                f"at {bandwidth:.1f} GB/s = {w.floor_us / 1e3:.3f} ms"
+            )
         yield w
         del w  # before the next graph is built
         gc.collect()
@@ -157,10 +165,14 @@ def decoder_case(model: Any, ex: Any, graph: str, importer: str, out_dir: Path) 
     runners["onnxruntime"] = eo.ort_session(onnx_path, feeds, threads=2)
     t4 = time.perf_counter()
     args = tuple(torch.from_numpy(a) for a in feeds.values())
-    runners["torch eager"] = _torch_graph(model.prefill if graph == "prefill" else model.decode,
-                                          args)  # fmt: skip
-    notes = [f"onnx export {t1 - t0:.1f} s; onnxruntime session {t4 - t3:.1f} s; fuel "
-             f"import ({importer}) {t2 - t1:.1f} s", *fuel.notes()]  # fmt: skip
+    runners["torch eager"] = _torch_graph(
+        model.prefill if graph == "prefill" else model.decode, args
+    )
+    notes = [
+        f"onnx export {t1 - t0:.1f} s; onnxruntime session {t4 - t3:.1f} s; fuel "
+        f"import ({importer}) {t2 - t1:.1f} s",
+        *fuel.notes(),
+    ]
     want = list(torch_outputs(model, ex, graph).values())
     return Workload(graph, runners, want, TOL, notes)
 
@@ -206,9 +218,12 @@ def report(case: Workload, stats: Mapping[str, Stats]) -> list[str]:
     if not case.name.startswith("decode"):
         return []
     verdict = {True: "met", False: "NOT MET"}
-    return [f"{case.name.split(' ')[0]}: {name} / onnxruntime = {s.median / ort:.2f}x "
-            f"(target <= {DECODE_TARGET}x: {verdict[s.median <= DECODE_TARGET * ort]})"
-            for name, s in stats.items() if name.startswith("fuel")]  # fmt: skip
+    return [
+        f"{case.name.split(' ')[0]}: {name} / onnxruntime = {s.median / ort:.2f}x "
+        f"(target <= {DECODE_TARGET}x: {verdict[s.median <= DECODE_TARGET * ort]})"
+        for name, s in stats.items()
+        if name.startswith("fuel")
+    ]
 
 
 def wanted(name: str, only: Sequence[str] | None) -> bool:
@@ -219,14 +234,22 @@ def wanted(name: str, only: Sequence[str] | None) -> bool:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer runs; decoders: SMALL only")
-    ap.add_argument("--only", action="append", metavar="NAME",
-                    help="cases whose name contains NAME (decode-small, prefill-gpt2-small, "
-                         "decode, gpt2, mlp, chain, ...); repeatable")  # fmt: skip
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="cases whose name contains NAME (decode-small, prefill-gpt2-small, "
+        "decode, gpt2, mlp, chain, ...); repeatable",
+    )
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--importer", choices=("onnx", "torch"), default="onnx")
     ap.add_argument("--torch-threads", choices=("1", "2", "auto"), default="auto")
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="timing seconds per case (default 30; --quick 4)")  # fmt: skip
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="timing seconds per case (default 30; --quick 4)",
+    )
     ap.add_argument("--ops", type=int, default=200, help="chain length")
     return ap.parse_args(argv)
 
@@ -241,8 +264,11 @@ def builders(args: argparse.Namespace, bandwidth: float) -> list[Builder]:
     for c in DECODERS:
         graphs = [g for g in GRAPHS if wanted(f"{g}-{c}", args.only)]
         if graphs and (c == "small" or not args.quick or gpt2_named):
-            out.append(lambda d, c=c, graphs=graphs: decoder_cases(
-                c, graphs, args.prompt_len, args.importer, d, bandwidth))  # fmt: skip
+            out.append(
+                lambda d, c=c, graphs=graphs: decoder_cases(
+                    c, graphs, args.prompt_len, args.importer, d, bandwidth
+                )
+            )
     if wanted("mlp", args.only):
         out.append(lambda d: [eo.build_mlp("relu", d, torch_threads=None)])
     if wanted("chain", args.only):
@@ -256,8 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     lo, hi = (5, 200) if args.quick else (20, 2000)
     bw = memory_bandwidth(256 if args.quick else 1024)
     bandwidth = max(bw["read"], bw["copy"])
-    print(f"memory bandwidth (numpy, 2 threads): read {bw['read']:.1f} GB/s, copy "
-          f"{bw['copy']:.1f} GB/s; the decode floor uses {bandwidth:.1f} GB/s")  # fmt: skip
+    print(
+        f"memory bandwidth (numpy, 2 threads): read {bw['read']:.1f} GB/s, copy "
+        f"{bw['copy']:.1f} GB/s; the decode floor uses {bandwidth:.1f} GB/s"
+    )
     print(f"fuel's numpy BLAS threads: {blas_threads()}")
     failed, targets = [], []
     with tempfile.TemporaryDirectory(prefix="fuel-peers-") as tmp:

@@ -124,13 +124,19 @@ def main() -> int:
                 t = timed(module, feed, args.runs)
                 if t < t_best * 0.98:  # 2% hysteresis: noise must not look like a win
                     best, t_best, improved = trial, t, True
-    changed = [f"{op.name}:{best[op].kernel_source}" for op, d in plan_j.decisions.items()
-               if best[op] is not d.winner]  # fmt: skip
+    changed = [
+        f"{op.name}:{best[op].kernel_source}"
+        for op, d in plan_j.decisions.items()
+        if best[op] is not d.winner
+    ]
     # The search's minimum is biased low (the winner's curse): re-time the three plans
     # interleaved, round after round, and compare those medians.
     executors = {}
-    for name, plan, choice in (("layer-1 only", plan_l1, {}), ("with fresh judge", plan_j, {}),
-                               ("best by timing", plan_j, best)):  # fmt: skip
+    for name, plan, choice in (
+        ("layer-1 only", plan_l1, {}),
+        ("with fresh judge", plan_j, {}),
+        ("best by timing", plan_j, best),
+    ):
         stamp(plan, choice)
         executors[name] = Executor(module)
     final = interleaved(executors, feed, args.runs)

@@ -59,22 +59,55 @@ def _specs() -> dict[str, ModelSpec]:
 
     common = {"vocab_size": VOCAB}
     llama = {
-        "num_hidden_layers": 4, "hidden_size": 512, "intermediate_size": 1408,
-        "num_attention_heads": 8, "max_position_embeddings": 1024, **common,
-    }  # fmt: skip
+        "num_hidden_layers": 4,
+        "hidden_size": 512,
+        "intermediate_size": 1408,
+        "num_attention_heads": 8,
+        "max_position_embeddings": 1024,
+        **common,
+    }
     return {
-        "gpt2": ModelSpec("gpt2", lambda: tf.GPT2LMHeadModel(tf.GPT2Config(
-            n_layer=4, n_embd=512, n_head=8, n_positions=1024, **common)), True),  # fmt: skip
-        "llama": ModelSpec("llama", lambda: tf.LlamaForCausalLM(tf.LlamaConfig(
-            num_key_value_heads=8, **llama)), True),  # fmt: skip
-        "mistral": ModelSpec("mistral", lambda: tf.MistralForCausalLM(tf.MistralConfig(
-            num_key_value_heads=2, sliding_window=None, **llama)), True),  # fmt: skip
-        "bert": ModelSpec("bert", lambda: tf.BertModel(tf.BertConfig(
-            num_hidden_layers=4, hidden_size=512, intermediate_size=2048,
-            num_attention_heads=8, **common), add_pooling_layer=False), False),  # fmt: skip
-        "t5-encoder": ModelSpec("t5-encoder", lambda: tf.T5EncoderModel(tf.T5Config(
-            d_model=512, d_ff=1408, d_kv=64, num_layers=4, num_heads=8, **common)), False),
-    }  # fmt: skip
+        "gpt2": ModelSpec(
+            "gpt2",
+            lambda: tf.GPT2LMHeadModel(
+                tf.GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=1024, **common)
+            ),
+            True,
+        ),
+        "llama": ModelSpec(
+            "llama",
+            lambda: tf.LlamaForCausalLM(tf.LlamaConfig(num_key_value_heads=8, **llama)),
+            True,
+        ),
+        "mistral": ModelSpec(
+            "mistral",
+            lambda: tf.MistralForCausalLM(
+                tf.MistralConfig(num_key_value_heads=2, sliding_window=None, **llama)
+            ),
+            True,
+        ),
+        "bert": ModelSpec(
+            "bert",
+            lambda: tf.BertModel(
+                tf.BertConfig(
+                    num_hidden_layers=4,
+                    hidden_size=512,
+                    intermediate_size=2048,
+                    num_attention_heads=8,
+                    **common,
+                ),
+                add_pooling_layer=False,
+            ),
+            False,
+        ),
+        "t5-encoder": ModelSpec(
+            "t5-encoder",
+            lambda: tf.T5EncoderModel(
+                tf.T5Config(d_model=512, d_ff=1408, d_kv=64, num_layers=4, num_heads=8, **common)
+            ),
+            False,
+        ),
+    }
 
 
 # -- the graphs: wrappers whose inputs and outputs are plain tensors ---------------------------
@@ -118,8 +151,9 @@ class Decode:
                 cache = DynamicCache(config=self.m.config)
                 for i in range(layers):
                     cache.update(kv[2 * i], kv[2 * i + 1], i)
-                out = self.m(input_ids=ids, attention_mask=mask, past_key_values=cache,
-                             use_cache=True)  # fmt: skip
+                out = self.m(
+                    input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True
+                )
                 present = out.past_key_values
                 flat = []
                 for i in range(layers):
@@ -193,8 +227,16 @@ def _quiet() -> None:
 def export_onnx(g: Graph, path: Path, dynamo: bool) -> Path:
     import torch
 
-    torch.onnx.export(g.module, g.args, str(path), input_names=g.names, dynamo=dynamo,
-                      opset_version=18, external_data=False, verbose=False)  # fmt: skip
+    torch.onnx.export(
+        g.module,
+        g.args,
+        str(path),
+        input_names=g.names,
+        dynamo=dynamo,
+        opset_version=18,
+        external_data=False,
+        verbose=False,
+    )
     return path
 
 
@@ -228,8 +270,10 @@ class Row:
         ratio = f"{self.fuel_ms / self.ort_ms:5.2f}x" if self.fuel_ms and self.ort_ms else "    -"
         f = f"{self.fuel_ms:8.2f}" if self.fuel_ms is not None else "       -"
         o = f"{self.ort_ms:8.2f}" if self.ort_ms is not None else "       -"
-        return f"| {self.model:10} | {self.route:12} | {self.graph:7} | {f} | {o} | {ratio} | " \
-            f"{self.status} |"  # fmt: skip
+        return (
+            f"| {self.model:10} | {self.route:12} | {self.graph:7} | {f} | {o} | {ratio} | "
+            f"{self.status} |"
+        )
 
 
 def _executor(module: Any, out_dir: Path, tag: str) -> Any:
@@ -240,8 +284,9 @@ def _executor(module: Any, out_dir: Path, tag: str) -> Any:
     return load_bundle(path).executor()
 
 
-def _export_any(g: Graph, keys: list[str], onnx: dict[str, Path | Exception], out_dir: Path,
-                required: bool) -> str:  # fmt: skip
+def _export_any(
+    g: Graph, keys: list[str], onnx: dict[str, Path | Exception], out_dir: Path, required: bool
+) -> str:
     """The first of `keys` whose ONNX export works (each exported once per graph)."""
     for key in keys:
         if key not in onnx:
@@ -257,9 +302,13 @@ def _export_any(g: Graph, keys: list[str], onnx: dict[str, Path | Exception], ou
 
 
 def run_row(
-    spec: ModelSpec, g: Graph, route: str, onnx: dict[str, Path | Exception], out_dir: Path,
+    spec: ModelSpec,
+    g: Graph,
+    route: str,
+    onnx: dict[str, Path | Exception],
+    out_dir: Path,
     budget_s: float,
-) -> Row:  # fmt: skip
+) -> Row:
     row = Row(spec.name, route, "")
     stage = "export"
     try:
@@ -350,8 +399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     worst = max(timed, key=lambda r: r.fuel_ms / r.ort_ms, default=None)
     print(f"\n{len(timed)} of {len(rows)} rows timed", end="")
     if worst is not None:
-        print(f"; worst fuel/ORT: {worst.fuel_ms / worst.ort_ms:.2f}x "
-              f"({worst.model} {worst.route} {worst.graph})")  # fmt: skip
+        print(
+            f"; worst fuel/ORT: {worst.fuel_ms / worst.ort_ms:.2f}x "
+            f"({worst.model} {worst.route} {worst.graph})"
+        )
     else:
         print()
     return 0

@@ -62,8 +62,10 @@ def check(name: str, module: FuelModule, cfg: BlockConfig, x: np.ndarray) -> boo
     ok = err <= ATOL + RTOL * float(np.abs(y).max())
     us = median_us(ex, {"x": x})
     verdict = "OK" if ok else "MISMATCH"
-    print(f"  {name:10s} {len(ex)} kernels, max |fuel - numpy f64| = {err:.2e} ({verdict}), "
-          f"median {us:.0f} us/run")  # fmt: skip
+    print(
+        f"  {name:10s} {len(ex)} kernels, max |fuel - numpy f64| = {err:.2e} ({verdict}), "
+        f"median {us:.0f} us/run"
+    )
     return ok
 
 
@@ -120,14 +122,23 @@ def llama(tokens: int = 16, prompt_len: int = 8) -> bool:
         path = write_bundle(m, OUT / f"llama-small-{g}.fuelbundle")
         b = load_bundle(path)
         kernels = len(b.manifest["targets"]["cpu"]["kernels"])
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else (
-            path.stat().st_size)  # fmt: skip
-        print(f"  {g:8s} -> {path.relative_to(ROOT)} ({size / 2**20:.1f} MiB, {kernels} distinct "
-              f"kernels, {time.perf_counter() - t:.1f} s)")  # fmt: skip
+        size = (
+            sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            if path.is_dir()
+            else (path.stat().st_size)
+        )
+        print(
+            f"  {g:8s} -> {path.relative_to(ROOT)} ({size / 2**20:.1f} MiB, {kernels} distinct "
+            f"kernels, {time.perf_counter() - t:.1f} s)"
+        )
         loaded[g] = b
-    srcs = sorted({str(op.attributes["fuel.kernel"]).split(", ")[-2].strip('"')
-                   for op in loaded["decode"].module.entry.body.walk()
-                   if op.name == "fuel.attention" and "fuel.kernel" in op.attributes})  # fmt: skip
+    srcs = sorted(
+        {
+            str(op.attributes["fuel.kernel"]).split(", ")[-2].strip('"')
+            for op in loaded["decode"].module.entry.body.walk()
+            if op.name == "fuel.attention" and "fuel.kernel" in op.attributes
+        }
+    )
     print(f"  decode attention (one query over the live KV length) runs: {', '.join(srcs)}")
 
     print(f"\n== 6. generate: {tokens} tokens greedily from the bundles ==")
@@ -144,8 +155,10 @@ def llama(tokens: int = 16, prompt_len: int = 8) -> bool:
     fuel = min((dec.generate(prompt.numpy(), tokens) for _ in range(3)), key=lambda r: r.decode_s)
     ref = min((generate_torch(model, prompt, tokens) for _ in range(3)), key=lambda r: r.decode_s)
     for name, r in (("fuel", fuel), ("torch", ref)):
-        print(f"  {name:5s} prefill {r.prefill_s * 1e3:6.1f} ms, decode "
-              f"{r.decode_tokens_per_s:6.1f} tokens/s: {r.tokens}")  # fmt: skip
+        print(
+            f"  {name:5s} prefill {r.prefill_s * 1e3:6.1f} ms, decode "
+            f"{r.decode_tokens_per_s:6.1f} tokens/s: {r.tokens}"
+        )
     same = fuel.tokens == ref.tokens
     print(f"  tokens {'match' if same else 'DIFFER from'} eager PyTorch (1 thread; best of 3)")
     return ok and same

@@ -97,10 +97,19 @@ class GraphBuilder:
             raise BuilderError(str(e)) from None
         return op.results[0]
 
-    def _make(self, cls: type[Operation], operands: Sequence[Value], shape: Sequence[int],
-              dtype: str, **props: Attribute) -> Value:  # fmt: skip
-        op = cls.create(operands=list(operands), result_types=[tensor_type(shape, dtype)],
-                        properties=dict(props))  # fmt: skip
+    def _make(
+        self,
+        cls: type[Operation],
+        operands: Sequence[Value],
+        shape: Sequence[int],
+        dtype: str,
+        **props: Attribute,
+    ) -> Value:
+        op = cls.create(
+            operands=list(operands),
+            result_types=[tensor_type(shape, dtype)],
+            properties=dict(props),
+        )
         return self._add(op)
 
     def _value(self, x: Value | Scalar, like: Value) -> Value:
@@ -115,8 +124,9 @@ class GraphBuilder:
         self.inputs.append((name, arg))
         return arg
 
-    def weight(self, name: str, shape: Sequence[int], dtype: str = "f32",
-               value: np.ndarray | None = None) -> Value:  # fmt: skip
+    def weight(
+        self, name: str, shape: Sequence[int], dtype: str = "f32", value: np.ndarray | None = None
+    ) -> Value:
         """A named parameter; reusing a name returns the same value."""
         if name in self._weight_values:
             return self._weight_values[name]
@@ -134,9 +144,12 @@ class GraphBuilder:
         return v
 
     def constant(
-        self, value: Scalar | Sequence[object] | np.ndarray, dtype: str = "f32", *,
+        self,
+        value: Scalar | Sequence[object] | np.ndarray,
+        dtype: str = "f32",
+        *,
         checked: bool = True,
-    ) -> Value:  # fmt: skip
+    ) -> Value:
         """An inline `fuel.constant`; a value whose IR text would not read back bit-exactly
         (xDSL spells NaN, inf and some floats in hex) becomes a weight `constant.<n>`.
         `checked=False` always inlines (for callers that check and name weights themselves)."""
@@ -202,8 +215,13 @@ class GraphBuilder:
         props = {"tanh": UnitAttr()} if approximate == "tanh" else {}
         return self._unary(ew.GeluOp, x, **props)
 
-    def _binary(self, cls: type[Operation], a: Value | Scalar, b: Value | Scalar,
-                out_dtype: str | None = None) -> Value:  # fmt: skip
+    def _binary(
+        self,
+        cls: type[Operation],
+        a: Value | Scalar,
+        b: Value | Scalar,
+        out_dtype: str | None = None,
+    ) -> Value:
         if not isinstance(a, SSAValue):
             if not isinstance(b, SSAValue):
                 raise BuilderError("at least one operand must be a graph value")
@@ -237,8 +255,14 @@ class GraphBuilder:
 
     def compare(self, kind: str, a: Value | Scalar, b: Value | Scalar) -> Value:
         """`kind` in eq, ne, lt, le, gt, ge; the result is i1."""
-        ops = {"eq": ew.EqOp, "ne": ew.NeOp, "lt": ew.LtOp, "le": ew.LeOp, "gt": ew.GtOp,
-               "ge": ew.GeOp}  # fmt: skip
+        ops = {
+            "eq": ew.EqOp,
+            "ne": ew.NeOp,
+            "lt": ew.LtOp,
+            "le": ew.LeOp,
+            "gt": ew.GtOp,
+            "ge": ew.GeOp,
+        }
         if kind not in ops:
             raise BuilderError(f"unknown comparison '{kind}' (expected one of {', '.join(ops)})")
         return self._binary(ops[kind], a, b, out_dtype="i1")
@@ -269,8 +293,9 @@ class GraphBuilder:
             raise BuilderError(f"matmul batch dims do not broadcast: {a.type} x {b.type}")
         return self._make(nn.MatmulOp, [a, b], (*batch, sa[-2], sb[-1]), dtype_name(a.type))
 
-    def _reduce(self, cls: type[Operation], x: Value, axes: int | Sequence[int] | None,
-                keepdim: bool) -> Value:  # fmt: skip
+    def _reduce(
+        self, cls: type[Operation], x: Value, axes: int | Sequence[int] | None, keepdim: bool
+    ) -> Value:
         s = shape_of(x.type)
         axes = range(len(s)) if axes is None else [axes] if isinstance(axes, int) else axes
         norm = {a % len(s) if -len(s) <= a < len(s) else a for a in axes}
@@ -306,19 +331,33 @@ class GraphBuilder:
         return self._unary(nn.SoftmaxOp, x, axis=IntegerAttr(axis, i64))
 
     def rms_norm(self, x: Value, weight: Value, eps: float = 1e-6) -> Value:
-        return self._make(nn.RmsNormOp, [x, weight], shape_of(x.type), dtype_name(x.type),
-                          eps=FloatAttr(eps, f64))  # fmt: skip
+        return self._make(
+            nn.RmsNormOp, [x, weight], shape_of(x.type), dtype_name(x.type), eps=FloatAttr(eps, f64)
+        )
 
     def layer_norm(self, x: Value, weight: Value, bias: Value, eps: float = 1e-5) -> Value:
-        return self._make(nn.LayerNormOp, [x, weight, bias], shape_of(x.type),
-                          dtype_name(x.type), eps=FloatAttr(eps, f64))  # fmt: skip
+        return self._make(
+            nn.LayerNormOp,
+            [x, weight, bias],
+            shape_of(x.type),
+            dtype_name(x.type),
+            eps=FloatAttr(eps, f64),
+        )
 
     def rope(self, x: Value, cos: Value, sin: Value, interleaved: bool = False) -> Value:
         props = {"interleaved": UnitAttr()} if interleaved else {}
         return self._make(nn.RopeOp, [x, cos, sin], shape_of(x.type), dtype_name(x.type), **props)
 
-    def attention(self, q: Value, k: Value, v: Value, *, causal: bool = False,
-                  scale: float | None = None, kv_len: Value | None = None) -> Value:  # fmt: skip
+    def attention(
+        self,
+        q: Value,
+        k: Value,
+        v: Value,
+        *,
+        causal: bool = False,
+        scale: float | None = None,
+        kv_len: Value | None = None,
+    ) -> Value:
         """SDPA; `scale` defaults to 1/sqrt(head_dim)."""
         sq, sv = shape_of(q.type), shape_of(v.type)
         if len(sq) != 4 or len(sv) != 4:
@@ -351,8 +390,9 @@ class GraphBuilder:
         s = shape_of(x.type)
         if sorted(perm) != list(range(len(s))):
             raise BuilderError(f"transpose perm {list(perm)} is not a permutation for {x.type}")
-        return self._make(mv.TransposeOp, [x], [s[p] for p in perm], dtype_name(x.type),
-                          perm=_ints(perm))  # fmt: skip
+        return self._make(
+            mv.TransposeOp, [x], [s[p] for p in perm], dtype_name(x.type), perm=_ints(perm)
+        )
 
     def broadcast(self, x: Value, shape: Sequence[int]) -> Value:
         """numpy `broadcast_to`: input dims (aligned right) are 1 or equal to `shape`'s."""
@@ -361,8 +401,13 @@ class GraphBuilder:
             raise BuilderError(f"cannot broadcast {x.type} to shape {list(shape)}")
         return self._make(mv.BroadcastOp, [x], shape, dtype_name(x.type))
 
-    def slice(self, x: Value, starts: Sequence[int], limits: Sequence[int],
-              steps: Sequence[int] | None = None) -> Value:  # fmt: skip
+    def slice(
+        self,
+        x: Value,
+        starts: Sequence[int],
+        limits: Sequence[int],
+        steps: Sequence[int] | None = None,
+    ) -> Value:
         s = shape_of(x.type)
         steps = [1] * len(s) if steps is None else list(steps)
         if not len(starts) == len(limits) == len(steps) == len(s) or min(steps, default=1) < 1:
@@ -371,8 +416,15 @@ class GraphBuilder:
             len(range(*slice(a, b, c).indices(d)))
             for a, b, c, d in zip(starts, limits, steps, s, strict=True)
         ]
-        return self._make(mv.SliceOp, [x], shape, dtype_name(x.type), starts=_ints(starts),
-                          limits=_ints(limits), steps=_ints(steps))  # fmt: skip
+        return self._make(
+            mv.SliceOp,
+            [x],
+            shape,
+            dtype_name(x.type),
+            starts=_ints(starts),
+            limits=_ints(limits),
+            steps=_ints(steps),
+        )
 
     def concat(self, xs: Sequence[Value], axis: int = 0) -> Value:
         if not xs:
@@ -382,16 +434,22 @@ class GraphBuilder:
         if ax is None:
             raise BuilderError(f"concat axis {axis} out of range for {xs[0].type}")
         s0[ax] = sum(shape_of(x.type)[ax] if len(shape_of(x.type)) > ax else 0 for x in xs)
-        return self._make(mv.ConcatOp, list(xs), s0, dtype_name(xs[0].type),
-                          axis=IntegerAttr(axis, i64))  # fmt: skip
+        return self._make(
+            mv.ConcatOp, list(xs), s0, dtype_name(xs[0].type), axis=IntegerAttr(axis, i64)
+        )
 
     def gather(self, data: Value, indices: Value, axis: int = 0) -> Value:
         s, si = shape_of(data.type), shape_of(indices.type)
         if not -len(s) <= axis < len(s):
             raise BuilderError(f"gather axis {axis} out of range for {data.type}")
         ax = axis % len(s)
-        return self._make(mv.GatherOp, [data, indices], (*s[:ax], *si, *s[ax + 1 :]),
-                          dtype_name(data.type), axis=IntegerAttr(axis, i64))  # fmt: skip
+        return self._make(
+            mv.GatherOp,
+            [data, indices],
+            (*s[:ax], *si, *s[ax + 1 :]),
+            dtype_name(data.type),
+            axis=IntegerAttr(axis, i64),
+        )
 
     # -- finishing -------------------------------------------------------------------------
 

@@ -23,8 +23,11 @@ from fuel_dialect.ops_movement import BroadcastOp, ConstantOp, ReshapeOp, Weight
 from runtime.executor import constant_array
 
 _CMP: dict[type[Operation], tuple[int, bool]] = {
-    ew.LtOp: (0, False), ew.LeOp: (0, True), ew.GtOp: (1, False), ew.GeOp: (1, True),
-}  # fmt: skip
+    ew.LtOp: (0, False),
+    ew.LeOp: (0, True),
+    ew.GtOp: (1, False),
+    ew.GeOp: (1, True),
+}
 """comparison -> (operand holding the arange, whether the bound is inclusive)."""
 
 

@@ -62,8 +62,10 @@ def parse_gate(text: str) -> list[tuple[str, int, int, str, int]]:
     for part in text.split("&&"):
         m = _TERM.fullmatch(part)
         if m is None:
-            raise ValueError(f"bad gate term '{part.strip()}' (expected dim($i, axis) or "
-                             "value($i) compared with an integer)")  # fmt: skip
+            raise ValueError(
+                f"bad gate term '{part.strip()}' (expected dim($i, axis) or "
+                "value($i) compared with an integer)"
+            )
         if m.group(2) is not None:
             terms.append(("dim", int(m.group(2)), int(m.group(3)), m.group(5), int(m.group(6))))
         else:
@@ -109,15 +111,23 @@ class BranchOp(IRDLOperation):
     traits = traits_def(BranchCanonicalization())
 
     def __init__(
-        self, kind: str, arms: Sequence[Region], result_types: Sequence[Attribute],
-        gates: Sequence[str] | None = None, gate_operands: Sequence[SSAValue] = (),
-    ):  # fmt: skip
+        self,
+        kind: str,
+        arms: Sequence[Region],
+        result_types: Sequence[Attribute],
+        gates: Sequence[str] | None = None,
+        gate_operands: Sequence[SSAValue] = (),
+    ):
         gates = list(gates) if gates is not None else [""] * len(arms)
         super().__init__(
-            operands=[list(gate_operands)], regions=[list(arms)], result_types=[list(result_types)],
-            properties={"kind": StringAttr(kind),
-                        "gates": ArrayAttr([StringAttr(g) for g in gates])},
-        )  # fmt: skip
+            operands=[list(gate_operands)],
+            regions=[list(arms)],
+            result_types=[list(result_types)],
+            properties={
+                "kind": StringAttr(kind),
+                "gates": ArrayAttr([StringAttr(g) for g in gates]),
+            },
+        )
 
     def gate(self, i: int) -> str:
         return self.gates.data[i].data
@@ -145,8 +155,11 @@ class BranchOp(IRDLOperation):
                 raise fail(self, f"arm {i} must end with fuel.yield")
             got = [v.type for v in term.values]
             if got != want:
-                raise fail(self, f"arm {i} yields ({', '.join(map(str, got))}) but the branch "
-                                 f"results are ({', '.join(map(str, want))})")  # fmt: skip
+                raise fail(
+                    self,
+                    f"arm {i} yields ({', '.join(map(str, got))}) but the branch "
+                    f"results are ({', '.join(map(str, want))})",
+                )
             if self.gate(i):
                 self._verify_gate(i)
         self._verify_independent()
@@ -158,8 +171,11 @@ class BranchOp(IRDLOperation):
             raise fail(self, f"arm {i}: {e}") from None
         for _, operand, _, _, _ in terms:
             if operand >= len(self.gate_operands):
-                raise fail(self, f"arm {i} gate reads ${operand} but the branch has "
-                                 f"{len(self.gate_operands)} gate operands")  # fmt: skip
+                raise fail(
+                    self,
+                    f"arm {i} gate reads ${operand} but the branch has "
+                    f"{len(self.gate_operands)} gate operands",
+                )
 
     def _verify_independent(self) -> None:
         owner = {}

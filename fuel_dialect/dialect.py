@@ -37,11 +37,33 @@ from fuel_dialect.xdsl_fixes import apply as _apply_xdsl_fixes
 _apply_xdsl_fixes()
 
 OPS = [
-    *UNARY_OPS, *BINARY_OPS, *COMPARE_OPS, WhereOp, CastOp, MatmulOp, *REDUCE_OPS, SoftmaxOp,
-    RmsNormOp, LayerNormOp, RopeOp, AttentionOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
-    ConcatOp, GatherOp, ConstantOp, WeightOp, CopyOp, BranchOp, YieldOp, *FUSED_OPS,
-    *TRITON_OPS, *CPU_OPS,
-]  # fmt: skip
+    *UNARY_OPS,
+    *BINARY_OPS,
+    *COMPARE_OPS,
+    WhereOp,
+    CastOp,
+    MatmulOp,
+    *REDUCE_OPS,
+    SoftmaxOp,
+    RmsNormOp,
+    LayerNormOp,
+    RopeOp,
+    AttentionOp,
+    ReshapeOp,
+    TransposeOp,
+    BroadcastOp,
+    SliceOp,
+    ConcatOp,
+    GatherOp,
+    ConstantOp,
+    WeightOp,
+    CopyOp,
+    BranchOp,
+    YieldOp,
+    *FUSED_OPS,
+    *TRITON_OPS,
+    *CPU_OPS,
+]
 
 Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr, CandidateAttr])
 

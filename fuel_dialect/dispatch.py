@@ -80,15 +80,26 @@ class CandidateAttr(ParametrizedAttribute):
 
     @staticmethod
     def get(
-        kernel_source: str, backend: str, device: str, revision: int, layer1_ns: float,
-        judge_ns: float | None, transfer_ns: float, verdict: str,
-    ) -> CandidateAttr:  # fmt: skip
+        kernel_source: str,
+        backend: str,
+        device: str,
+        revision: int,
+        layer1_ns: float,
+        judge_ns: float | None,
+        transfer_ns: float,
+        verdict: str,
+    ) -> CandidateAttr:
         judge: Attribute = NoneAttr() if judge_ns is None else FloatAttr(judge_ns, f64)
         return CandidateAttr(
-            StringAttr(kernel_source), StringAttr(backend), StringAttr(device),
-            StringAttr(f"{revision:016x}"), FloatAttr(layer1_ns, f64), judge,
-            FloatAttr(transfer_ns, f64), StringAttr(verdict),
-        )  # fmt: skip
+            StringAttr(kernel_source),
+            StringAttr(backend),
+            StringAttr(device),
+            StringAttr(f"{revision:016x}"),
+            FloatAttr(layer1_ns, f64),
+            judge,
+            FloatAttr(transfer_ns, f64),
+            StringAttr(verdict),
+        )
 
     @property
     def judge_value(self) -> float | None:
@@ -120,8 +131,9 @@ class CandidateAttr(ParametrizedAttribute):
             revision = int(rev, 16)
         except ValueError:
             parser.raise_error(f"candidate revision '{rev}' is not hexadecimal")
-        return cls.get(source, backend, device, revision, float(l1 or 0), judge,
-                       float(xfer or 0), verdict).parameters  # fmt: skip
+        return cls.get(
+            source, backend, device, revision, float(l1 or 0), judge, float(xfer or 0), verdict
+        ).parameters
 
     @staticmethod
     def _num(v: float) -> str:

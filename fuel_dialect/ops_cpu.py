@@ -74,8 +74,10 @@ class CKernelOp(IRDLOperation):
             raise fail(self, "needs at least one result")
         for t in (*self.function_type.inputs.data, *self.function_type.outputs.data):
             if not _c_tensor(t):
-                raise fail(self, f"signature types must be static tensors of {', '.join(C_DTYPES)}"
-                                 f", got {t}")  # fmt: skip
+                raise fail(
+                    self,
+                    f"signature types must be static tensors of {', '.join(C_DTYPES)}, got {t}",
+                )
             padded = (1,) * (len(space) - len(shape_of(t))) + shape_of(t)
             if len(padded) > len(space) or any(
                 d not in (1, s) for d, s in zip(padded, space, strict=True)

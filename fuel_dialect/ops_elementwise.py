@@ -105,9 +105,22 @@ class GeluOp(UnaryOp):
 
 
 UNARY_OPS: tuple[type[UnaryOp], ...] = (
-    NegOp, AbsOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, RecipOp, TanhOp, SigmoidOp, SiluOp,
-    SinOp, CosOp, ErfOp, GeluOp,
-)  # fmt: skip
+    NegOp,
+    AbsOp,
+    ReluOp,
+    ExpOp,
+    LogOp,
+    SqrtOp,
+    RsqrtOp,
+    RecipOp,
+    TanhOp,
+    SigmoidOp,
+    SiluOp,
+    SinOp,
+    CosOp,
+    ErfOp,
+    GeluOp,
+)
 
 # -- binary ----------------------------------------------------------------------------------
 

@@ -60,8 +60,11 @@ class ReshapeOp(IRDLOperation, KernelOp):
         require_same_elem(self, self.input, self.result)
         a, b = shape(self.input), shape(self.result)
         if math.prod(a) != math.prod(b):
-            raise fail(self, f"cannot reshape {fmt_shape(a)} ({math.prod(a)} elements) to "
-                             f"{fmt_shape(b)} ({math.prod(b)} elements)")  # fmt: skip
+            raise fail(
+                self,
+                f"cannot reshape {fmt_shape(a)} ({math.prod(a)} elements) to "
+                f"{fmt_shape(b)} ({math.prod(b)} elements)",
+            )
 
 
 @irdl_op_definition
@@ -111,8 +114,11 @@ class BroadcastOp(IRDLOperation, KernelOp):
         require_same_elem(self, self.input, self.result)
         a, b = shape(self.input), shape(self.result)
         if len(a) > len(b) or broadcast_shapes(a, b) != b:
-            raise fail(self, f"cannot broadcast {fmt_shape(a)} to {fmt_shape(b)} (each input "
-                             "dim, aligned right, must be 1 or the result dim)")  # fmt: skip
+            raise fail(
+                self,
+                f"cannot broadcast {fmt_shape(a)} to {fmt_shape(b)} (each input "
+                "dim, aligned right, must be 1 or the result dim)",
+            )
 
 
 @irdl_op_definition
@@ -199,8 +205,10 @@ class ConcatOp(IRDLOperation, KernelOp):
             if len(s) != len(s0) or any(
                 a != b for i, (a, b) in enumerate(zip(s, s0, strict=True)) if i != axis
             ):
-                raise fail(self, f"input shapes {fmt_shape(s0)} and {fmt_shape(s)} differ "
-                                 f"outside axis {axis}")  # fmt: skip
+                raise fail(
+                    self,
+                    f"input shapes {fmt_shape(s0)} and {fmt_shape(s)} differ outside axis {axis}",
+                )
         want = tuple(
             sum(shape(v)[axis] for v in self.inputs) if i == axis else d for i, d in enumerate(s0)
         )

@@ -68,12 +68,16 @@ class MatmulOp(IRDLOperation, KernelOp):
         if len(a) < 2 or len(b) < 2:
             raise fail(self, f"operands must have rank >= 2, got {fmt_shape(a)} and {fmt_shape(b)}")
         if a[-1] != b[-2]:
-            raise fail(self, f"contraction dims differ: lhs {fmt_shape(a)} has k={a[-1]}, "
-                             f"rhs {fmt_shape(b)} has k={b[-2]}")  # fmt: skip
+            raise fail(
+                self,
+                f"contraction dims differ: lhs {fmt_shape(a)} has k={a[-1]}, "
+                f"rhs {fmt_shape(b)} has k={b[-2]}",
+            )
         batch = broadcast_shapes(a[:-2], b[:-2])
         if batch is None:
-            raise fail(self, f"batch dims do not broadcast: {fmt_shape(a[:-2])} vs "
-                             f"{fmt_shape(b[:-2])}")  # fmt: skip
+            raise fail(
+                self, f"batch dims do not broadcast: {fmt_shape(a[:-2])} vs {fmt_shape(b[:-2])}"
+            )
         require_shape(self, shape(self.result), (*batch, a[-2], b[-1]), "result")
 
 
@@ -113,12 +117,22 @@ class ReduceOp(IRDLOperation, KernelOp):
 
 def _reduce(op_name: str, summary: str, float_only: bool = False) -> type[ReduceOp]:
     short = op_name.removeprefix("fuel.")
-    doc = (f"{summary}\n\nExample: `%s = {op_name} %x axes = [1] keepdim : tensor<4x8xf32> -> "
-           "tensor<4x1xf32>`")  # fmt: skip
+    doc = (
+        f"{summary}\n\nExample: `%s = {op_name} %x axes = [1] keepdim : tensor<4x8xf32> -> "
+        "tensor<4x1xf32>`"
+    )
     name = "".join(p.title() for p in short.split("_")) + "Op"
-    cls = type(name, (ReduceOp,),
-               {"name": op_name, "KERNEL_OP": short, "FLOAT_ONLY": float_only, "__doc__": doc,
-         "__annotations__": _CONSTS})  # fmt: skip
+    cls = type(
+        name,
+        (ReduceOp,),
+        {
+            "name": op_name,
+            "KERNEL_OP": short,
+            "FLOAT_ONLY": float_only,
+            "__doc__": doc,
+            "__annotations__": _CONSTS,
+        },
+    )
     return irdl_op_definition(cls)
 
 
@@ -299,8 +313,11 @@ class AttentionOp(IRDLOperation, KernelOp):
         if not (len(q) == len(k) == len(v) == 4):
             raise fail(self, "q, k and v must have rank 4 (batch, heads, seq, head_dim)")
         if k[:3] != v[:3] or q[0] != k[0]:
-            raise fail(self, f"k {fmt_shape(k)} and v {fmt_shape(v)} must share batch, heads "
-                             f"and seq, and batch must match q {fmt_shape(q)}")  # fmt: skip
+            raise fail(
+                self,
+                f"k {fmt_shape(k)} and v {fmt_shape(v)} must share batch, heads "
+                f"and seq, and batch must match q {fmt_shape(q)}",
+            )
         if q[3] != k[3]:
             raise fail(self, f"q head_dim {q[3]} differs from k head_dim {k[3]}")
         if k[1] == 0 or q[1] % k[1]:

@@ -89,8 +89,10 @@ def _signature(module: FuelModule) -> dict[str, list[dict[str, Any]]]:
     types = fn.function_type
 
     def spec(names: list[str], ts: Sequence[Any]) -> list[dict[str, Any]]:
-        return [{"name": n, "shape": list(shape_of(t)), "dtype": dtype_name(t)}
-                for n, t in zip(names, ts, strict=True)]  # fmt: skip
+        return [
+            {"name": n, "shape": list(shape_of(t)), "dtype": dtype_name(t)}
+            for n, t in zip(names, ts, strict=True)
+        ]
 
     return {"inputs": spec(ins, types.inputs.data), "outputs": spec(outs, types.outputs.data)}
 
@@ -109,8 +111,13 @@ def _kernel_entry(target: str, a: KernelArtifact, files: dict[str, bytes]) -> di
         meta = json.loads(json.dumps(dict(a.meta)))
     except (TypeError, ValueError) as e:
         raise BundleError(f"kernel {a.kernel_id} ({target}): meta is not JSON: {e}") from None
-    return {"id": a.kernel_id, "backend": a.backend, "revision": f"{a.revision:016x}",
-            "files": paths, "meta": meta}  # fmt: skip
+    return {
+        "id": a.kernel_id,
+        "backend": a.backend,
+        "revision": f"{a.revision:016x}",
+        "files": paths,
+        "meta": meta,
+    }
 
 
 def build_bundle(
@@ -136,10 +143,11 @@ def build_bundle(
         if len(set(ids)) != len(ids):
             raise BundleError(f"target {target} yields duplicate kernel ids")
         entry = manifest_targets[target] = {
-            "backend": md["backend"], "options": md["options"],
+            "backend": md["backend"],
+            "options": md["options"],
             "fingerprint": {**fingerprints[target], **md.get("fingerprint", {})},
             "kernels": [_kernel_entry(target, a, files) for a in artifacts],
-        }  # fmt: skip
+        }
         if target != "cpu" and isinstance(md.get("lowered"), ModuleOp):
             entry["module"] = name = f"{TARGETS_DIR}/{target}/{MODULE_FILE}"
             if name in files:
@@ -153,13 +161,18 @@ def build_bundle(
     files[MODULE_FILE] = (str(work.op) + "\n").encode()
     files[PICKER_FILE] = (json.dumps(picker_record(work), indent=1) + "\n").encode()
     manifest: dict[str, Any] = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "fuel_version": fuel_version(),
-        "created_by": created_by, "entry": work.entry.sym_name.data,
-        "signature": _signature(work), "module": MODULE_FILE,
-        "weights": WEIGHTS_FILE if work.weights else None, "picker": PICKER_FILE,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "fuel_version": fuel_version(),
+        "created_by": created_by,
+        "entry": work.entry.sym_name.data,
+        "signature": _signature(work),
+        "module": MODULE_FILE,
+        "weights": WEIGHTS_FILE if work.weights else None,
+        "picker": PICKER_FILE,
         "files": {n: {"size": len(d), "sha256": sha256(d)} for n, d in sorted(files.items())},
         "targets": manifest_targets,
-    }  # fmt: skip
+    }
     manifest[CHECKSUM_KEY] = manifest_checksum(manifest)
     files[MANIFEST] = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
     return files
@@ -194,8 +207,10 @@ def _check_replaceable(dest: Path, archive: bool) -> None:
         return
     if not archive and dest.is_dir() and not dest.is_symlink() and (dest / MANIFEST).is_file():
         return
-    raise BundleError(f"refusing to replace {dest}: it exists and is not a fuel bundle "
-                      f"{'archive' if archive else 'directory'}")  # fmt: skip
+    raise BundleError(
+        f"refusing to replace {dest}: it exists and is not a fuel bundle "
+        f"{'archive' if archive else 'directory'}"
+    )
 
 
 def _is_zip_bundle(p: Path) -> bool:
@@ -282,13 +297,21 @@ def picker_record(module: FuelModule) -> dict[str, Any]:
         dev = op.attributes.get(DEVICE_ATTR)
         alts = op.attributes.get(ALTERNATIVES_ATTR)
         rows = [_candidate(c) for c in alts.data] if alts is not None else []  # type: ignore[attr-defined]
-        ops.append({
-            "at": where, "op": op.name,
-            "device": dev.data if isinstance(dev, DeviceAttr) else stamp.backend.data,
-            "chosen": {"kernel_id": kernel_id(stamp), "source": stamp.kernel_source.data,
-                       "backend": stamp.backend.data, "revision": stamp.revision.data},
-            "alternatives": rows, "why": _why(stamp.kernel_source.data, rows),
-        })  # fmt: skip
+        ops.append(
+            {
+                "at": where,
+                "op": op.name,
+                "device": dev.data if isinstance(dev, DeviceAttr) else stamp.backend.data,
+                "chosen": {
+                    "kernel_id": kernel_id(stamp),
+                    "source": stamp.kernel_source.data,
+                    "backend": stamp.backend.data,
+                    "revision": stamp.revision.data,
+                },
+                "alternatives": rows,
+                "why": _why(stamp.kernel_source.data, rows),
+            }
+        )
     return {"format_version": 1, "time_unit": "ns", "ops": ops}
 
 
@@ -313,10 +336,16 @@ def _kernel_ops_with_paths(module: FuelModule) -> list[tuple[str, Any]]:
 
 
 def _candidate(c: Any) -> dict[str, Any]:
-    return {"kernel": c.kernel_source.data, "backend": c.backend.data, "device": c.device.data,
-            "revision": c.revision.data, "layer1": c.layer1_ns.value.data,
-            "judge": c.judge_value, "transfer": c.transfer_ns.value.data,
-            "verdict": c.verdict.data}  # fmt: skip
+    return {
+        "kernel": c.kernel_source.data,
+        "backend": c.backend.data,
+        "device": c.device.data,
+        "revision": c.revision.data,
+        "layer1": c.layer1_ns.value.data,
+        "judge": c.judge_value,
+        "transfer": c.transfer_ns.value.data,
+        "verdict": c.verdict.data,
+    }
 
 
 def _why(chosen: str, rows: list[dict[str, Any]]) -> str:
@@ -330,8 +359,13 @@ def _why(chosen: str, rows: list[dict[str, Any]]) -> str:
     winner = next((r for r in rows if r["verdict"] == "winner"), None)
     if winner is None or winner["kernel"] != chosen:
         return f"{chosen}: chosen after planning (variant bake or fixup), not the ranked winner"
-    rivals = [r for r in rows if r is not winner and r["device"] == winner["device"]
-              and not r["verdict"].startswith("rejected")]  # fmt: skip
+    rivals = [
+        r
+        for r in rows
+        if r is not winner
+        and r["device"] == winner["device"]
+        and not r["verdict"].startswith("rejected")
+    ]
     basis = "judge" if winner["judge"] is not None else "layer-1"
     text = (
         f"{chosen} ranks first of {len(rivals) + 1} on {winner['device']} ({basis} "
@@ -340,8 +374,13 @@ def _why(chosen: str, rows: list[dict[str, Any]]) -> str:
     if rivals:
         nxt = min(rivals, key=total)
         text += f"; next {nxt['kernel']} {fmt_ns(total(nxt))} ({nxt['verdict']})"
-    rejected = sorted({r["verdict"].removeprefix("rejected:") for r in rows
-                       if r["verdict"].startswith("rejected")})  # fmt: skip
+    rejected = sorted(
+        {
+            r["verdict"].removeprefix("rejected:")
+            for r in rows
+            if r["verdict"].startswith("rejected")
+        }
+    )
     if rejected:
         text += f"; rejected by {', '.join(rejected)}"
     return text

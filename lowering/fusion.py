@@ -113,8 +113,11 @@ class _Groups:
         the merged group and re-enters it? Walks upstream from every outside node the merged
         group reads, never past the first op of `s` (nothing earlier is downstream of it)."""
         lo = min(self.first[g] for g in s)
-        stack = [n for n in self.norm(op_preds).union(*(self.norm(self.preds[g]) for g in s))
-                 if n not in s]  # fmt: skip
+        stack = [
+            n
+            for n in self.norm(op_preds).union(*(self.norm(self.preds[g]) for g in s))
+            if n not in s
+        ]
         seen: set[Any] = set()
         while stack:
             n = stack.pop()

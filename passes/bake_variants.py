@@ -39,8 +39,9 @@ def bake_choice(branch: BranchOp, options: PlanOptions) -> int | None:
     if branch.kind.data != "variant":
         return None
     default = options.default_device
-    devices = {op_device(op, default) for arm in branch.arms for op in arm.walk()
-               if is_decision_point(op)}  # fmt: skip
+    devices = {
+        op_device(op, default) for arm in branch.arms for op in arm.walk() if is_decision_point(op)
+    }
     if len(devices) > 1:
         return None  # arms on different devices: a placement choice, not a variant
     device = devices.pop() if devices else default

@@ -53,8 +53,14 @@ def route(arm: Region) -> tuple | None:
             while isinstance(v.owner, CopyOp):
                 v = v.owner.input
             srcs.append(("in", index[v]) if v in index else ("out", id(v)))
-        out.append((op.name, str(op.attributes.get(DEVICE_ATTR)), str(op.attributes[KERNEL_ATTR]),
-                    tuple(srcs)))  # fmt: skip
+        out.append(
+            (
+                op.name,
+                str(op.attributes.get(DEVICE_ATTR)),
+                str(op.attributes[KERNEL_ATTR]),
+                tuple(srcs),
+            )
+        )
     return tuple(out)
 
 
@@ -150,8 +156,9 @@ def rebuild(branch: BranchOp, stands: dict[int, int]) -> None:
     for r in regions:
         branch.detach_region(r)
     gates = [branch.gate(i) for i in kept]
-    new = BranchOp(branch.kind.data, regions, [r.type for r in branch.outs], gates,
-                   list(branch.gate_operands))  # fmt: skip
+    new = BranchOp(
+        branch.kind.data, regions, [r.type for r in branch.outs], gates, list(branch.gate_operands)
+    )
     new.attributes.update(branch.attributes)
     picked = branch.attributes.get(PICKED_ATTR)
     if isinstance(picked, IntegerAttr):

@@ -59,16 +59,22 @@ def flash_kernel(
     devices = sorted(topo.devices, key=lambda d: d.name != options.default_device)
     for device in devices:
         for backend in device.backends:
-            found = [e for e in table.lookup_alternatives(op.KERNEL_OP, dtypes, backend)
-                     if is_flash_source(e.kernel_source)]  # fmt: skip
+            found = [
+                e
+                for e in table.lookup_alternatives(op.KERNEL_OP, dtypes, backend)
+                if is_flash_source(e.kernel_source)
+            ]
             if not found:
                 continue
-            stamps = [KernelRefAttr.get(op.KERNEL_OP, dtypes, backend, e.kernel_source,
-                                        e.revision_hash) for e in found]  # fmt: skip
+            stamps = [
+                KernelRefAttr.get(op.KERNEL_OP, dtypes, backend, e.kernel_source, e.revision_hash)
+                for e in found
+            ]
             flash = min(stamps, key=lambda s: _price(op, s, device.name, options))
             ref = table.lookup_with_caps(op.KERNEL_OP, dtypes, backend)
-            reference = KernelRefAttr.get(op.KERNEL_OP, dtypes, backend, ref.kernel_source,
-                                          ref.revision_hash)  # fmt: skip
+            reference = KernelRefAttr.get(
+                op.KERNEL_OP, dtypes, backend, ref.kernel_source, ref.revision_hash
+            )
             return device.name, reference, flash
     return None
 

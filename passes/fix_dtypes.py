@@ -30,9 +30,13 @@ from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 WIDENS_TO = {
-    "f16": ("f32", "f64"), "bf16": ("f32", "f64"), "f32": ("f64",),
-    "i8": ("i32", "i64"), "u8": ("i32", "i64"), "i32": ("i64",),
-}  # fmt: skip
+    "f16": ("f32", "f64"),
+    "bf16": ("f32", "f64"),
+    "f32": ("f64",),
+    "i8": ("i32", "i64"),
+    "u8": ("i32", "i64"),
+    "i32": ("i64",),
+}
 """dtype -> the dtypes it promotes to losslessly, nearest first (the only promotions tried)."""
 _TARGETS = ("i32", "i64", "f32", "f64")
 """Promotion targets, narrowest first: the first one some candidate backend serves wins."""
@@ -82,13 +86,20 @@ class PromoteUnsupportedKernel(RewritePattern):
         if not self.supported(op.KERNEL_OP, (*ins, *outs), backends):
             return None
         for v, d in zip(op.operands, ins, strict=True):
-            if d != dtype_name(v.type) and not self.supported("cast", (dtype_name(v.type), d),
-                                                               backends):  # fmt: skip
+            if d != dtype_name(v.type) and not self.supported(
+                "cast", (dtype_name(v.type), d), backends
+            ):
                 return None
         for r, d in zip(op.results, outs, strict=True):
             a = dtype_name(r.type)
-            if a != d and r.uses and not (self.supported("cast", (d, a), backends)
-                                          and is_exact_rewrite(op.KERNEL_OP, a, d)):  # fmt: skip
+            if (
+                a != d
+                and r.uses
+                and not (
+                    self.supported("cast", (d, a), backends)
+                    and is_exact_rewrite(op.KERNEL_OP, a, d)
+                )
+            ):
                 return None
         return _Promotion.build(op, ins, outs)
 
@@ -103,8 +114,9 @@ class PromoteUnsupportedKernel(RewritePattern):
             if old_r.type == new_r.type or not old_r.uses:
                 results.append(new_r)
                 continue
-            back = CastOp.create(operands=[new_r], result_types=[old_r.type],
-                                 attributes=dict(place))  # fmt: skip
+            back = CastOp.create(
+                operands=[new_r], result_types=[old_r.type], attributes=dict(place)
+            )
             rw.insert(back, InsertPoint.after(p.op))
             results.append(back.result)
         rw.replace(op, [], results)
@@ -130,8 +142,9 @@ class _Promotion:
         new = type(op).create(
             operands=operands,
             result_types=[_with_dtype(r.type, d) for r, d in zip(op.results, outs, strict=True)],
-            properties=dict(op.properties), attributes=dict(op.attributes),
-        )  # fmt: skip
+            properties=dict(op.properties),
+            attributes=dict(op.attributes),
+        )
         for stale in (KERNEL_ATTR, ALTERNATIVES_ATTR):  # decisions made for the old dtypes
             new.attributes.pop(stale, None)
         try:

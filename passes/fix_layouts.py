@@ -64,8 +64,10 @@ def layout_violations(module: ModuleOp, table: KernelBindingTable) -> list[str]:
         for i, v in enumerate(op.operands):
             src = strided_source(v)
             if src is not None:
-                out.append(f"'{op.name}' (kernel '{entry.kernel_source}', no strided_input) "
-                           f"reads operand {i} from a strided view ('{src}')")  # fmt: skip
+                out.append(
+                    f"'{op.name}' (kernel '{entry.kernel_source}', no strided_input) "
+                    f"reads operand {i} from a strided view ('{src}')"
+                )
     return out
 
 

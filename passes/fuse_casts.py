@@ -32,12 +32,16 @@ from runtime.topology import SystemTopology
 
 # dtype -> the dtypes that hold every one of its values (cast there and back is the identity)
 _HOLDS_ALL = {
-    "f16": {"f32", "f64"}, "bf16": {"f32", "f64"}, "f32": {"f64"}, "f64": set(),
+    "f16": {"f32", "f64"},
+    "bf16": {"f32", "f64"},
+    "f32": {"f64"},
+    "f64": set(),
     "i8": {"i32", "i64", "f16", "bf16", "f32", "f64"},
     "u8": {"i32", "i64", "f16", "bf16", "f32", "f64"},
-    "i32": {"i64", "f64"}, "i64": set(),
+    "i32": {"i64", "f64"},
+    "i64": set(),
     "i1": {"f64", "f32", "f16", "bf16", "i64", "i32", "i8", "u8"},
-}  # fmt: skip
+}
 _FLOATS = {"f64", "f32", "f16", "bf16"}
 _EXACT_ANY_CAST = {"reshape", "transpose", "slice", "concat", "gather", "broadcast", "where"}
 """Ops that only move or select elements: they commute with every elementwise cast."""
@@ -141,8 +145,10 @@ class ReadCastSource(RewritePattern):
         for b in dict.fromkeys(dtype_of(v) for v in fed):  # e.g. where: cond and data casts
             a = dtype_of(next(v for v in fed if dtype_of(v) == b).owner.input)
             # every operand of dtype B must come from a cast out of A; others keep their dtype
-            if any(dtype_of(v) == b and (v not in fed or dtype_of(v.owner.input) != a)
-                   for v in op.operands):  # fmt: skip
+            if any(
+                dtype_of(v) == b and (v not in fed or dtype_of(v.owner.input) != a)
+                for v in op.operands
+            ):
                 continue
             if not (self.ctx.semantic or is_exact_rewrite(op.KERNEL_OP, a, b)):
                 continue
@@ -158,15 +164,19 @@ class ReadCastSource(RewritePattern):
         operands = [v.owner.input if dtype_of(v) == b else v for v in op.operands]
         results = [_with_dtype(r.type, a) if dtype_of(r) == b else r.type for r in op.results]
         new = type(op).create(
-            operands=operands, result_types=results,
-            properties=dict(op.properties), attributes=dict(op.attributes),
-        )  # fmt: skip
+            operands=operands,
+            result_types=results,
+            properties=dict(op.properties),
+            attributes=dict(op.attributes),
+        )
         assert isinstance(new, KernelOp)
         for stale in (KERNEL_ATTR, ALTERNATIVES_ATTR):  # decisions made for the old dtypes
             new.attributes.pop(stale, None)
         backends = candidate_backends(op, self.ctx.topology)
-        if not any(self.ctx.table.backend_supports(new.KERNEL_OP, new.kernel_dtypes(), be)
-                   for be in backends):  # fmt: skip
+        if not any(
+            self.ctx.table.backend_supports(new.KERNEL_OP, new.kernel_dtypes(), be)
+            for be in backends
+        ):
             new.erase()
             return None
         try:
@@ -181,8 +191,11 @@ class ReadCastSource(RewritePattern):
         after = op@A + the back-cast, unless every user is a cast B -> A that round-trip
         elision will remove anyway (then those casts count as dying too)."""
         devices = self._devices(op)
-        dying = [v.owner for v in set(op.operands) if isinstance(v.owner, CastOp)
-                 and all(u.operation is op for u in v.uses)]  # fmt: skip
+        dying = [
+            v.owner
+            for v in set(op.operands)
+            if isinstance(v.owner, CastOp) and all(u.operation is op for u in v.uses)
+        ]
         after: list[Operation] = [new]
         back = None
         if dtype_of(op.results[0]) == b:
@@ -217,8 +230,9 @@ class ReadCastSource(RewritePattern):
         result = new.results[0]
         if dtype_of(op.results[0]) == b and op.results[0].uses:
             pin = {k: v for k, v in op.attributes.items() if k in (PIN_ATTR, DEVICE_ATTR)}
-            back = CastOp.create(operands=[result], result_types=[op.results[0].type],
-                                 attributes=pin)  # fmt: skip
+            back = CastOp.create(
+                operands=[result], result_types=[op.results[0].type], attributes=pin
+            )
             rw.insert(back, InsertPoint.after(new))
             result = back.results[0]
         rw.replace(op, [], [result])
@@ -234,8 +248,9 @@ def fuse_casts_patterns(ctx: _Context) -> list[RewritePattern]:
     return [ElideCastRoundTrip(ctx), ReadCastSource(ctx)]
 
 
-def fuse_casts(module: ModuleOp, plan: PlanOptions, semantic: bool = False,
-               elide_all: bool = False) -> None:  # fmt: skip
+def fuse_casts(
+    module: ModuleOp, plan: PlanOptions, semantic: bool = False, elide_all: bool = False
+) -> None:
     """Run the pass's rewrites on `module` in-process with explicit `PlanOptions` (its
     `table`, when set, replaces the global binding table for coverage and prices)."""
     table = plan.table if plan.table is not None else global_bindings()
@@ -279,5 +294,6 @@ class FuseCastsPass(ModulePass, PickerOptions):
             raise PassFailedException(
                 f"elide_round_trips must be 'exact' or 'all', got '{self.elide_round_trips}'"
             )
-        fuse_casts(op, self.plan_options(), self.allow_semantic_change,
-                   self.elide_round_trips == "all")  # fmt: skip
+        fuse_casts(
+            op, self.plan_options(), self.allow_semantic_change, self.elide_round_trips == "all"
+        )

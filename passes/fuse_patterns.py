@@ -49,16 +49,20 @@ def kernel_bound(ops: Sequence[Operation], table: KernelBindingTable) -> bool:
     """Every kernel op of a fused arm has a kernel for its dtypes on some backend of `table`
     (an arm nothing can run is never offered)."""
     backends = table.backends()
-    return all(any(table.backend_supports(op.KERNEL_OP, op.kernel_dtypes(), b) for b in backends)
-               for op in ops if is_decision_point(op))  # fmt: skip
+    return all(
+        any(table.backend_supports(op.KERNEL_OP, op.kernel_dtypes(), b) for b in backends)
+        for op in ops
+        if is_decision_point(op)
+    )
 
 
 Offer = tuple[FusedEntry, FusedMatch, list[Operation]]
 """A match to offer: its entry, the match, the fused arm's ops (built, not inserted)."""
 
 
-def find_matches(module: ModuleOp, registry: FusedKernelRegistry,
-                 table: KernelBindingTable | None = None) -> list[Offer]:  # fmt: skip
+def find_matches(
+    module: ModuleOp, registry: FusedKernelRegistry, table: KernelBindingTable | None = None
+) -> list[Offer]:
     """Self-contained matches with a bound kernel, claimed latest root first (so a layer norm
     is claimed whole before the rms-norm shape inside it, an attention before its softmax), no
     op in two matches. The IR is not changed, but each offer's fused ops are built detached
@@ -106,8 +110,11 @@ def offer_fused_arm(entry: FusedEntry, match: FusedMatch, arm: list[Operation]) 
     return branch
 
 
-def fuse_patterns(module: ModuleOp, registry: FusedKernelRegistry | None = None,
-                  weights: Mapping[str, np.ndarray] | None = None) -> int:  # fmt: skip
+def fuse_patterns(
+    module: ModuleOp,
+    registry: FusedKernelRegistry | None = None,
+    weights: Mapping[str, np.ndarray] | None = None,
+) -> int:
     """Offer every registered fused op at its matches; returns the number of branches made.
     `weights` (the module's values by name) lets patterns read them, as a caller's
     `known_weights` scope does; None keeps any scope the caller set."""

@@ -62,8 +62,14 @@ class InsertResidencyPass(ModulePass):
         try:
             budgets = parse_budgets(self.budget, self.device)
             topo = SystemTopology.from_file(self.topology) if self.topology else None
-            report = insert_residency(op, budgets, rounds=self.rounds, default_device=self.device,
-                                      host=self.host, topology=topo)  # fmt: skip
+            report = insert_residency(
+                op,
+                budgets,
+                rounds=self.rounds,
+                default_device=self.device,
+                host=self.host,
+                topology=topo,
+            )
         except (ResidencyError, TopologyError) as e:
             raise PassFailedException(str(e)) from None
         if not report.fits:
@@ -71,9 +77,14 @@ class InsertResidencyPass(ModulePass):
 
 
 def insert_residency(
-    module: ModuleOp, budgets: dict[str, int], *, rounds: int = DEFAULT_ROUNDS,
-    default_device: str = "cpu", host: str = "cpu", topology: TransferEstimator | None = None,
-) -> ResidencyReport:  # fmt: skip
+    module: ModuleOp,
+    budgets: dict[str, int],
+    *,
+    rounds: int = DEFAULT_ROUNDS,
+    default_device: str = "cpu",
+    host: str = "cpu",
+    topology: TransferEstimator | None = None,
+) -> ResidencyReport:
     """Fit every function of `module` into `budgets` (bytes per device); returns the report
     (check `report.fits`: an unreachable budget does not raise)."""
     if rounds < 0:
@@ -84,15 +95,22 @@ def insert_residency(
         devices = sorted({*planner.devices, *budgets}, key=lambda d: (d == host, d))
         before = {d: planner.peak(d) for d in devices}  # the host grows as devices evict
         for device in devices:
-            entry = DeviceResidency(fn.sym_name.data, device, budgets.get(device),
-                                    before[device], before[device])  # fmt: skip
+            entry = DeviceResidency(
+                fn.sym_name.data, device, budgets.get(device), before[device], before[device]
+            )
             _fit(fn, entry, rounds, default_device, host, topology)
             report.devices.append(entry)
     return report
 
 
-def _fit(fn: func.FuncOp, entry: DeviceResidency, rounds: int, default_device: str, host: str,
-         topology: TransferEstimator | None) -> None:  # fmt: skip
+def _fit(
+    fn: func.FuncOp,
+    entry: DeviceResidency,
+    rounds: int,
+    default_device: str,
+    host: str,
+    topology: TransferEstimator | None,
+) -> None:
     planner = ResidencyPlanner(fn, default_device, host)
     while entry.budget is not None and planner.peak(entry.device).bytes > entry.budget:
         if entry.rounds == rounds:
@@ -119,8 +137,9 @@ def _stuck(planner: ResidencyPlanner, device: str) -> str:
     return f"nothing live at {peak.op_name} is idle across it{weights}"
 
 
-def _evict(planner: ResidencyPlanner, c: Candidate, host: str,
-           topology: TransferEstimator | None) -> Eviction:  # fmt: skip
+def _evict(
+    planner: ResidencyPlanner, c: Candidate, host: str, topology: TransferEstimator | None
+) -> Eviction:
     """Insert the evict/reload pair for `c` and rewire the reads after the gap to the reload."""
     r, ops = c.range, planner.ops
     value = next(m for i, m in zip(r.uses, r.readers, strict=True) if i >= c.before)
@@ -136,10 +155,16 @@ def _evict(planner: ResidencyPlanner, c: Candidate, host: str,
     for u in later:
         u.operation.operands[u.index] = reload.result
     after = "the function entry" if c.after < 0 else op_label(ops[c.after], c.after)
-    return Eviction(r.name, r.device, host, r.bytes, after,
-                    op_label(ops[c.before], c.before),
-                    transfer_ns(topology, r.device, host, r.bytes),
-                    transfer_ns(topology, host, r.device, r.bytes))  # fmt: skip
+    return Eviction(
+        r.name,
+        r.device,
+        host,
+        r.bytes,
+        after,
+        op_label(ops[c.before], c.before),
+        transfer_ns(topology, r.device, host, r.bytes),
+        transfer_ns(topology, host, r.device, r.bytes),
+    )
 
 
 def _position(planner: ResidencyPlanner, op: Operation) -> int:

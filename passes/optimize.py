@@ -224,8 +224,12 @@ def stamp_new_ops(module: ModuleOp, options: PickerOptions) -> None:
     """Stamp the top-level ops a pathfinder made after planning and bake then chose (e.g. the
     fused op of a fuse-patterns arm): they had no decision in the first plans. Ops already
     stamped keep their stamps, so a second `fuel-optimize` run finds nothing to change."""
-    fresh = [(op, d) for p in plan_module(module, options) for op, d in p.decisions.items()
-             if KERNEL_ATTR not in op.attributes]  # fmt: skip
+    fresh = [
+        (op, d)
+        for p in plan_module(module, options)
+        for op, d in p.decisions.items()
+        if KERNEL_ATTR not in op.attributes
+    ]
     for node, d in fresh:
         stamp_device(node, d.device)
         stamp_kernel(node, d.winner)
@@ -234,14 +238,16 @@ def stamp_new_ops(module: ModuleOp, options: PickerOptions) -> None:
 
 def live(plan: ExecutionPlan) -> ExecutionPlan:
     """`plan` without the decision points a pathfinder replaced (e.g. by a variant branch)."""
-    return replace(plan, decisions={op: d for op, d in plan.decisions.items()
-                                    if op.parent_block() is not None})  # fmt: skip
+    return replace(
+        plan, decisions={op: d for op, d in plan.decisions.items() if op.parent_block() is not None}
+    )
 
 
 def optimize_graph(
-    module: ModuleOp, options: PickerOptions | None = None,
+    module: ModuleOp,
+    options: PickerOptions | None = None,
     registry: PassRegistry | None = None,
-) -> OptimizedGraph:  # fmt: skip
+) -> OptimizedGraph:
     """Optimize `module` in place (see the module doc for the stages) and return its view."""
     options = options if options is not None else PickerOptions()
     optional_pass("fuel-fix-dtypes")(module, options)
@@ -275,13 +281,19 @@ def _budgets(options: PickerOptions, topology: SystemTopology) -> dict[str, int]
     return budgets
 
 
-def fit_residency(module: ModuleOp, budgets: dict[str, int], options: PickerOptions,
-                  topology: SystemTopology) -> ResidencyReport:  # fmt: skip
+def fit_residency(
+    module: ModuleOp, budgets: dict[str, int], options: PickerOptions, topology: SystemTopology
+) -> ResidencyReport:
     """`fuel-insert-residency` at the driver's residency stage, its transfers priced on
     `topology`; `BudgetUnreachable` (with the report) if a device cannot fit."""
     try:
-        report = insert_residency(module, budgets, default_device=options.default_device,
-                                  host=topology.host.name, topology=topology)  # fmt: skip
+        report = insert_residency(
+            module,
+            budgets,
+            default_device=options.default_device,
+            host=topology.host.name,
+            topology=topology,
+        )
     except ResidencyError as e:
         raise PassFailedException(f"residency: {e}") from None
     if not report.fits:

@@ -107,8 +107,15 @@ def manifest_checksum(manifest: Mapping[str, Any]) -> str:
 def safe_member(name: str) -> bool:
     """A bundle-relative POSIX path that stays inside the bundle."""
     p = PurePosixPath(name)
-    return (bool(name) and "\\" not in name and not p.is_absolute() and ".." not in p.parts
-            and "." not in p.parts and str(p) == name and not name.startswith("/"))  # fmt: skip
+    return (
+        bool(name)
+        and "\\" not in name
+        and not p.is_absolute()
+        and ".." not in p.parts
+        and "." not in p.parts
+        and str(p) == name
+        and not name.startswith("/")
+    )
 
 
 def target_fingerprint(target: str) -> dict[str, str]:
@@ -117,8 +124,12 @@ def target_fingerprint(target: str) -> dict[str, str]:
     if target == "cpu":
         import platform
 
-        return {"kind": "cpu", "byteorder": sys.byteorder, "machine": platform.machine(),
-                "numpy": np.__version__}  # fmt: skip
+        return {
+            "kind": "cpu",
+            "byteorder": sys.byteorder,
+            "machine": platform.machine(),
+            "numpy": np.__version__,
+        }
     if _GPU_TARGET.fullmatch(target):
         return {"kind": "cuda", "arch": target}
     raise BundleError(f"unknown target {target!r} (known: cpu, sm_XY such as sm_90)")
@@ -210,9 +221,11 @@ class _ZipContainer(_Container):
             if name in self.infos:
                 raise BundleError(f"bundle archive {path}: member {name!r} appears twice")
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                raise BundleError(f"bundle archive {path}: member {name!r} uses compression "
-                                  f"method {info.compress_type} (fuel reads stored or "
-                                  "deflated members)")  # fmt: skip
+                raise BundleError(
+                    f"bundle archive {path}: member {name!r} uses compression "
+                    f"method {info.compress_type} (fuel reads stored or "
+                    "deflated members)"
+                )
             self.infos[name] = info
             if not info.is_dir():
                 self.sizes[name] = info.file_size
@@ -275,8 +288,10 @@ def read_declared(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
         if MANIFEST not in c.sizes:
             raise BundleError(f"{path} is not a fuel bundle: it has no {MANIFEST}")
         if c.sizes[MANIFEST] > MAX_MANIFEST_BYTES:
-            raise BundleError(f"{path}: {MANIFEST} is {c.sizes[MANIFEST]} bytes, more than a "
-                              f"manifest may be ({MAX_MANIFEST_BYTES})")  # fmt: skip
+            raise BundleError(
+                f"{path}: {MANIFEST} is {c.sizes[MANIFEST]} bytes, more than a "
+                f"manifest may be ({MAX_MANIFEST_BYTES})"
+            )
         data = c.read(MANIFEST)
         manifest = _manifest(path, data)
         declared: Mapping[str, Any] = manifest["files"]
@@ -290,8 +305,10 @@ def read_declared(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
             if name not in c.sizes:
                 raise BundleError(f"{path}: '{name}' is missing")
             if c.sizes[name] != want["size"]:
-                raise BundleError(f"{path}: '{name}' is {c.sizes[name]} bytes, the manifest "
-                                  f"says {want['size']} (truncated or replaced)")  # fmt: skip
+                raise BundleError(
+                    f"{path}: '{name}' is {c.sizes[name]} bytes, the manifest "
+                    f"says {want['size']} (truncated or replaced)"
+                )
             files[name] = c.read(name)
     return manifest, files
 
@@ -346,8 +363,10 @@ def _manifest(path: Path, data: bytes) -> dict[str, Any]:
         raise BundleError(f"{path}: {MANIFEST} is not a fuel bundle manifest")
     version = m.get("format_version")
     if version != FORMAT_VERSION:
-        raise BundleError(f"{path}: bundle format version {version!r} is not supported "
-                          f"(this fuel reads version {FORMAT_VERSION}); recompile it")  # fmt: skip
+        raise BundleError(
+            f"{path}: bundle format version {version!r} is not supported "
+            f"(this fuel reads version {FORMAT_VERSION}); recompile it"
+        )
     if m.get(CHECKSUM_KEY) != manifest_checksum(m):
         raise BundleError(f"{path}: {MANIFEST} is corrupt (its checksum does not match)")
     for key, kind in (("files", dict), ("targets", dict), ("signature", dict)):
@@ -362,8 +381,9 @@ def _manifest(path: Path, data: bytes) -> dict[str, Any]:
 def _schema_error(m: Mapping[str, Any]) -> str | None:
     """What in a (checksummed) manifest has the wrong type for the loader, or None."""
     for name, f in m["files"].items():
-        if not (isinstance(f, dict) and _is_size(f.get("size"))
-                and isinstance(f.get("sha256"), str)):  # fmt: skip
+        if not (
+            isinstance(f, dict) and _is_size(f.get("size")) and isinstance(f.get("sha256"), str)
+        ):
             return f"files['{name}'] needs an integer 'size' and a string 'sha256'"
     for key in ("module", "weights", "picker"):
         if not isinstance(m.get(key), str | None):
@@ -375,8 +395,10 @@ def _schema_error(m: Mapping[str, Any]) -> str | None:
             return f"target {target!r}: 'module' must be a file name"
         kernels = t.get("kernels", [])
         if not isinstance(kernels, list) or not all(map(_is_kernel, kernels)):
-            return (f"target {target!r}: 'kernels' must list objects, each with a string "
-                    "'id', an object 'meta' and 'files' mapping names to sha256")  # fmt: skip
+            return (
+                f"target {target!r}: 'kernels' must list objects, each with a string "
+                "'id', an object 'meta' and 'files' mapping names to sha256"
+            )
     return None
 
 
@@ -388,8 +410,11 @@ def _is_kernel(k: object) -> bool:
     if not isinstance(k, dict) or not isinstance(k.get("id"), str):
         return False
     files = k.get("files", {})
-    return (isinstance(k.get("meta", {}), dict) and isinstance(files, dict)
-            and all(isinstance(v, str) for v in files.values()))  # fmt: skip
+    return (
+        isinstance(k.get("meta", {}), dict)
+        and isinstance(files, dict)
+        and all(isinstance(v, str) for v in files.values())
+    )
 
 
 def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]) -> None:
@@ -404,22 +429,30 @@ def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, by
             raise BundleError(f"{path}: '{name}' is missing")
         data = files[name]
         if len(data) != want.get("size"):
-            raise BundleError(f"{path}: '{name}' is {len(data)} bytes, the manifest says "
-                              f"{want.get('size')} (truncated or replaced)")  # fmt: skip
+            raise BundleError(
+                f"{path}: '{name}' is {len(data)} bytes, the manifest says "
+                f"{want.get('size')} (truncated or replaced)"
+            )
         if sha256(data) != want.get("sha256"):
             raise BundleError(f"{path}: '{name}' is corrupt (sha256 differs from the manifest)")
     for target, t in manifest["targets"].items():
         if t.get("module") is not None and t["module"] not in declared:
-            raise BundleError(f"{path}: target {target} names '{t['module']}', which the "
-                              "manifest does not declare")  # fmt: skip
+            raise BundleError(
+                f"{path}: target {target} names '{t['module']}', which the "
+                "manifest does not declare"
+            )
         for k in t.get("kernels", ()):
             for name, digest in k.get("files", {}).items():
                 if name not in declared:
-                    raise BundleError(f"{path}: kernel {k.get('id')} ({target}) names "
-                                      f"'{name}', which the manifest does not declare")  # fmt: skip
+                    raise BundleError(
+                        f"{path}: kernel {k.get('id')} ({target}) names "
+                        f"'{name}', which the manifest does not declare"
+                    )
                 if declared[name].get("sha256") != digest:
-                    raise BundleError(f"{path}: kernel {k.get('id')} ({target}) expects "
-                                      f"another '{name}' (sha256 differs)")  # fmt: skip
+                    raise BundleError(
+                        f"{path}: kernel {k.get('id')} ({target}) expects "
+                        f"another '{name}' (sha256 differs)"
+                    )
 
 
 def _pick_target(path: Path, manifest: Mapping[str, Any], emulate: bool) -> str:
@@ -438,9 +471,11 @@ def _pick_target(path: Path, manifest: Mapping[str, Any], emulate: bool) -> str:
     if "cpu" in targets and reasons["cpu"] is None:
         return "cpu"
     why = "; ".join(f"{t} {r}" for t, r in reasons.items())
-    raise BundleError(f"{path}: no target in this bundle runs on this machine ({why}); "
-                      "recompile with --target cpu, or emulate the GPU target (fuel run "
-                      f"--emulate, {EMULATE_ENV}=1)")  # fmt: skip
+    raise BundleError(
+        f"{path}: no target in this bundle runs on this machine ({why}); "
+        "recompile with --target cpu, or emulate the GPU target (fuel run "
+        f"--emulate, {EMULATE_ENV}=1)"
+    )
 
 
 # -- kernels, module, weights -----------------------------------------------------------------
@@ -468,11 +503,19 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
                 raise TypeError
         except (KeyError, TypeError, ValueError):
             raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
-        entry = next((e for e in full.lookup_alternatives(op, dtypes, "cpu")
-                      if e.kernel_source == source), None)  # fmt: skip
+        entry = next(
+            (e for e in full.lookup_alternatives(op, dtypes, "cpu") if e.kernel_source == source),
+            None,
+        )
         if entry is None and source.startswith("native"):  # no compiler here: the bundle's copy
-            entry = next((e for e in _native_table().lookup_alternatives(op, dtypes, "cpu")
-                          if e.kernel_source == source), None)  # fmt: skip
+            entry = next(
+                (
+                    e
+                    for e in _native_table().lookup_alternatives(op, dtypes, "cpu")
+                    if e.kernel_source == source
+                ),
+                None,
+            )
         if entry is None:
             raise BundleError(f"{path}: kernel {kid} is not in this fuel's binding table")
         if entry.revision_hash != want:
@@ -496,11 +539,25 @@ def _native_table() -> KernelBindingTable:
     return _NATIVE_TABLE[0]
 
 
-def _register(table: KernelBindingTable, op: str, dtypes: tuple[str, ...], e: BindingEntry,
-              backend: str = "cpu") -> None:  # fmt: skip
-    table.register(op, dtypes, backend, e.kernel, caps=e.caps, precision=e.precision,
-                   cost=e.cost, kernel_source=e.kernel_source, revision=e.revision_hash,
-                   direct=e.direct)  # fmt: skip
+def _register(
+    table: KernelBindingTable,
+    op: str,
+    dtypes: tuple[str, ...],
+    e: BindingEntry,
+    backend: str = "cpu",
+) -> None:
+    table.register(
+        op,
+        dtypes,
+        backend,
+        e.kernel,
+        caps=e.caps,
+        precision=e.precision,
+        cost=e.cost,
+        kernel_source=e.kernel_source,
+        revision=e.revision_hash,
+        direct=e.direct,
+    )
 
 
 # -- a GPU target: its lowered IR, generated and library kernels --------------------------------
@@ -518,8 +575,9 @@ def _triton_table() -> KernelBindingTable:
     return _TRITON_TABLE[0]
 
 
-def _gpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
-                target: str) -> tuple[Any, KernelBindingTable]:  # fmt: skip
+def _gpu_target(
+    path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], target: str
+) -> tuple[Any, KernelBindingTable]:
     """(lowered module with the bundle's weights, table of exactly its declared kernels)."""
     t = manifest["targets"][target]
     if not t.get("module"):
@@ -537,12 +595,15 @@ def _gpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, byt
     return module, table.freeze()
 
 
-def _declared(path: Path, target: str, kid: str, declared: Mapping[str, Any], kind: str,
-              what: str) -> dict[str, Any]:  # fmt: skip
+def _declared(
+    path: Path, target: str, kid: str, declared: Mapping[str, Any], kind: str, what: str
+) -> dict[str, Any]:
     k = declared.get(kid)
     if k is None or k.get("meta", {}).get("kind") != kind:
-        raise BundleError(f"{path}: the {target} IR {what} {kid}, which the manifest does not "
-                          f"declare as a {kind} kernel")  # fmt: skip
+        raise BundleError(
+            f"{path}: the {target} IR {what} {kid}, which the manifest does not "
+            f"declare as a {kind} kernel"
+        )
     return k
 
 
@@ -553,8 +614,9 @@ def _revision(path: Path, kid: str, k: Mapping[str, Any]) -> int:
         raise BundleError(f"{path}: kernel {kid!r} has a malformed manifest entry") from None
 
 
-def _check_generated(path: Path, target: str, module: Any, declared: Mapping[str, Any],
-                     files: Mapping[str, bytes]) -> None:  # fmt: skip
+def _check_generated(
+    path: Path, target: str, module: Any, declared: Mapping[str, Any], files: Mapping[str, bytes]
+) -> None:
     """Every launched generated kernel is declared, and its verified `.py` file is exactly the
     source the IR holds (which the executor runs), at the declared revision."""
     for op in module.op.ops:
@@ -566,16 +628,21 @@ def _check_generated(path: Path, target: str, module: Any, declared: Mapping[str
         if name is None or name not in files:
             raise BundleError(f"{path}: generated kernel {kid} ({target}) lacks its Triton source")
         if files[name] != source:
-            raise BundleError(f"{path}: generated kernel {kid}: '{name}' differs from the source "
-                              f"in the {target} IR (tampered?); refused")  # fmt: skip
+            raise BundleError(
+                f"{path}: generated kernel {kid}: '{name}' differs from the source "
+                f"in the {target} IR (tampered?); refused"
+            )
         want, have = _revision(path, kid, k), int.from_bytes(hashlib.sha256(source).digest()[:8])
         if want != have:
-            raise BundleError(f"{path}: generated kernel {kid} revision mismatch: declared "
-                              f"{want:016x}, its source is {have:016x}")  # fmt: skip
+            raise BundleError(
+                f"{path}: generated kernel {kid} revision mismatch: declared "
+                f"{want:016x}, its source is {have:016x}"
+            )
 
 
-def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping[str, Any],
-                         table: KernelBindingTable) -> None:  # fmt: skip
+def _add_library_kernels(
+    path: Path, target: str, module: Any, declared: Mapping[str, Any], table: KernelBindingTable
+) -> None:
     """Register, at the declared kernel source and revision, the Triton registry's kernel of
     every library call (in the registry's sibling order, so an unstamped call gets the
     first); a key or revision this fuel lacks is refused."""
@@ -588,8 +655,10 @@ def _add_library_kernels(path: Path, target: str, module: Any, declared: Mapping
         k = _declared(path, target, kid, declared, "library", "calls")
         meta, want = k["meta"], _revision(path, kid, k)
         if meta.get("key") != [key[0], list(key[1]), key[2]]:
-            raise BundleError(f"{path}: library kernel {kid}: the manifest declares key "
-                              f"{meta.get('key')}, the IR calls {list(key)}")  # fmt: skip
+            raise BundleError(
+                f"{path}: library kernel {kid}: the manifest declares key "
+                f"{meta.get('key')}, the IR calls {list(key)}"
+            )
         source = meta.get("source")
         alts = full.lookup_alternatives(*key)
         entry = next((e for e in alts if source in (None, e.kernel_source)), None)
@@ -619,8 +688,12 @@ def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
         raise BundleError(str(e)) from None
 
 
-def _module(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],  # noqa: ANN202
-            name: str = MODULE_FILE):  # fmt: skip
+def _module(
+    path: Path,
+    manifest: Mapping[str, Any],
+    files: Mapping[str, bytes],  # noqa: ANN202
+    name: str = MODULE_FILE,
+):
     where = f"{path}/{name}"
     try:
         module = FuelModule.parse(files[name].decode("utf-8"), where)
@@ -639,12 +712,15 @@ def _check_stamps(path: Path, module: Any, declared: set[str]) -> None:
         if not isinstance(stamp, KernelRefAttr):
             raise BundleError(f"{path}: '{op.name}' has no kernel stamp (not a compiled module)")
         if stamp.backend.data == "cpu" and kernel_id(stamp) not in declared:
-            raise BundleError(f"{path}: '{op.name}' uses kernel {kernel_id(stamp)}, which the "
-                              "manifest does not declare")  # fmt: skip
+            raise BundleError(
+                f"{path}: '{op.name}' uses kernel {kernel_id(stamp)}, which the "
+                "manifest does not declare"
+            )
 
 
-def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
-                     files: Mapping[str, bytes]) -> tuple[str, Path]:  # fmt: skip
+def _shipped_library(
+    path: Path, what: str, k: Mapping[str, Any], files: Mapping[str, bytes]
+) -> tuple[str, Path]:
     """(C source, cached library file) of a compiled library the bundle ships for kernel
     entry `k` (a generated C kernel, or fuel's native library): built for this machine, both
     files present (their hashes are verified with the rest); the .so is copied, content-
@@ -653,8 +729,10 @@ def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
 
     built, here = k["meta"].get("machine"), platform.machine()
     if built != here:
-        raise BundleError(f"{path}: {what} was built for {built}; this machine is {here}: "
-                          "recompile the bundle here")  # fmt: skip
+        raise BundleError(
+            f"{path}: {what} was built for {built}; this machine is {here}: "
+            "recompile the bundle here"
+        )
     names = sorted(k.get("files", {}))
     src = next((files[n] for n in names if n.endswith(".c")), None)
     lib = next((files[n] for n in names if n.endswith(".so")), None)
@@ -666,8 +744,9 @@ def _shipped_library(path: Path, what: str, k: Mapping[str, Any],
     return src.decode(), so
 
 
-def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes],
-                       module: Any) -> None:  # fmt: skip
+def _install_c_kernels(
+    path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes], module: Any
+) -> None:
     """Register each generated C kernel's (hash-verified) library for its source, so the
     executor loads it instead of compiling; refuse a library built for another machine."""
     c_kernels = [k for k in kernels if k.get("meta", {}).get("kind") == "c"]
@@ -680,8 +759,10 @@ def _install_c_kernels(path: Path, kernels: list[dict[str, Any]], files: Mapping
         register_prebuilt(src, so)
         have.add(src)
     if sources - have:
-        raise BundleError(f"{path}: the module has a fuel.c_kernel without a library in the "
-                          "bundle (not a compiled module)")  # fmt: skip
+        raise BundleError(
+            f"{path}: the module has a fuel.c_kernel without a library in the "
+            "bundle (not a compiled module)"
+        )
 
 
 def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes]) -> None:
@@ -694,8 +775,10 @@ def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[st
         return  # compiled (and cached) here from the same source
     src, so = _shipped_library(path, "the native library", k, files)
     if src != native.source():
-        raise BundleError(f"{path}: the bundle's native library was built from another fuel's "
-                          "source; recompile the bundle with this fuel")  # fmt: skip
+        raise BundleError(
+            f"{path}: the bundle's native library was built from another fuel's "
+            "source; recompile the bundle with this fuel"
+        )
     native.install_prebuilt(so)
 
 
@@ -742,8 +825,10 @@ class LoadedBundle:
         gpus = [t for t in self.manifest["targets"] if t != "cpu"]
         target = target or (gpus[0] if emulate and gpus and self.target == "cpu" else self.target)
         if target not in self.manifest["targets"]:
-            raise BundleError(f"{self.path}: no target {target!r} in this bundle (it has: "
-                              f"{', '.join(self.manifest['targets'])})")  # fmt: skip
+            raise BundleError(
+                f"{self.path}: no target {target!r} in this bundle (it has: "
+                f"{', '.join(self.manifest['targets'])})"
+            )
         if target == "cpu":
             return self._cpu_executor()
         return self._gpu_executor(target, emulate)
@@ -751,13 +836,16 @@ class LoadedBundle:
     def _gpu_executor(self, target: str, emulate: bool):  # noqa: ANN202
         reason = incompatibility(target, self.manifest["targets"][target].get("fingerprint", {}))
         if reason is not None and not emulate:
-            raise BundleError(f"{self.path}: target {target} {reason}; emulate it (fuel run "
-                              f"--emulate, emulate=True or {EMULATE_ENV}=1)")  # fmt: skip
+            raise BundleError(
+                f"{self.path}: target {target} {reason}; emulate it (fuel run "
+                f"--emulate, emulate=True or {EMULATE_ENV}=1)"
+            )
         module, table = self.lowered(target)
         devices = {}
         if emulate:
-            names = {"cuda:0"} | {d for op in module.op.walk()
-                                  if (d := _placement(op)) and d.startswith("cuda:")}  # fmt: skip
+            names = {"cuda:0"} | {
+                d for op in module.op.walk() if (d := _placement(op)) and d.startswith("cuda:")
+            }
             try:
                 devices = {d: TorchDevice(d, emulate=True) for d in sorted(names)}
             except DeviceUnavailable as e:
@@ -767,21 +855,26 @@ class LoadedBundle:
     def _cpu_executor(self):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use
-            self._gpu["cpu"] = (self.module, _cpu_target(self.path, self.manifest, self.files,
-                                                         self.module))  # fmt: skip
+            self._gpu["cpu"] = (
+                self.module,
+                _cpu_target(self.path, self.manifest, self.files, self.module),
+            )
         table = self.table if self.target == "cpu" else self._gpu["cpu"][1]
         for op in kernel_ops(self.module):
             stamp = op.attributes[KERNEL_ATTR]
             assert isinstance(stamp, KernelRefAttr)
             if stamp.backend.data != "cpu":
-                raise BundleError(f"{self.path}: '{op.name}' runs on backend "
-                                  f"'{stamp.backend.data}', which the CPU executor cannot "
-                                  "drive; compile for this machine's topology")  # fmt: skip
+                raise BundleError(
+                    f"{self.path}: '{op.name}' runs on backend "
+                    f"'{stamp.backend.data}', which the CPU executor cannot "
+                    "drive; compile for this machine's topology"
+                )
         return Executor(self.module, table=table)
 
 
-def _cpu_target(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes],
-                module: Any) -> KernelBindingTable:  # fmt: skip
+def _cpu_target(
+    path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], module: Any
+) -> KernelBindingTable:
     """The table of the cpu target's declared kernels, its C kernels installed, its stamps
     checked against `module` (module.mlir)."""
     kernels = manifest["targets"]["cpu"].get("kernels", [])

@@ -74,8 +74,16 @@ def composite_ns(cost: CostEstimate, flops_per_ns: float, bytes_per_ns: float) -
 # -- element sizes and operand helpers -------------------------------------------------------
 
 DTYPE_BYTES: Mapping[str, int] = {
-    "f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i8": 1, "u8": 1, "i1": 1,
-}  # fmt: skip
+    "f64": 8,
+    "f32": 4,
+    "f16": 2,
+    "bf16": 2,
+    "i64": 8,
+    "i32": 4,
+    "i8": 1,
+    "u8": 1,
+    "i1": 1,
+}
 """Storage bytes per element; i1 is stored one byte per element (numpy bool)."""
 
 
@@ -139,19 +147,38 @@ _OH = FAMILY_OVERHEAD_NS
 
 ELEMENTWISE_FLOPS: Mapping[str, float] = {
     # cheap: one ALU op per element
-    "neg": 1, "abs": 1, "relu": 1,
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "max": 1, "min": 1,
-    "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "where": 1,
+    "neg": 1,
+    "abs": 1,
+    "relu": 1,
+    "add": 1,
+    "sub": 1,
+    "mul": 1,
+    "div": 1,
+    "max": 1,
+    "min": 1,
+    "eq": 1,
+    "ne": 1,
+    "lt": 1,
+    "le": 1,
+    "gt": 1,
+    "ge": 1,
+    "where": 1,
     # transcendental: a ~10-op polynomial/range reduction each (sqrt, rsqrt and recip are
     # hardware ops but have ~10x the reciprocal throughput of an add)
-    "exp": 10, "log": 10, "sqrt": 10, "rsqrt": 10, "recip": 10, "tanh": 10, "sin": 10,
+    "exp": 10,
+    "log": 10,
+    "sqrt": 10,
+    "rsqrt": 10,
+    "recip": 10,
+    "tanh": 10,
+    "sin": 10,
     "cos": 10,
     "erf": 20,  # a rational/series evaluation plus exp, like gelu's exact form
     "sigmoid": 12,  # exp + add + divide
     "silu": 13,  # sigmoid + multiply
     "pow": 20,  # exp(y * log(x))
     "cast": 0,  # conversion is free next to the memory traffic
-}  # fmt: skip
+}
 """FLOPs per output element of the elementwise ops (`gelu` depends on its params, below)."""
 
 GELU_FLOPS: Mapping[str, float] = {"tanh": 17.0, "none": 23.0}
@@ -262,9 +289,12 @@ def _free(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate
 
 
 ACT_OPS: Mapping[str, tuple[tuple[str, Params], ...]] = {
-    "none": (), "relu": (("relu", {}),), "silu": (("silu", {}),),
-    "gelu": (("gelu", {"approximate": "none"}),), "gelu_tanh": (("gelu", {"approximate": "tanh"}),),
-}  # fmt: skip
+    "none": (),
+    "relu": (("relu", {}),),
+    "silu": (("silu", {}),),
+    "gelu": (("gelu", {"approximate": "none"}),),
+    "gelu_tanh": (("gelu", {"approximate": "tanh"}),),
+}
 """`matmul_bias_act`'s activation as the primitive op (and its params) it stands for."""
 
 
@@ -280,9 +310,13 @@ def _gated_mlp(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEst
     """Composed from the decomposition: two matmuls, silu, mul, the down matmul."""
     (x, wg, wu, wd, out), t = shapes, dtypes[-1]
     h = (*x[:-1], wg[-1])
-    parts = [("matmul", [x, wg, h], [t] * 3, {}), ("matmul", [x, wu, h], [t] * 3, {}),
-             ("silu", [h, h], [t] * 2, {}), ("mul", [h, h, h], [t] * 3, {}),
-             ("matmul", [h, wd, out], [t] * 3, {})]  # fmt: skip
+    parts = [
+        ("matmul", [x, wg, h], [t] * 3, {}),
+        ("matmul", [x, wu, h], [t] * 3, {}),
+        ("silu", [h, h], [t] * 2, {}),
+        ("mul", [h, h, h], [t] * 3, {}),
+        ("matmul", [h, wd, out], [t] * 3, {}),
+    ]
     return fused_cost(parts, io_bytes(shapes, dtypes))
 
 

@@ -182,9 +182,16 @@ class HostDevice(DeviceRuntime):
 # -- the torch device ----------------------------------------------------------------------
 
 TORCH_DTYPES = {
-    "float64": "float64", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16",
-    "int64": "int64", "int32": "int32", "int8": "int8", "uint8": "uint8", "bool": "bool",
-}  # fmt: skip
+    "float64": "float64",
+    "float32": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "int64": "int64",
+    "int32": "int32",
+    "int8": "int8",
+    "uint8": "uint8",
+    "bool": "bool",
+}
 """numpy dtype name -> torch dtype attribute (bf16 is ml_dtypes' `bfloat16` on the numpy side)."""
 
 
@@ -308,8 +315,9 @@ class TorchDevice(DeviceRuntime):
         if self.emulated:
             self.device = torch.device("cpu")
             self._worker = _WorkerStream(name)
-            worker = threading.Thread(target=_work, args=(self._worker,), daemon=True,
-                                      name=f"fuel-{name}")  # fmt: skip
+            worker = threading.Thread(
+                target=_work, args=(self._worker,), daemon=True, name=f"fuel-{name}"
+            )
             worker.start()
             weakref.finalize(self, self._worker.queue.put, None)  # ends it with this device
         else:
@@ -371,8 +379,11 @@ class TorchDevice(DeviceRuntime):
 
     def from_host(self, src: np.ndarray, dst: Any) -> None:
         """Host -> device on the stream (the caller keeps `src` alive until it completes)."""
-        self.submit(_copy_bytes, (self._bytes(dst), self.torch.from_numpy(host_bytes(src))),
-                    "copy to " + self.name)  # fmt: skip
+        self.submit(
+            _copy_bytes,
+            (self._bytes(dst), self.torch.from_numpy(host_bytes(src))),
+            "copy to " + self.name,
+        )
 
     def to_host(self, src: Any, dst: np.ndarray) -> None:
         """Device -> host, synchronous. The caller has waited for `src`'s producer, so on CUDA

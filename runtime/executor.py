@@ -277,9 +277,12 @@ class _Compiler(ViewPlanner):
         return self.uploads[key]
 
     def operand_list(
-        self, operands: Sequence[SSAValue], contiguous: bool, device: str | None = HOST,
+        self,
+        operands: Sequence[SSAValue],
+        contiguous: bool,
+        device: str | None = HOST,
         user: str = "",
-    ) -> list[Any]:  # fmt: skip
+    ) -> list[Any]:
         """The argument list of an item on `device` (None: wherever each value lives)."""
         args: list[Any] = []
         for i, v in enumerate(operands):
@@ -399,8 +402,10 @@ class _Compiler(ViewPlanner):
             consumers.append(lst)
             homes = {self.where.get(op.yielded(i).values[j], HOST) for i in range(len(op.arms))}
             if len(homes) > 1:
-                raise ExecutionError(f"the arms of '{op.name}' yield result {j} on different "
-                                     f"devices ({', '.join(sorted(homes))})")  # fmt: skip
+                raise ExecutionError(
+                    f"the arms of '{op.name}' yield result {j} on different "
+                    f"devices ({', '.join(sorted(homes))})"
+                )
             home = homes.pop()
             if home != HOST:
                 self.where[r] = home
@@ -414,8 +419,9 @@ class _Compiler(ViewPlanner):
         ops = [o for o in op.arms[i].walk() if isinstance(o, KernelOp)]
         devices = {placed_device(o) or HOST for o in ops} | {d for _, d, _ in transfers}
         topo = self.devices.topology
-        return ArmProfile(dict(needs), frozenset(devices),
-                          arm_latency_ns(ops, transfers, self.judge, topo))  # fmt: skip
+        return ArmProfile(
+            dict(needs), frozenset(devices), arm_latency_ns(ops, transfers, self.judge, topo)
+        )
 
     def kernel(self, op: Operation) -> None:
         try:
@@ -467,12 +473,15 @@ class _Compiler(ViewPlanner):
         per-run value (a graph input) is re-pointed only when a run binds another array."""
         device = placed_device(op)
         if device not in (None, HOST):
-            raise ExecutionError(f"'{op.name}' @{op.kernel.string_value()} is placed on {device}; "
-                                 "generated C kernels run on the host")  # fmt: skip
+            raise ExecutionError(
+                f"'{op.name}' @{op.kernel.string_value()} is placed on {device}; "
+                "generated C kernels run on the host"
+            )
         sym = SymbolTable.lookup_symbol(op, op.kernel)
         if not isinstance(sym, CKernelOp):
-            raise ExecutionError(f"'{op.name}': no fuel.c_kernel @{op.kernel.string_value()} "
-                                 "in the module")  # fmt: skip
+            raise ExecutionError(
+                f"'{op.name}': no fuel.c_kernel @{op.kernel.string_value()} in the module"
+            )
         try:
             fn = kernel_for(CPlan.from_op(sym)).fn
         except CCodegenError as e:
@@ -540,8 +549,10 @@ class _Compiler(ViewPlanner):
     def lowered_device(self, op: Operation) -> str:
         device = placed_device(op)
         if device is None or not device.startswith("cuda:"):
-            raise ExecutionError(f"'{op.name}' must be placed on a cuda device, not "
-                                 f"{device or 'the host'} (see place_lowered)")  # fmt: skip
+            raise ExecutionError(
+                f"'{op.name}' must be placed on a cuda device, not "
+                f"{device or 'the host'} (see place_lowered)"
+            )
         return device
 
     def triton_launch(self, op: TritonLaunchOp) -> None:
@@ -565,10 +576,12 @@ class _Compiler(ViewPlanner):
         try:
             entry = library_entry(op, self.table_for(device))
         except BindingTableError as e:
-            raise ExecutionError(f"cannot run library call '{name}' [{', '.join(dtypes)}] on "
-                                 f"{device} (does the table hold the Triton kernels? "
-                                 f"runtime.kernels.triton.registry.register_triton_kernels): "
-                                 f"{e}") from None  # fmt: skip
+            raise ExecutionError(
+                f"cannot run library call '{name}' [{', '.join(dtypes)}] on "
+                f"{device} (does the table hold the Triton kernels? "
+                f"runtime.kernels.triton.registry.register_triton_kernels): "
+                f"{e}"
+            ) from None
         self.submit(op, device, entry.kernel, op.kernel_params(), f"{op.name} {name}")
 
     def copy(self, op: CopyOp) -> None:
@@ -623,8 +636,9 @@ def _weight(weights: Mapping[str, np.ndarray], op: WeightOp) -> np.ndarray:
         raise ExecutionError(f"weight '{name}' has no data (is the .safetensors file missing?)")
     arr, dt, shape = weights[name], to_numpy(dtype_name(op.result.type)), shape_of(op.result.type)
     if arr.shape != shape or arr.dtype != dt:
-        raise ExecutionError(f"weight '{name}' is {arr.dtype}{list(arr.shape)}, IR declares "
-                             f"{op.result.type}")  # fmt: skip
+        raise ExecutionError(
+            f"weight '{name}' is {arr.dtype}{list(arr.shape)}, IR declares {op.result.type}"
+        )
     return arr
 
 
@@ -642,9 +656,11 @@ def constant_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
 
 
 def route_peak(
-    trace: list[dict[str, int]], marks: Sequence[tuple[int, list[dict[str, int]], Any]],
-    route: Sequence[int], resident: Mapping[str, int],
-) -> dict[str, int]:  # fmt: skip
+    trace: list[dict[str, int]],
+    marks: Sequence[tuple[int, list[dict[str, int]], Any]],
+    route: Sequence[int],
+    resident: Mapping[str, int],
+) -> dict[str, int]:
     """Peak bytes per device along one route: resident bytes + the live planned buffers at each
     top-level op + the buffers of every arm taken so far (held to the end of the run)."""
     peak: dict[str, int] = {}
@@ -686,8 +702,14 @@ class Executor:
         args = list(fn.body.block.args)
         self.input_specs = [(to_numpy(dtype_name(a.type)), shape_of(a.type)) for a in args]
         self._devices = _Devices(topology, devices or {})
-        c = _Compiler(global_bindings() if table is None else table, backend, module.weights,
-                      self._devices, judge, global_table=table is None)  # fmt: skip
+        c = _Compiler(
+            global_bindings() if table is None else table,
+            backend,
+            module.weights,
+            self._devices,
+            judge,
+            global_table=table is None,
+        )
         for a in args:
             c.patches[a] = []
         c.input_views.update(args)
@@ -770,8 +792,10 @@ class Executor:
     def _handed(self, outs: Sequence[Any], copy_outputs: bool) -> list[Any]:
         """Host outputs as handed back: copies, or (`copy_outputs=False`) the executor's own
         buffers; a view of an input is always copied."""
-        return [np.array(a, copy=True) if copy_outputs or alias else a
-                for a, alias in zip(outs, self._out_alias, strict=True)]  # fmt: skip
+        return [
+            np.array(a, copy=True) if copy_outputs or alias else a
+            for a, alias in zip(outs, self._out_alias, strict=True)
+        ]
 
     def profile_items(
         self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], runs: int = 20
@@ -892,8 +916,10 @@ class Executor:
         else:
             arrays = list(inputs)
             if len(arrays) != len(self.input_names):
-                raise InputError(f"expected {len(self.input_names)} inputs "
-                                 f"({', '.join(self.input_names)}), got {len(arrays)}")  # fmt: skip
+                raise InputError(
+                    f"expected {len(self.input_names)} inputs "
+                    f"({', '.join(self.input_names)}), got {len(arrays)}"
+                )
         for name, arr, (dt, shape), patches in zip(
             self.input_names, arrays, self.input_specs, self._input_patches, strict=False
         ):
@@ -909,9 +935,16 @@ class Executor:
 
 
 _TORCH_TO_FUEL = {
-    "float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
-    "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "i1",
-}  # fmt: skip
+    "float64": "f64",
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "i1",
+}
 
 
 def _numpy_name(t: Any) -> str:

@@ -125,15 +125,21 @@ class ProfileEntry:
     def from_dict(d: Mapping[str, Any]) -> ProfileEntry:
         err = d["max_rel_error"]
         return ProfileEntry(
-            op=str(d["op"]), dtype=str(d["dtype"]), size_class=int(d["size_class"]),
-            backend=str(d["backend"]), device=str(d["device"]),
-            kernel_source=str(d["kernel_source"]), revision_hash=int(d["revision_hash"]),
-            latency_ns=float(d["latency_ns"]), p10_ns=float(d["p10_ns"]),
-            p90_ns=float(d["p90_ns"]), iterations=int(d["iterations"]),
+            op=str(d["op"]),
+            dtype=str(d["dtype"]),
+            size_class=int(d["size_class"]),
+            backend=str(d["backend"]),
+            device=str(d["device"]),
+            kernel_source=str(d["kernel_source"]),
+            revision_hash=int(d["revision_hash"]),
+            latency_ns=float(d["latency_ns"]),
+            p10_ns=float(d["p10_ns"]),
+            p90_ns=float(d["p90_ns"]),
+            iterations=int(d["iterations"]),
             max_rel_error=None if err is None else float(err),
             shape=tuple(tuple(int(x) for x in s) for s in d["shape"]),
             dtypes=tuple(str(t) for t in d["dtypes"]),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -151,10 +157,14 @@ class SkippedCell:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> SkippedCell:
         return SkippedCell(
-            op=str(d["op"]), dtype=str(d["dtype"]), size_class=int(d["size_class"]),
-            backend=str(d["backend"]), kernel_source=str(d["kernel_source"]),
-            shape=tuple(tuple(int(x) for x in s) for s in d["shape"]), reason=str(d["reason"]),
-        )  # fmt: skip
+            op=str(d["op"]),
+            dtype=str(d["dtype"]),
+            size_class=int(d["size_class"]),
+            backend=str(d["backend"]),
+            kernel_source=str(d["kernel_source"]),
+            shape=tuple(tuple(int(x) for x in s) for s in d["shape"]),
+            reason=str(d["reason"]),
+        )
 
 
 class ReportFormatError(ValueError):

@@ -111,9 +111,21 @@ def _attention() -> list[Cell]:
 
 
 UNARY_OPS = (
-    "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu", "relu", "neg",
-    "abs", "sin", "cos",
-)  # fmt: skip
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "recip",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "relu",
+    "neg",
+    "abs",
+    "sin",
+    "cos",
+)
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
 REDUCE_OPS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
 
@@ -385,10 +397,22 @@ def _profile_cell(
         err = None if ref is None else max_rel_error(out, ref)
         run.entries.append(
             ProfileEntry(
-                op, dtype, sc, backend, backend, entry.kernel_source, entry.revision_hash,
-                med, p10, p90, len(times), err, cell.inputs, dtypes,
+                op,
+                dtype,
+                sc,
+                backend,
+                backend,
+                entry.kernel_source,
+                entry.revision_hash,
+                med,
+                p10,
+                p90,
+                len(times),
+                err,
+                cell.inputs,
+                dtypes,
             )
-        )  # fmt: skip
+        )
     return True
 
 

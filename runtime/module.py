@@ -180,8 +180,10 @@ def check_types(module: ModuleOp, name: str) -> None:
         values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
         for v in values:
             if isinstance(v.type, TensorType) and _elements(v.type) > MAX_TENSOR_ELEMENTS:
-                raise ModuleError(f"{name}: '{op.name}' declares {v.type}, more than "
-                                  f"{MAX_TENSOR_ELEMENTS} elements")  # fmt: skip
+                raise ModuleError(
+                    f"{name}: '{op.name}' declares {v.type}, more than "
+                    f"{MAX_TENSOR_ELEMENTS} elements"
+                )
     try:
         f = entry_function(module)
     except ModuleError:
@@ -191,9 +193,11 @@ def check_types(module: ModuleOp, name: str) -> None:
             try:
                 dtype_name(t)
             except ValueError:
-                raise ModuleError(f"{name}: @{f.sym_name.data} {kind} {i} has type {t}, which "
-                                  "fuel cannot pass in or out (element types: "
-                                  f"{', '.join(ELEMENT_TYPES)})") from None  # fmt: skip
+                raise ModuleError(
+                    f"{name}: @{f.sym_name.data} {kind} {i} has type {t}, which "
+                    "fuel cannot pass in or out (element types: "
+                    f"{', '.join(ELEMENT_TYPES)})"
+                ) from None
 
 
 def _elements(t: TensorType) -> int:

@@ -68,8 +68,9 @@ def arm_latency_ns(
             return None
         name, dtypes, backend = stamp.key()
         shapes = [shape_of(v.type) for v in (*op.operands, *op.results)]
-        ns = judge.measured_latency_ns(name, dtypes[0], size_class(name, shapes), backend,
-                                       stamp.kernel_source.data)  # fmt: skip
+        ns = judge.measured_latency_ns(
+            name, dtypes[0], size_class(name, shapes), backend, stamp.kernel_source.data
+        )
         if ns is None:
             return None
         total += ns

@@ -61,15 +61,18 @@ class DeviceClass:
     memory_bytes: int | None
 
 
-GPU_CLASSES: Mapping[str, DeviceClass] = MappingProxyType({
-    # FLOP rates are ~75% of the f32 CUDA-core peak: the cost model cannot know whether a
-    # kernel uses tensor cores, so it assumes the conservative path; bandwidths ~85% of HBM peak.
-    "h200": DeviceClass(50_000.0, 4_000.0, 141 * 10**9),  # 67 TFLOP/s f32, 4.8 TB/s HBM3e
-    "h100": DeviceClass(50_000.0, 3_000.0, 80 * 10**9),  # 67 TFLOP/s f32, 3.35 TB/s HBM3
-    "a100": DeviceClass(15_000.0, 1_300.0, 40 * 10**9),  # 19.5 TFLOP/s f32, 1.55 TB/s HBM2e
-    "l4": DeviceClass(25_000.0, 250.0, 24 * 10**9),  # 30 TFLOP/s f32, 300 GB/s GDDR6
-    "gpu": DeviceClass(10_000.0, 500.0, None),  # unknown part: a modest discrete GPU
-})  # fmt: skip
+GPU_CLASSES: Mapping[str, DeviceClass] = MappingProxyType(
+    {
+        # FLOP rates are ~75% of the f32 CUDA-core peak: the cost model cannot know whether a
+        # kernel uses tensor cores, so it assumes the conservative path; bandwidths ~85% of HBM
+        # peak.
+        "h200": DeviceClass(50_000.0, 4_000.0, 141 * 10**9),  # 67 TFLOP/s f32, 4.8 TB/s HBM3e
+        "h100": DeviceClass(50_000.0, 3_000.0, 80 * 10**9),  # 67 TFLOP/s f32, 3.35 TB/s HBM3
+        "a100": DeviceClass(15_000.0, 1_300.0, 40 * 10**9),  # 19.5 TFLOP/s f32, 1.55 TB/s HBM2e
+        "l4": DeviceClass(25_000.0, 250.0, 24 * 10**9),  # 30 TFLOP/s f32, 300 GB/s GDDR6
+        "gpu": DeviceClass(10_000.0, 500.0, None),  # unknown part: a modest discrete GPU
+    }
+)
 """GPU class priors, selected by `class` in a declared file or by the detected device name."""
 
 DEFAULT_BACKENDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -119,17 +122,19 @@ class TransferEstimate:
         return TransferEstimate(self.latency_ns + leg.latency_ns, bw, path)
 
 
-TRANSFER_DEFAULTS: Mapping[TransferPath, TransferEstimate] = MappingProxyType({
-    # pageable cudaMemcpy over PCIe 4 x16 measures 8-12 GB/s (the driver bounces through a
-    # pinned buffer); a Python-level tensor.to(device) costs ~20-30 us fixed.
-    TransferPath.DEVICE_COPY: TransferEstimate(30_000.0, 8.0, TransferPath.DEVICE_COPY),
-    # PCIe peer-to-peer without NVLink; an NVLink pair is declared in a topology file.
-    TransferPath.PEER: TransferEstimate(15_000.0, 12.0, TransferPath.PEER),
-    # a host memcpy into memory the device maps: single-thread memcpy bandwidth, no bus.
-    TransferPath.SHARED_MEMORY: TransferEstimate(2_000.0, 20.0, TransferPath.SHARED_MEMORY),
-    # only used when a leg is unknown; normally the two real legs compose (60 us + 4 GB/s).
-    TransferPath.HOST_STAGING: TransferEstimate(60_000.0, 4.0, TransferPath.HOST_STAGING),
-})  # fmt: skip
+TRANSFER_DEFAULTS: Mapping[TransferPath, TransferEstimate] = MappingProxyType(
+    {
+        # pageable cudaMemcpy over PCIe 4 x16 measures 8-12 GB/s (the driver bounces through a
+        # pinned buffer); a Python-level tensor.to(device) costs ~20-30 us fixed.
+        TransferPath.DEVICE_COPY: TransferEstimate(30_000.0, 8.0, TransferPath.DEVICE_COPY),
+        # PCIe peer-to-peer without NVLink; an NVLink pair is declared in a topology file.
+        TransferPath.PEER: TransferEstimate(15_000.0, 12.0, TransferPath.PEER),
+        # a host memcpy into memory the device maps: single-thread memcpy bandwidth, no bus.
+        TransferPath.SHARED_MEMORY: TransferEstimate(2_000.0, 20.0, TransferPath.SHARED_MEMORY),
+        # only used when a leg is unknown; normally the two real legs compose (60 us + 4 GB/s).
+        TransferPath.HOST_STAGING: TransferEstimate(60_000.0, 4.0, TransferPath.HOST_STAGING),
+    }
+)
 """Class defaults (latency ns, bytes/ns) of each transfer path."""
 
 _SAME = TransferEstimate(0.0, math.inf, TransferPath.SAME_DEVICE)
@@ -183,8 +188,9 @@ def cpu_device(cores: int | None = None, memory_bytes: int | None = None) -> Dev
     n = max(int(cores if cores is not None else os.cpu_count() or 1), 1)
     bw = min(n * CPU_BYTES_PER_NS_PER_CORE, CPU_MAX_BYTES_PER_NS)
     mem = memory_bytes if memory_bytes is not None else _host_memory_bytes()
-    return Device("cpu", "cpu", DEFAULT_BACKENDS["cpu"], n * CPU_FLOPS_PER_NS_PER_CORE, bw, mem,
-                  "cpu")  # fmt: skip
+    return Device(
+        "cpu", "cpu", DEFAULT_BACKENDS["cpu"], n * CPU_FLOPS_PER_NS_PER_CORE, bw, mem, "cpu"
+    )
 
 
 def gpu_device(name: str, device_class: str = "gpu", memory_bytes: int | None = None) -> Device:
@@ -493,11 +499,15 @@ class SystemTopology:
         """Devices none of whose backends has a kernel, and backends with kernels but no device."""
         registered = set(table.backends())
         found = [
-            Divergence(d.name, d.backends, f"device '{d.name}' has no kernel for any of its "
-                       f"backends ({', '.join(d.backends)})")
+            Divergence(
+                d.name,
+                d.backends,
+                f"device '{d.name}' has no kernel for any of its "
+                f"backends ({', '.join(d.backends)})",
+            )
             for d in self.devices
             if not registered.intersection(d.backends)
-        ]  # fmt: skip
+        ]
         on_devices = {b for d in self.devices for b in d.backends}
         found += [
             Divergence(None, (b,), f"backend '{b}' has kernels but runs on no device")
@@ -550,8 +560,11 @@ def current_topology() -> SystemTopology:
         snap = _CURRENT.snapshot
         if snap is None or snap.generation != gen:
             declared = _CURRENT.declared
-            snap = (SystemTopology.from_file(declared, gen) if declared
-                    else SystemTopology.detect(generation=gen))  # fmt: skip
+            snap = (
+                SystemTopology.from_file(declared, gen)
+                if declared
+                else SystemTopology.detect(generation=gen)
+            )
             _CURRENT.snapshot = snap
         return snap
 

@@ -32,10 +32,19 @@ from runtime.topology import (
 # -- the reader --------------------------------------------------------------------------
 
 _TOP_KEYS = frozenset({"devices", "peer_groups", "transfers", "substrates"})
-_DEVICE_KEYS = frozenset({
-    "name", "kind", "class", "backends", "flops_per_ns", "bytes_per_ns", "memory_bytes", "cores",
-    "unified_memory",
-})  # fmt: skip
+_DEVICE_KEYS = frozenset(
+    {
+        "name",
+        "kind",
+        "class",
+        "backends",
+        "flops_per_ns",
+        "bytes_per_ns",
+        "memory_bytes",
+        "cores",
+        "unified_memory",
+    }
+)
 _TRANSFER_KEYS = frozenset({"src", "dst", "latency_ns", "gb_per_s", "path", "bidirectional"})
 
 
@@ -71,8 +80,9 @@ class _FileReader:
             raise self.fail(f"{where} must be a table, got {type(entry).__name__}")
         unknown = sorted(set(entry) - allowed)
         if unknown:
-            raise self.fail(f"{where}: unknown key '{unknown[0]}' (allowed: "
-                            f"{', '.join(sorted(allowed))})")  # fmt: skip
+            raise self.fail(
+                f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(allowed))})"
+            )
         return entry
 
     def number(self, entry: dict[str, Any], key: str, where: str, *, zero_ok: bool) -> float:
@@ -102,8 +112,9 @@ class _FileReader:
         entry = self.keys(entry, _DEVICE_KEYS, where)
         name = entry.get("name")
         if not isinstance(name, str) or not DEVICE_NAME.fullmatch(name):
-            raise self.fail(f"{where}: bad device name {name!r} (expected \"cpu\" or "
-                            f"\"<kind>:<n>\", e.g. \"cuda:0\")")  # fmt: skip
+            raise self.fail(
+                f'{where}: bad device name {name!r} (expected "cpu" or "<kind>:<n>", e.g. "cuda:0")'
+            )
         where = f"{where} ('{name}')"
         kind = name.split(":")[0]
         if kind == "cpu" and name != "cpu":
@@ -118,8 +129,9 @@ class _FileReader:
         if "memory_bytes" in entry:
             changes["memory_bytes"] = self.integer(entry, "memory_bytes", where)
         if "backends" in entry:
-            changes["backends"] = tuple(self.names(entry["backends"], BACKEND_NAME, "backends",
-                                                   where))  # fmt: skip
+            changes["backends"] = tuple(
+                self.names(entry["backends"], BACKEND_NAME, "backends", where)
+            )
         if "unified_memory" in entry:
             if not isinstance(entry["unified_memory"], bool):
                 raise self.fail(f"{where}: unified_memory must be true or false")
@@ -150,8 +162,10 @@ class _FileReader:
                     raise self.fail(f"{where}: unknown device '{n}'")
             kinds = {devices[n].kind for n in names}
             if "cpu" in kinds or len(kinds) != 1 or len(set(names)) < 2:
-                raise self.fail(f"{where}: a peer group needs two or more distinct non-cpu "
-                                f"devices of one kind, got {names}")  # fmt: skip
+                raise self.fail(
+                    f"{where}: a peer group needs two or more distinct non-cpu "
+                    f"devices of one kind, got {names}"
+                )
         return declared_pairs(groups)
 
     def transfers(
@@ -191,13 +205,20 @@ class _FileReader:
         if "path" in entry:
             allowed = [p.value for p in TransferPath if p is not TransferPath.SAME_DEVICE]
             if entry["path"] not in allowed:
-                raise self.fail(f"{where}: unknown path {entry['path']!r} (known: "
-                                f"{', '.join(allowed)})")  # fmt: skip
+                raise self.fail(
+                    f"{where}: unknown path {entry['path']!r} (known: {', '.join(allowed)})"
+                )
             path = TransferPath(entry["path"])
-        lat = (self.number(entry, "latency_ns", where, zero_ok=True)
-               if "latency_ns" in entry else base.latency_ns)  # fmt: skip
-        bw = (self.number(entry, "gb_per_s", where, zero_ok=False)
-              if "gb_per_s" in entry else base.bytes_per_ns)  # fmt: skip
+        lat = (
+            self.number(entry, "latency_ns", where, zero_ok=True)
+            if "latency_ns" in entry
+            else base.latency_ns
+        )
+        bw = (
+            self.number(entry, "gb_per_s", where, zero_ok=False)
+            if "gb_per_s" in entry
+            else base.bytes_per_ns
+        )
         return src, dst, TransferEstimate(lat, bw, path)
 
     def substrates(self, table: Any) -> dict[str, str]:

@@ -14,13 +14,27 @@ from runtime.fsutil import atomic_write_bytes
 
 # safetensors header dtype tag <-> fuel dtype name
 _TAGS = {
-    "F64": "f64", "F32": "f32", "F16": "f16", "BF16": "bf16", "I64": "i64", "I32": "i32",
-    "I8": "i8", "U8": "u8", "BOOL": "i1",
-}  # fmt: skip
+    "F64": "f64",
+    "F32": "f32",
+    "F16": "f16",
+    "BF16": "bf16",
+    "I64": "i64",
+    "I32": "i32",
+    "I8": "i8",
+    "U8": "u8",
+    "BOOL": "i1",
+}
 _SPEC_NAMES = {
-    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64",
-    "i32": "int32", "i8": "int8", "u8": "uint8", "i1": "bool",
-}  # fmt: skip
+    "f64": "float64",
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "i64": "int64",
+    "i32": "int32",
+    "i8": "int8",
+    "u8": "uint8",
+    "i1": "bool",
+}
 
 
 class WeightsError(Exception):
@@ -42,11 +56,13 @@ def weights_to_bytes(
     keep = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in weights.items()}
     specs = {
         k: TensorSpec(
-            dtype=_SPEC_NAMES[_fuel_dtype(a)], shape=list(a.shape),
-            data_ptr=a.ctypes.data, data_len=a.nbytes,
+            dtype=_SPEC_NAMES[_fuel_dtype(a)],
+            shape=list(a.shape),
+            data_ptr=a.ctypes.data,
+            data_len=a.nbytes,
         )
         for k, a in keep.items()
-    }  # fmt: skip
+    }
     return bytes(serialize(specs, metadata))
 
 

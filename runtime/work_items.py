@@ -30,9 +30,13 @@ class Slot:
 
 
 _CMP = {
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<=": lambda a, b: a <= b,
-    ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
-}  # fmt: skip
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+}
 
 
 def gate_holds(terms: list[tuple[str, int, int, str, int]], args: list[np.ndarray]) -> bool:
@@ -45,9 +49,14 @@ def gate_holds(terms: list[tuple[str, int, int, str, int]], args: list[np.ndarra
 
 
 def branch_item(
-    arms: list, gates: list, gate_args: list, pick: list[int], consumers: list,
-    out_slots: list[tuple[Slot, DeviceRuntime]], taken: list[int],
-) -> None:  # fmt: skip
+    arms: list,
+    gates: list,
+    gate_args: list,
+    pick: list[int],
+    consumers: list,
+    out_slots: list[tuple[Slot, DeviceRuntime]],
+    taken: list[int],
+) -> None:
     p = pick[0]
     arm = p if p < len(arms) and gate_holds(gates[p], gate_args) else 0
     taken[0] = arm
@@ -125,8 +134,10 @@ def native_program_item(fn: Any, words: int, n: int, kernels: list[str]) -> None
     """Run a native program (`runtime.native.program`): n kernel calls in one C call."""
     failed = fn(words, n)
     if failed >= 0:
-        raise MemoryError(f"'{kernels[failed]}' (record {failed} of the native program) could "
-                          "not allocate its scratch")  # fmt: skip
+        raise MemoryError(
+            f"'{kernels[failed]}' (record {failed} of the native program) could "
+            "not allocate its scratch"
+        )
 
 
 def fuse_native_runs(

@@ -25,14 +25,14 @@ from test_cpu_precision import (
 )
 
 from frontends.builder import GraphBuilder
-from runtime.kernels.cpu import FAMILIES, register_cpu_kernels
-from runtime.kernels.cpu.alternatives import exact_f16_sum
-from runtime.kernels.cpu.linalg import register_linalg
-from runtime.kernels.cpu.native import register_native
 from runtime.binding_table import BindingEntry, KernelBindingTable
 from runtime.compiled import dispatched_kernel_source
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import ExecutionError, Executor
+from runtime.kernels.cpu import FAMILIES, register_cpu_kernels
+from runtime.kernels.cpu.alternatives import exact_f16_sum
+from runtime.kernels.cpu.linalg import register_linalg
+from runtime.kernels.cpu.native import register_native
 from runtime.precision import measure_errors, ulp_distance
 from runtime.rounding import narrow
 
@@ -166,10 +166,15 @@ def _unary_ref(op: str, x: np.ndarray, params: dict) -> np.ndarray:
         return gelu_narrow_ref(x64, params["approximate"] == "tanh")
     xl = x64.astype(L)
     refs = {
-        "exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
-        "rsqrt": lambda v: 1 / np.sqrt(v), "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+        "exp": np.exp,
+        "log": np.log,
+        "tanh": np.tanh,
+        "sin": np.sin,
+        "cos": np.cos,
+        "rsqrt": lambda v: 1 / np.sqrt(v),
+        "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
         "silu": lambda v: np.where(np.isneginf(v), -0.0, v / (1 + np.exp(-v))),
-    }  # fmt: skip
+    }
     return refs[op](xl)
 
 
@@ -408,9 +413,13 @@ def test_contiguous_only_kernels_refuse_views(op: str) -> None:
 
 @pytest.mark.parametrize(
     ("shape", "dtype", "perm"),
-    [((1024, 1024), "f32", (1, 0)), ((2, 1024, 512), "f64", (0, 2, 1)),
-     ((3, 40, 50), "i8", (2, 0, 1)), ((1024, 1024), "bf16", (1, 0))],
-)  # fmt: skip
+    [
+        ((1024, 1024), "f32", (1, 0)),
+        ((2, 1024, 512), "f64", (0, 2, 1)),
+        ((3, 40, 50), "i8", (2, 0, 1)),
+        ((1024, 1024), "bf16", (1, 0)),
+    ],
+)
 def test_contig_transpose_matches_default(shape: tuple[int, ...], dtype: str, perm) -> None:
     """Banded (>= 4 MiB matrices) and plain paths, into C- and F-ordered outputs."""
     x = np.arange(math.prod(shape)).reshape(shape).astype(NUMPY_DTYPES[dtype])

@@ -31,15 +31,61 @@ pytestmark = pytest.mark.skipif(
     c_loader.find_compiler() is None, reason="no C compiler ($CC or cc) on this machine"
 )
 
-TRANSCENDENTAL = {"exp", "log", "tanh", "sin", "cos", "rsqrt", "sigmoid", "silu", "pow", "erf",
-                  "gelu"}  # fmt: skip
-FLOAT_UNARY = ["neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "sin",
-               "cos", "sigmoid", "silu", "erf", "gelu"]  # fmt: skip
+TRANSCENDENTAL = {
+    "exp",
+    "log",
+    "tanh",
+    "sin",
+    "cos",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "pow",
+    "erf",
+    "gelu",
+}
+FLOAT_UNARY = [
+    "neg",
+    "abs",
+    "relu",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "recip",
+    "tanh",
+    "sin",
+    "cos",
+    "sigmoid",
+    "silu",
+    "erf",
+    "gelu",
+]
 FLOAT_BINARY = ["add", "sub", "mul", "div", "pow", "max", "min"]
 INT_BINARY = ["add", "sub", "mul", "max", "min"]
 COMPARES = ["eq", "ne", "lt", "le", "gt", "ge"]
-EDGES = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.7, -88.7, 89.0,
-         -750.0, 710.0, 3e38, -3e38, 0.5, 2.0, -2.5, 1e-7]  # fmt: skip
+EDGES = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1e-40,
+    -1e-40,
+    88.7,
+    -88.7,
+    89.0,
+    -750.0,
+    710.0,
+    3e38,
+    -3e38,
+    0.5,
+    2.0,
+    -2.5,
+    1e-7,
+]
 
 
 def tolerance(op: str, dtype: str) -> int:
@@ -226,8 +272,10 @@ def random_chain(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
             v = getattr(g, binary[rng.integers(len(binary))])(a, b)
         vals.append(v)
     outs = {f"y{i}": v for i, v in enumerate(vals[-3:])}
-    feeds = {f"x{i}": np.asarray(float_values("f32", s, seed + i).clip(-5, 5))
-             for i, s in enumerate(shapes)}  # fmt: skip
+    feeds = {
+        f"x{i}": np.asarray(float_values("f32", s, seed + i).clip(-5, 5))
+        for i, s in enumerate(shapes)
+    }
     return g.build(outs), feeds
 
 
@@ -393,8 +441,9 @@ def test_codegen_option_is_validated() -> None:
 
 
 @pytest.mark.parametrize("native_on", ["1", "0"])
-def test_codegen_auto_follows_the_native_switch(native_on: str, monkeypatch: pytest.MonkeyPatch,
-                                                tmp_path: Path) -> None:  # fmt: skip
+def test_codegen_auto_follows_the_native_switch(
+    native_on: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The default (`auto`) generates C exactly where fuel's native kernels are enabled: a
     compiler exists and FUEL_NATIVE is not 0; a bundle then carries the generated kernels."""
     from lowering.bundle import write_bundle
@@ -414,8 +463,24 @@ def test_codegen_auto_follows_the_native_switch(native_on: str, monkeypatch: pyt
 
 # -- f16 / bf16: bit-identical to the numpy kernels -------------------------------------------
 
-HALF_UNARY = ["neg", "abs", "relu", "sqrt", "recip", "exp", "log", "rsqrt", "tanh", "sin", "cos",
-              "sigmoid", "silu", "erf", "gelu", "gelu_tanh"]  # fmt: skip
+HALF_UNARY = [
+    "neg",
+    "abs",
+    "relu",
+    "sqrt",
+    "recip",
+    "exp",
+    "log",
+    "rsqrt",
+    "tanh",
+    "sin",
+    "cos",
+    "sigmoid",
+    "silu",
+    "erf",
+    "gelu",
+    "gelu_tanh",
+]
 """Unary ops with a 16-bit C emitter: every unary op (pow, binary, stays on numpy)."""
 NOT_COMPUTING = ("fuel.constant", "func.return")
 HALF_BINARY = ["add", "sub", "mul", "div", "max", "min"]
@@ -439,9 +504,7 @@ def half_unary(g: GraphBuilder, op: str, x: object) -> object:
     return g.gelu(x, approximate="tanh") if op == "gelu_tanh" else getattr(g, op)(x)
 
 
-@pytest.mark.parametrize(
-    ("dtype", "op"), [(t, op) for t in HALF for op in HALF_UNARY]
-)  # fmt: skip
+@pytest.mark.parametrize(("dtype", "op"), [(t, op) for t in HALF for op in HALF_UNARY])
 def test_half_unary_exhaustive(dtype: str, op: str) -> None:
     g = GraphBuilder()
     x = g.input("x", (1 << 16,), dtype)
@@ -465,8 +528,13 @@ def test_half_binary_broadcasting(dtype: str) -> None:
     g = GraphBuilder()
     x, y = g.input("x", (5, 1, 40), dtype), g.input("y", (3, 1), dtype)
     module = g.build({"z": g.div(g.sub(x, y), g.max(y, 0.75))})
-    check(module, {"x": random_half(dtype, 200, 12).reshape(5, 1, 40),
-                   "y": random_half(dtype, 3, 13).reshape(3, 1)})  # fmt: skip
+    check(
+        module,
+        {
+            "x": random_half(dtype, 200, 12).reshape(5, 1, 40),
+            "y": random_half(dtype, 3, 13).reshape(3, 1),
+        },
+    )
 
 
 @pytest.mark.parametrize("dst", [*HALF, "f32", "f64", "i64", "i32", "i8", "u8", "i1"])
@@ -492,12 +560,34 @@ def wide_values_near_half_ties(src: str, seed: int) -> np.ndarray:
     dt = to_numpy(src)
     it = np.uint32 if src == "f32" else np.uint64
     rand = rng.integers(0, np.iinfo(it).max, n, dtype=np.uint64, endpoint=True).astype(it)
-    edges = np.array([65504.0, 65519.99, 65520.0, -65520.0, 2.0**-24, 2.0**-25, 3 * 2.0**-26,
-                      2.0**-25 * (1 + 2.0**-20), 3.3961e38, 3.4e38, 1e300, 0.0, -0.0])  # fmt: skip
+    edges = np.array(
+        [
+            65504.0,
+            65519.99,
+            65520.0,
+            -65520.0,
+            2.0**-24,
+            2.0**-25,
+            3 * 2.0**-26,
+            2.0**-25 * (1 + 2.0**-20),
+            3.3961e38,
+            3.4e38,
+            1e300,
+            0.0,
+            -0.0,
+        ]
+    )
     with np.errstate(over="ignore"):
         t = ties.astype(dt)
-        return np.concatenate([t, np.nextafter(t, dt.type(0)), np.nextafter(t, dt.type(np.inf)),
-                               rand.view(dt), edges.astype(dt)])  # fmt: skip
+        return np.concatenate(
+            [
+                t,
+                np.nextafter(t, dt.type(0)),
+                np.nextafter(t, dt.type(np.inf)),
+                rand.view(dt),
+                edges.astype(dt),
+            ]
+        )
 
 
 @pytest.mark.parametrize("dst", HALF)
@@ -536,8 +626,9 @@ def test_half_fused_chain_rounds_after_every_op(dtype: str) -> None:
     mixed = g.cast(g.mul(g.cast(g.sqrt(g.abs(r)), "f32"), w), dtype)
     other = "bf16" if dtype == "f16" else "f16"
     across = g.cast(g.add(g.cast(r, other), g.cast(z, other)), "f64")
-    module = g.build({"r": r, "mixed": g.where(g.compare("gt", mixed, z), mixed, x),
-                      "across": across})  # fmt: skip
+    module = g.build(
+        {"r": r, "mixed": g.where(g.compare("gt", mixed, z), mixed, x), "across": across}
+    )
     lowered_ops = [op.name for op in lowered(module).entry.body.block.ops]
     assert lowered_ops == ["fuel.c_launch", "func.return"]
     feeds = {k: random_half(dtype, n, 20 + i) for i, k in enumerate("xyz")}
@@ -561,11 +652,16 @@ def test_half_nan_inf_subnormal_cases() -> None:
     half_x = g.mul(x, 0.5)  # 0x0001 * 0.5: a tie, to even 0; 0x0003 * 0.5 -> 0x0002
     big = g.add(x, 16.0)  # 65504 + 16 = 65520: to inf
     sel = g.where(g.compare("lt", x, 1.0), g.neg(x), g.abs(x))
-    module = g.build({
-        "half_x": half_x, "big": big, "sel": sel,
-        "yb": g.add(g.neg(y), y), "yw": g.cast(g.cast(y, "f16"), "bf16"),
-        "yf": g.where(g.compare("ne", y, y), g.abs(y), g.mul(y, 2.0)),
-    })  # fmt: skip
+    module = g.build(
+        {
+            "half_x": half_x,
+            "big": big,
+            "sel": sel,
+            "yb": g.add(g.neg(y), y),
+            "yw": g.cast(g.cast(y, "f16"), "bf16"),
+            "yf": g.where(g.compare("ne", y, y), g.abs(y), g.mul(y, 2.0)),
+        }
+    )
     feeds = {"x": h.view(np.float16), "y": b.view(to_numpy("bf16"))}
     check(module, feeds)
     with np.errstate(all="ignore"):

@@ -97,7 +97,7 @@ VENDOR_FIRST = (
         ("gated_mlp", ("f32",) * 5),
         ("attention", ("f32",) * 4),
         ("attention", ("f32", "f32", "f32", "i64", "f32")),
-    }  # fmt: skip
+    }
     if importlib.util.find_spec("torch")
     else set()
 )

@@ -37,9 +37,16 @@ def silu64(x: np.ndarray) -> np.ndarray:
 
 # (x shape, w shape): GEMV rows 1..7, k not a multiple of 8, n across chunk and line edges,
 # weights below and above the parallel threshold, batch dims
-GEMV = [((1, 512), (512, 1408)), ((3, 1408), (1408, 512)), ((7, 100), (100, 33)),
-        ((1, 5), (5, 3)), ((1, 1, 512), (512, 2048)), ((2, 3, 257), (257, 130)),
-        ((1, 9), (9, 1)), ((1, 1000), (1000, 1000))]  # fmt: skip
+GEMV = [
+    ((1, 512), (512, 1408)),
+    ((3, 1408), (1408, 512)),
+    ((7, 100), (100, 33)),
+    ((1, 5), (5, 3)),
+    ((1, 1, 512), (512, 2048)),
+    ((2, 3, 257), (257, 130)),
+    ((1, 9), (9, 1)),
+    ((1, 1000), (1000, 1000)),
+]
 
 
 @pytest.mark.parametrize(("xs", "ws"), GEMV)
@@ -121,9 +128,28 @@ def test_silu_mul_rounds_like_the_numpy_silu() -> None:
     from runtime.kernels.cpu.fused import f32_activations
 
     g = rng(13)
-    x = np.concatenate([g.standard_normal(200_000) * 8, g.standard_normal(200_000) * 200,
-                        [0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, -88.7, -745.0, -700.5,
-                         -699.9, 1e-40, -1e-40, 3e38, -3e38]]).astype(F32)  # fmt: skip
+    x = np.concatenate(
+        [
+            g.standard_normal(200_000) * 8,
+            g.standard_normal(200_000) * 200,
+            [
+                0.0,
+                -0.0,
+                np.inf,
+                -np.inf,
+                np.nan,
+                88.7,
+                -88.7,
+                -745.0,
+                -700.5,
+                -699.9,
+                1e-40,
+                -1e-40,
+                3e38,
+                -3e38,
+            ],
+        ]
+    ).astype(F32)
     u = g.standard_normal(x.size).astype(F32)
     got = x.copy()
     native.library().fuel_native_silu_mul(native.ptr(got), native.ptr(u), got.size)
@@ -193,9 +219,14 @@ print(h.hexdigest())
 def test_bits_do_not_depend_on_the_thread_count() -> None:
     digests = set()
     for n in ("1", "3"):
-        res = subprocess.run([sys.executable, "-c", _BITS_SCRIPT], capture_output=True, text=True,
-                             cwd=ROOT, env={"PATH": "/usr/bin:/bin", "FUEL_NUM_THREADS": n,
-                                            "HOME": str(Path.home())}, timeout=120)  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-c", _BITS_SCRIPT],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "FUEL_NUM_THREADS": n, "HOME": str(Path.home())},
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
         digests.add(res.stdout.strip())
     assert len(digests) == 1
@@ -243,13 +274,17 @@ def test_registered_after_numpy_with_the_c_source_in_the_revision() -> None:
     for op, n in (("matmul", 3), ("gated_mlp", 5), ("rms_norm", 3)):
         sources = [e.kernel_source for e in table.lookup_alternatives(op, ("f32",) * n, "cpu")]
         assert "native" in sources and sources.index("native") > sources.index("numpy")
-    entry = next(e for e in table.lookup_alternatives("rms_norm", ("f32",) * 3, "cpu")
-                 if e.kernel_source == "native")  # fmt: skip
+    entry = next(
+        e
+        for e in table.lookup_alternatives("rms_norm", ("f32",) * 3, "cpu")
+        if e.kernel_source == "native"
+    )
     assert entry.revision_hash != 0 and entry.precision.bit_stable
 
 
-def attention64(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, causal: bool,
-                scale: float) -> np.ndarray:  # fmt: skip
+def attention64(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, causal: bool, scale: float
+) -> np.ndarray:
     """float64 reference of fuel.attention (GQA by repeating kv heads)."""
     g = q.shape[1] // k.shape[1]
     k, v = (np.repeat(a.astype(np.float64), g, axis=1) for a in (k, v))
@@ -266,12 +301,21 @@ def attention64(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, causal
     return e @ v / denom
 
 
-@pytest.mark.parametrize(("b", "hq", "hkv", "sk", "d", "kv_len"),
-                         [(1, 8, 2, 256, 64, 65), (2, 4, 4, 10, 16, 3), (1, 2, 1, 5, 8, 0),
-                          (1, 12, 4, 512, 64, 512), (1, 4, 2, 33, 24, 99),
-                          (1, 4, 1, 1100, 32, 1030), (2, 2, 2, 600, 16, 257)])  # fmt: skip
-def test_flash_decode_against_float64(b: int, hq: int, hkv: int, sk: int, d: int,
-                                      kv_len: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("b", "hq", "hkv", "sk", "d", "kv_len"),
+    [
+        (1, 8, 2, 256, 64, 65),
+        (2, 4, 4, 10, 16, 3),
+        (1, 2, 1, 5, 8, 0),
+        (1, 12, 4, 512, 64, 512),
+        (1, 4, 2, 33, 24, 99),
+        (1, 4, 1, 1100, 32, 1030),
+        (2, 2, 2, 600, 16, 257),
+    ],
+)
+def test_flash_decode_against_float64(
+    b: int, hq: int, hkv: int, sk: int, d: int, kv_len: int
+) -> None:
     g = rng(9)
     q = g.standard_normal((b, hq, 1, d)).astype(F32)
     k, v = (g.standard_normal((b, hkv, sk, d)).astype(F32) for _ in range(2))
@@ -285,11 +329,18 @@ def test_flash_decode_against_float64(b: int, hq: int, hkv: int, sk: int, d: int
     assert normwise(full, attention64(q, k, v, sk, False, params["scale"])) < 1e-6
 
 
-@pytest.mark.parametrize(("b", "hq", "hkv", "sq", "sk", "d", "kv_len", "causal"),
-                         [(1, 8, 2, 64, 256, 64, 64, True), (1, 8, 2, 64, 256, 64, 100, True),
-                          (2, 6, 2, 5, 40, 16, 30, False), (1, 4, 4, 9, 12, 8, 4, True),
-                          (1, 4, 1, 300, 600, 32, 590, True), (1, 2, 2, 3, 8, 8, 0, False),
-                          (1, 3, 1, 7, 7, 16, 7, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("b", "hq", "hkv", "sq", "sk", "d", "kv_len", "causal"),
+    [
+        (1, 8, 2, 64, 256, 64, 64, True),
+        (1, 8, 2, 64, 256, 64, 100, True),
+        (2, 6, 2, 5, 40, 16, 30, False),
+        (1, 4, 4, 9, 12, 8, 4, True),
+        (1, 4, 1, 300, 600, 32, 590, True),
+        (1, 2, 2, 3, 8, 8, 0, False),
+        (1, 3, 1, 7, 7, 16, 7, False),
+    ],
+)
 def test_attention_any_query_count_against_float64(
     b: int, hq: int, hkv: int, sq: int, sk: int, d: int, kv_len: int, causal: bool
 ) -> None:

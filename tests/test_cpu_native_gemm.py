@@ -27,26 +27,30 @@ def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def ref_chain(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-              relu: bool = False) -> np.ndarray:  # fmt: skip
+def ref_chain(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, relu: bool = False
+) -> np.ndarray:
     """The FMA chain written plainly in C (`fuel_native_gemm_fma_ref`, one thread)."""
     m, k, n = x.shape[0], x.shape[1], w.shape[1]
     y = np.empty((m, n), F32)
     p = native.ptr
-    native.library().fuel_native_gemm_fma_ref(p(x), p(w), 0 if b is None else p(b), p(y), m, k,
-                                              n, int(relu))  # fmt: skip
+    native.library().fuel_native_gemm_fma_ref(
+        p(x), p(w), 0 if b is None else p(b), p(y), m, k, n, int(relu)
+    )
     return y
 
 
-def packed_gemm(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                relu: bool = False) -> np.ndarray:  # fmt: skip
+def packed_gemm(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, relu: bool = False
+) -> np.ndarray:
     y = np.empty((x.shape[0], w.shape[1]), F32)
     nk._fma_gemm(x, w, nk.pack(w), b, y, relu)
     return y
 
 
-def inplace_gemm(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                 relu: bool = False) -> np.ndarray:  # fmt: skip
+def inplace_gemm(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, relu: bool = False
+) -> np.ndarray:
     y = np.empty((x.shape[0], w.shape[1]), F32)
     nk._fma_gemm(x, w, None, b, y, relu)
     return y
@@ -65,8 +69,17 @@ def isas() -> Iterator[list[int]]:
 
 # rows: 8 (one 8-block), 9-11 (a padded 12-block), 12, 13, 16 (two 8s), 20, 33, 64; columns
 # around the 32-wide panel; k around the 256-row slice
-SHAPES = [(8, 64, 32), (9, 1, 1), (11, 255, 33), (12, 256, 31), (13, 257, 64), (16, 600, 100),
-          (20, 3, 65), (33, 513, 96), (64, 300, 130)]  # fmt: skip
+SHAPES = [
+    (8, 64, 32),
+    (9, 1, 1),
+    (11, 255, 33),
+    (12, 256, 31),
+    (13, 257, 64),
+    (16, 600, 100),
+    (20, 3, 65),
+    (33, 513, 96),
+    (64, 300, 130),
+]
 
 
 @pytest.mark.parametrize(("m", "k", "n"), SHAPES)
@@ -164,10 +177,12 @@ def test_prepared_kernels_pack_each_constant_once_and_change_no_bit() -> None:
     cache: dict = {}
     shapes = [x.shape, wg.shape]
     mm = nk._matmul_native.prepare([None, wg], shapes, {}, cache)
-    mba = nk._matmul_bias_act_native.prepare([None, wg, b], [*shapes, b.shape], {"act": "relu"},
-                                             cache)  # fmt: skip
-    gated = nk._gated_mlp_native.prepare([None, wg, wu, wd], [x.shape, wg.shape, wu.shape,
-                                         wd.shape], {}, cache)  # fmt: skip
+    mba = nk._matmul_bias_act_native.prepare(
+        [None, wg, b], [*shapes, b.shape], {"act": "relu"}, cache
+    )
+    gated = nk._gated_mlp_native.prepare(
+        [None, wg, wu, wd], [x.shape, wg.shape, wu.shape, wd.shape], {}, cache
+    )
     assert mm is not None and mba is not None and gated is not None
     assert len(cache) == 3  # wg (shared by all three), wu, wd
     for kernel, prepared, ins, params in [
@@ -189,8 +204,9 @@ def test_a_program_record_computes_what_the_call_does() -> None:
     g = rng(6)
     x, w = g.standard_normal((40, 96)).astype(F32), g.standard_normal((96, 72)).astype(F32)
     b = g.standard_normal(72).astype(F32)
-    kernel = nk._matmul_bias_act_native.prepare([None, w, b], [x.shape, w.shape, b.shape],
-                                                {"act": "relu"}, {})  # fmt: skip
+    kernel = nk._matmul_bias_act_native.prepare(
+        [None, w, b], [x.shape, w.shape, b.shape], {"act": "relu"}, {}
+    )
     want, got = np.empty((40, 72), F32), np.full((40, 72), np.nan, F32)
     kernel([x, w, b], [want], {"act": "relu"})
     record = kernel.encode([x, w, b], [got], {"act": "relu"})
@@ -222,8 +238,10 @@ def test_the_executor_packs_weights_once_and_matches_the_plain_kernels(
     fused = Executor(module)
     names = " ".join(fused.op_names)
     assert "native program" in names and "matmul_bias_act" in names, fused.op_names
-    packed = sum(native.library().fuel_native_packed_floats(a, c) * 4
-                 for a, c in zip(dims[:-1], dims[1:], strict=True))  # fmt: skip
+    packed = sum(
+        native.library().fuel_native_packed_floats(a, c) * 4
+        for a, c in zip(dims[:-1], dims[1:], strict=True)
+    )
     weights = sum(a.nbytes for a in module.weights.values())
     assert fused.memory_peak_by_device()["cpu"] >= weights + packed
     monkeypatch.setattr(native, "available", lambda: False)  # no programs, no packing
@@ -271,12 +289,18 @@ def test_attention_follows_the_products_pool(monkeypatch: pytest.MonkeyPatch) ->
         assert nk._attention_cost(shapes, dt, params).flops == blas.flops * slow
 
 
-@pytest.mark.parametrize(("hq", "hkv", "sq", "sk", "kv_len", "causal"),
-                         [(8, 2, 64, 256, 100, True), (4, 4, 33, 40, 40, False),
-                          (6, 2, 7, 300, 290, True), (2, 1, 5, 8, 2, True)])  # fmt: skip
-def test_attention_on_the_gemm_is_the_same_on_every_isa(hq: int, hkv: int, sq: int, sk: int,
-                                                         kv_len: int, causal: bool,
-                                                         isas: list[int]) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("hq", "hkv", "sq", "sk", "kv_len", "causal"),
+    [
+        (8, 2, 64, 256, 100, True),
+        (4, 4, 33, 40, 40, False),
+        (6, 2, 7, 300, 290, True),
+        (2, 1, 5, 8, 2, True),
+    ],
+)
+def test_attention_on_the_gemm_is_the_same_on_every_isa(
+    hq: int, hkv: int, sq: int, sk: int, kv_len: int, causal: bool, isas: list[int]
+) -> None:
     g = rng(hq * sq + kv_len)
     q = g.standard_normal((1, hq, sq, 16)).astype(F32)
     k, v = (g.standard_normal((1, hkv, sk, 16)).astype(F32) for _ in range(2))

@@ -620,9 +620,13 @@ def cases_fused(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     w, b = _floats(t, (8, 5), rng), _floats(t, (5,), rng)
     y = x64 @ _f64(w) + _f64(b)
     scale = 2 * (ax @ np.abs(_f64(w)) + np.abs(_f64(b)))
-    acts = {"none": lambda v: v, "relu": UNARY_REFS["relu"], "silu": UNARY_REFS["silu"],
-            "gelu": lambda v: gelu_narrow_ref(v, False),
-            "gelu_tanh": lambda v: gelu_narrow_ref(v, True).astype(np.float64)}  # fmt: skip
+    acts = {
+        "none": lambda v: v,
+        "relu": UNARY_REFS["relu"],
+        "silu": UNARY_REFS["silu"],
+        "gelu": lambda v: gelu_narrow_ref(v, False),
+        "gelu_tanh": lambda v: gelu_narrow_ref(v, True).astype(np.float64),
+    }
     return [Case([x, w, b], {"act": a}, y.shape, f(y), scale) for a, f in acts.items()]
 
 

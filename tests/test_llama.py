@@ -54,8 +54,7 @@ def modules(importer: str, llama: tuple[Llama, Example]) -> dict[str, FuelModule
 
 
 @pytest.fixture(params=IMPORTERS)
-def imported(request: pytest.FixtureRequest,
-             llama: tuple[Llama, Example]) -> dict[str, FuelModule]:  # fmt: skip
+def imported(request: pytest.FixtureRequest, llama: tuple[Llama, Example]) -> dict[str, FuelModule]:
     return modules(request.param, llama)
 
 
@@ -63,8 +62,9 @@ def fresh(m: FuelModule) -> FuelModule:
     return FuelModule(m.op.clone(), m.weights)
 
 
-def test_graphs_match_pytorch(imported: dict[str, FuelModule],
-                              llama: tuple[Llama, Example]) -> None:  # fmt: skip
+def test_graphs_match_pytorch(
+    imported: dict[str, FuelModule], llama: tuple[Llama, Example]
+) -> None:
     model, ex = llama
     for graph, module in imported.items():
         errs = graph_errors(module, model, ex, graph)
@@ -83,8 +83,9 @@ def test_attention_is_one_fuel_op(imported: dict[str, FuelModule]) -> None:
             assert all(a.kv_len is not None and a.q.type.get_shape()[2] == 1 for a in atts)
 
 
-def test_greedy_tokens_match_pytorch(imported: dict[str, FuelModule],
-                                     llama: tuple[Llama, Example]) -> None:  # fmt: skip
+def test_greedy_tokens_match_pytorch(
+    imported: dict[str, FuelModule], llama: tuple[Llama, Example]
+) -> None:
     model, ex = llama
     want = generate_torch(model, ex.tokens, STEPS).tokens
     got = FuelDecoder(imported["prefill"], imported["decode"]).generate(ex.tokens.numpy(), STEPS)
@@ -142,8 +143,9 @@ def test_both_importers_agree(llama: tuple[Llama, Example]) -> None:
     np.testing.assert_allclose(outs[0]["logits"], outs[1]["logits"], atol=1e-5, rtol=0)
 
 
-def test_saved_ir_round_trips(imported: dict[str, FuelModule], llama: tuple[Llama, Example],
-                              tmp_path: Path) -> None:  # fmt: skip
+def test_saved_ir_round_trips(
+    imported: dict[str, FuelModule], llama: tuple[Llama, Example], tmp_path: Path
+) -> None:
     """The imported decode step saved as IR + safetensors loads and runs to the same logits."""
     _, ex = llama
     path = imported["decode"].save(tmp_path / "decode.mlir")

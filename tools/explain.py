@@ -81,8 +81,9 @@ def _run(args: argparse.Namespace) -> int:
         atomic_write_text(args.html, page)
         print(f"fuel explain: wrote {args.html} ({len(plan.decisions)} decision points)")
     else:
-        sys.stdout.write(explain_text(plan, args.module, options, judge_label=label,
-                                      op_index=args.op))  # fmt: skip
+        sys.stdout.write(
+            explain_text(plan, args.module, options, judge_label=label, op_index=args.op)
+        )
     return 0
 
 

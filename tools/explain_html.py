@@ -32,8 +32,7 @@ from tools.explain_text import (
 
 # -- layout ----------------------------------------------------------------------------------
 
-PALETTE = ("#9ecae1", "#a1d99b", "#fdd0a2", "#dadaeb", "#fcbba1", "#c7e9c0", "#fee391",
-           "#d9d9d9")  # fmt: skip
+PALETTE = ("#9ecae1", "#a1d99b", "#fdd0a2", "#dadaeb", "#fcbba1", "#c7e9c0", "#fee391", "#d9d9d9")
 """Node fills by device, in topology order (light, so dark labels stay readable)."""
 
 NODE_W, NODE_H, IO_W, DUMMY_W, GAP_X, GAP_Y, MARGIN = 190, 40, 90, 8, 20, 56, 24
@@ -75,8 +74,12 @@ def _layers(nodes: list[str], edges: list[_Edge]) -> tuple[dict[int, list[str]],
     for side, order in ((0, sorted(rows)), (1, sorted(rows, reverse=True)), (0, sorted(rows))):
         for lv in order:
             row = rows[lv]
-            bary = {n: sum(slot[m] for m in nbr[n][side]) / len(nbr[n][side]) if nbr[n][side]
-                    else slot[n] for n in row}  # fmt: skip
+            bary = {
+                n: sum(slot[m] for m in nbr[n][side]) / len(nbr[n][side])
+                if nbr[n][side]
+                else slot[n]
+                for n in row
+            }
             row.sort(key=lambda n: bary[n])
             slot.update({n: i for i, n in enumerate(row)})
     return rows, routes
@@ -140,10 +143,12 @@ def _svg_edge(e: _Edge, route: list[str], cv: _Canvas) -> str:
         return f'<path class="edge" d="{path}" marker-end="url(#arrow)"/>'
     label = f"{e.src_device} → {e.dst_device}: {fmt_ns(e.transfer_ns)} ({fmt_bytes(e.nbytes)})"
     cost = _esc(fmt_ns(e.transfer_ns))
-    return (f'<g class="xdev"><path class="edge xdev" d="{path}" stroke-dasharray="6 4" '
-            f'marker-end="url(#arrow-x)"><title>{_esc(label)}</title></path>'
-            f'<text class="halo" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text><text '
-            f'class="xlabel" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text></g>')  # fmt: skip
+    return (
+        f'<g class="xdev"><path class="edge xdev" d="{path}" stroke-dasharray="6 4" '
+        f'marker-end="url(#arrow-x)"><title>{_esc(label)}</title></path>'
+        f'<text class="halo" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text><text '
+        f'class="xlabel" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text></g>'
+    )
 
 
 def _svg_node(v: _View, cv: _Canvas, colour: str) -> str:
@@ -152,12 +157,14 @@ def _svg_node(v: _View, cv: _Canvas, colour: str) -> str:
     kernel = v.rows[0][0] if v.rows else "?"
     line1 = _clip(f"#{v.index} {v.title.split(' = ')[-1]}", 26)
     line2 = _clip(f"{v.device} · {kernel}", 28)
-    return (f'<a href="#op-{v.index}"><g class="op" id="node-{v.index}" data-i="{v.index}">'
-            f"<title>{_esc(f'#{v.index} {v.title} {v.signature} @{v.device}')}</title>"
-            f'<rect x="{x0:.0f}" y="{y0:.0f}" width="{NODE_W}" height="{NODE_H}" rx="6" '
-            f'fill="{colour}"/><text x="{x:.0f}" y="{y - 4:.0f}">{_esc(line1)}</text>'
-            f'<text class="sub" x="{x:.0f}" y="{y + 12:.0f}">{_esc(line2)}</text>'
-            "</g></a>")  # fmt: skip
+    return (
+        f'<a href="#op-{v.index}"><g class="op" id="node-{v.index}" data-i="{v.index}">'
+        f"<title>{_esc(f'#{v.index} {v.title} {v.signature} @{v.device}')}</title>"
+        f'<rect x="{x0:.0f}" y="{y0:.0f}" width="{NODE_W}" height="{NODE_H}" rx="6" '
+        f'fill="{colour}"/><text x="{x:.0f}" y="{y - 4:.0f}">{_esc(line1)}</text>'
+        f'<text class="sub" x="{x:.0f}" y="{y + 12:.0f}">{_esc(line2)}</text>'
+        "</g></a>"
+    )
 
 
 def _clip(s: str, n: int) -> str:
@@ -166,32 +173,44 @@ def _clip(s: str, n: int) -> str:
 
 def _svg_io(node: str, label: str, cv: _Canvas, colour: str) -> str:
     x, y = cv.centre[node]
-    return (f'<g class="io"><title>{_esc(label)}</title><rect x="{x - IO_W / 2:.0f}" '
-            f'y="{y - NODE_H / 4:.0f}" width="{IO_W}" height="{NODE_H / 2:.0f}" rx="10" '
-            f'fill="{colour}"/><text x="{x:.0f}" y="{y + 4:.0f}">{_esc(_clip(label, 12))}</text>'
-            f"</g>")  # fmt: skip
+    return (
+        f'<g class="io"><title>{_esc(label)}</title><rect x="{x - IO_W / 2:.0f}" '
+        f'y="{y - NODE_H / 4:.0f}" width="{IO_W}" height="{NODE_H / 2:.0f}" rx="10" '
+        f'fill="{colour}"/><text x="{x:.0f}" y="{y + 4:.0f}">{_esc(_clip(label, 12))}</text>'
+        f"</g>"
+    )
 
 
-def _render_svg(plan: ExecutionPlan, views: list[_View], edges: list[_Edge],
-               colours: dict[str, str], default: str) -> str:  # fmt: skip
+def _render_svg(
+    plan: ExecutionPlan,
+    views: list[_View],
+    edges: list[_Edge],
+    colours: dict[str, str],
+    default: str,
+) -> str:
     """The plan's graph as a standalone, well-formed SVG element (top-down layers)."""
     args = _block_args(plan.order[0]) if plan.order else ()
     fn = plan.order[0].parent_op() if plan.order else None
     ins = io_names(fn)[0] if isinstance(fn, func.FuncOp) else []
     nodes = [f"in-{k}" for k in range(len(args))] + [f"op-{v.index}" for v in views] + ["out"]
     cv = _Canvas.build(nodes, edges)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{cv.width:.0f}" '
-             f'height="{cv.height:.0f}" viewBox="0 0 {cv.width:.0f} {cv.height:.0f}" '
-             'font-family="system-ui,sans-serif">', f"<style>{_SVG_CSS}</style>",
-             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-             'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker>'
-             '<marker id="arrow-x" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-             'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#d62728"/>'
-             "</marker></defs>"]  # fmt: skip
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{cv.width:.0f}" '
+        f'height="{cv.height:.0f}" viewBox="0 0 {cv.width:.0f} {cv.height:.0f}" '
+        'font-family="system-ui,sans-serif">',
+        f"<style>{_SVG_CSS}</style>",
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker>'
+        '<marker id="arrow-x" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#d62728"/>'
+        "</marker></defs>",
+    ]
     parts += [_svg_edge(e, r, cv) for e, r in zip(edges, cv.routes, strict=True)]
     home = colours.get(default, PALETTE[0])
-    parts += [_svg_io(f"in-{k}", f"in {ins[k] if k < len(ins) else k}", cv, home)
-              for k in range(len(args))]  # fmt: skip
+    parts += [
+        _svg_io(f"in-{k}", f"in {ins[k] if k < len(ins) else k}", cv, home)
+        for k in range(len(args))
+    ]
     parts += [_svg_node(v, cv, colours.get(v.device, "#eee")) for v in views]
     parts += [_svg_io("out", "return", cv, home), "</svg>"]
     return "\n".join(parts)
@@ -274,15 +293,22 @@ def _details(v: _View, open_: bool) -> str:
     body = []
     for r in v.rows:
         verdict = r[-1]
-        cls = verdict if verdict in ("winner", "kept") else (
-            "rejected" if verdict.startswith("rejected") else "other")  # fmt: skip
-        cells = "".join(f'<td class="n">{_esc(c)}</td>' if i in _NUMERIC else f"<td>{_esc(c)}</td>"
-                        for i, c in enumerate(r))  # fmt: skip
+        cls = (
+            verdict
+            if verdict in ("winner", "kept")
+            else ("rejected" if verdict.startswith("rejected") else "other")
+        )
+        cells = "".join(
+            f'<td class="n">{_esc(c)}</td>' if i in _NUMERIC else f"<td>{_esc(c)}</td>"
+            for i, c in enumerate(r)
+        )
         body.append(f'<tr class="{cls}">{cells}</tr>')
-    return (f'<details id="op-{v.index}"{" open" if open_ else ""}><summary>#{v.index} '
-            f"{_esc(v.title)} {_esc(v.signature)} @{_esc(v.device)}</summary>"
-            f'<table class="c"><tr>{head}</tr>{"".join(body)}</table>'
-            f'<p class="why"><b>why:</b> {_esc(v.why)}</p></details>')  # fmt: skip
+    return (
+        f'<details id="op-{v.index}"{" open" if open_ else ""}><summary>#{v.index} '
+        f"{_esc(v.title)} {_esc(v.signature)} @{_esc(v.device)}</summary>"
+        f'<table class="c"><tr>{head}</tr>{"".join(body)}</table>'
+        f'<p class="why"><b>why:</b> {_esc(v.why)}</p></details>'
+    )
 
 
 def explain_html(
@@ -303,8 +329,10 @@ def explain_html(
     colours = _device_colours(options, plan)
     header = _header(plan, module_name, options, judge_label, edges)
     counts = {dev: sum(1 for v in views if v.device == dev) for dev in colours}
-    legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{_esc(dev)} '
-                     f"({counts[dev]} ops)</span>" for dev, c in colours.items())  # fmt: skip
+    legend = "".join(
+        f'<span><i class="sw" style="background:{c}"></i>{_esc(dev)} ({counts[dev]} ops)</span>'
+        for dev, c in colours.items()
+    )
     legend += '<span><i class="dash"></i>cross-device copy (transfer cost)</span>'
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in header[1:])
     svg = _render_svg(plan, views, edges, colours, options.default_device)

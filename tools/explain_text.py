@@ -119,8 +119,9 @@ def ranked_candidates(d: Decision) -> list[tuple[Candidate, str]]:
         if c.device != d.device:
             out.append((c, "other-device"))
             continue
-        i = next((j for j, k in enumerate(kept)
-                  if k.entry is c.entry and k.backend == c.backend), None)  # fmt: skip
+        i = next(
+            (j for j, k in enumerate(kept) if k.entry is c.entry and k.backend == c.backend), None
+        )
         out.append((c, "winner" if i == 0 else "kept" if i is not None else "pruned:frontier"))
     out.sort(key=lambda cv: (_VERDICT_ORDER[cv[1]], cv[0].time_ns))
     return out + [(c, c.verdict) for c in d.alternatives.rejected]
@@ -137,8 +138,16 @@ def _row(c: Candidate, verdict: str) -> tuple[str, ...]:
     rejected = verdict.startswith("rejected")
     total = "—" if rejected else fmt_ns(c.time_ns)
     transfer = "—" if rejected else fmt_ns(c.inbound_transfer_ns)
-    return (c.kernel_source or "?", c.backend, c.device, _layer1(c), judge, transfer, total,
-            verdict)  # fmt: skip
+    return (
+        c.kernel_source or "?",
+        c.backend,
+        c.device,
+        _layer1(c),
+        judge,
+        transfer,
+        total,
+        verdict,
+    )
 
 
 COLUMNS = ("kernel", "backend", "device", "layer-1", "judge", "transfer", "total", "verdict")
@@ -153,9 +162,12 @@ def _net_transfer(inbound: float, back: float = 0.0, exit_delta: float = 0.0) ->
     exit 30.0 µs)`: `back` copies the output home for consumers, `exit_delta` is the change
     in the exit copy to the default device (negative: the placement avoids one)."""
     total = inbound + back + exit_delta
-    parts = [(f"in {fmt_ns(inbound)}", inbound), (f"back {fmt_ns(back)}", back),
-             (f"exit {fmt_ns(exit_delta)}", max(exit_delta, 0.0)),
-             (f"avoids an exit copy of {fmt_ns(-exit_delta)}", max(-exit_delta, 0.0))]  # fmt: skip
+    parts = [
+        (f"in {fmt_ns(inbound)}", inbound),
+        (f"back {fmt_ns(back)}", back),
+        (f"exit {fmt_ns(exit_delta)}", max(exit_delta, 0.0)),
+        (f"avoids an exit copy of {fmt_ns(-exit_delta)}", max(-exit_delta, 0.0)),
+    ]
     shown = [text for text, ns in parts if ns > 0]
     detail = f" ({', '.join(shown)})" if len(shown) > 1 or exit_delta < 0 else ""
     return total, f"transfer {fmt_ns(total)}{detail}"
@@ -212,8 +224,11 @@ class _Why:
             return f"on {d.device}: the only device"
         kop = getattr(op, "KERNEL_OP", op.name)
         verb = "moved to" if d.winner.inbound_transfer_ns > 0 else "stays on"
-        tail = (f", transfer {fmt_ns(d.winner.inbound_transfer_ns)}"
-                if d.winner.inbound_transfer_ns > 0 else "")  # fmt: skip
+        tail = (
+            f", transfer {fmt_ns(d.winner.inbound_transfer_ns)}"
+            if d.winner.inbound_transfer_ns > 0
+            else ""
+        )
         return f"{verb} {d.device}: no kernel for {kop} on {', '.join(others)}{tail}"
 
     def moved(self, op: Operation, d: Decision, src: str) -> str:
@@ -227,15 +242,16 @@ class _Why:
         exit_delta = self.exit_back(op, dev) - self.exit_back(op, src)
         cost, transfer = _net_transfer(inbound, exit_delta=exit_delta)
         if save > cost:
-            return (f"moved to {dev}: compute saves {fmt_ns(save)} ({src} {fmt_ns(costs[src])} "
-                    f"vs {dev} {fmt_ns(costs[dev])}) > {transfer}")  # fmt: skip
+            return (
+                f"moved to {dev}: compute saves {fmt_ns(save)} ({src} {fmt_ns(costs[src])} "
+                f"vs {dev} {fmt_ns(costs[dev])}) > {transfer}"
+            )
         gain = f"saves only {fmt_ns(save)}" if save >= 0 else f"is {fmt_ns(-save)} slower"
         return f"moved to {dev}: compute here {gain} < {transfer}, but {self.downstream(op, dev)}"
 
     def downstream(self, op: Operation, dev: str) -> str:
         """What the placement DP saw beyond this op (it optimises whole chains, not one op)."""
-        same = [c for c in self.graph.consumers[op]
-                if self.graph.plan.decisions[c].device == dev]  # fmt: skip
+        same = [c for c in self.graph.consumers[op] if self.graph.plan.decisions[c].device == dev]
         if same:
             n = len(same)
             return f"{n} consumer{'s' if n > 1 else ''} also run{'' if n > 1 else 's'} on {dev}"
@@ -250,16 +266,19 @@ class _Why:
         alt = min((self.best_on(d, e) for e in costs if e != dev), key=lambda c: c.time_ns)
         e = alt.device
         exit_delta = self.exit_back(op, e) - self.exit_back(op, dev)
-        cost, transfer = _net_transfer(alt.inbound_transfer_ns, self.back_home(op, e, dev),
-                                       exit_delta)  # fmt: skip
+        cost, transfer = _net_transfer(
+            alt.inbound_transfer_ns, self.back_home(op, e, dev), exit_delta
+        )
         if costs[dev] <= costs[e] + cost:
             if costs[e] >= costs[dev]:
                 return f"{verb} {dev}: fastest; {e} would take {fmt_ns(costs[e])} + {transfer}"
             save = fmt_ns(costs[dev] - costs[e])
             return f"{verb} {dev}: {e} would save {save} compute, but {transfer} exceeds it"
         gain = fmt_ns(costs[dev] - costs[e] - cost)
-        return (f"{verb} {dev}: {e} would be {gain} faster for this op alone ({fmt_ns(costs[e])}"
-                f" + {transfer}), but the placement DP keeps it with its neighbours")  # fmt: skip
+        return (
+            f"{verb} {dev}: {e} would be {gain} faster for this op alone ({fmt_ns(costs[e])}"
+            f" + {transfer}), but the placement DP keeps it with its neighbours"
+        )
 
     def back_home(self, op: Operation, alt: str, dev: str) -> float:
         """Moving `op` alone to `alt` sends its output back to `dev` for its consumers there."""
@@ -271,8 +290,11 @@ class _Why:
     def kernel(self, d: Decision) -> str:
         w = d.winner
         layer1 = f"layer-1 {fmt_ns(w.static_ns)}"
-        measured = f"{layer1}, no judge figure" if w.judge_ns is None else (
-            f"judge {fmt_ns(w.judge_ns)} vs {layer1}")  # fmt: skip
+        measured = (
+            f"{layer1}, no judge figure"
+            if w.judge_ns is None
+            else (f"judge {fmt_ns(w.judge_ns)} vs {layer1}")
+        )
         mine = [c for c in d.considered if c.device == d.device]  # in rank order
         if len(mine) <= 1:
             text = f"{w.kernel_source} is the only admissible kernel on {d.device} ({measured})"
@@ -363,13 +385,20 @@ def describe_precision(req: PrecisionRequirement) -> str:
 
 
 def _topology_text(topo: SystemTopology) -> str:
-    devs = ", ".join(d.name + (f" ({d.device_class})" if d.kind != "cpu" and d.device_class else "")
-                     for d in topo.devices)  # fmt: skip
+    devs = ", ".join(
+        d.name + (f" ({d.device_class})" if d.kind != "cpu" and d.device_class else "")
+        for d in topo.devices
+    )
     return f"{topo.source}: {devs}" if topo.source else devs
 
 
-def _header(plan: ExecutionPlan, module_name: str, options: PlanOptions, judge_label: str | None,
-            edges: list[_Edge]) -> list[tuple[str, str]]:  # fmt: skip
+def _header(
+    plan: ExecutionPlan,
+    module_name: str,
+    options: PlanOptions,
+    judge_label: str | None,
+    edges: list[_Edge],
+) -> list[tuple[str, str]]:
     topo = options.topology or SystemTopology.cpu_only()
     winners = [d.winner for d in plan.decisions.values()]
     compute = sum(w.compute_ns for w in winners)
@@ -386,11 +415,17 @@ def _header(plan: ExecutionPlan, module_name: str, options: PlanOptions, judge_l
         *notes,
         ("judge", judge),
         ("precision", describe_precision(options.precision)),
-        ("total", f"{fmt_ns(plan.total_ns)} planned = {fmt_ns(compute)} compute + "
-                  f"{fmt_ns(plan.total_ns - compute)} transfer"),
-        ("placement", f"{len(plan.decisions)} decision points ({placed}); {len(copies)} "
-                      f"cross-device copies ({fmt_bytes(sum(e.nbytes for e in copies))})"),
-    ]  # fmt: skip
+        (
+            "total",
+            f"{fmt_ns(plan.total_ns)} planned = {fmt_ns(compute)} compute + "
+            f"{fmt_ns(plan.total_ns - compute)} transfer",
+        ),
+        (
+            "placement",
+            f"{len(plan.decisions)} decision points ({placed}); {len(copies)} "
+            f"cross-device copies ({fmt_bytes(sum(e.nbytes for e in copies))})",
+        ),
+    ]
 
 
 @dataclass
@@ -446,8 +481,9 @@ def explain_text(
     and why line."""
     g = _Graph(plan)
     topo = options.topology or SystemTopology.cpu_only()
-    header = _header(plan, module_name, options, judge_label,
-                     _edges(g, topo, options.default_device))  # fmt: skip
+    header = _header(
+        plan, module_name, options, judge_label, _edges(g, topo, options.default_device)
+    )
     views = _select(_views(plan, options, g), op_index)
     key_w = max(len(k) for k, _ in header)
     lines = [f"fuel explain: {module_name}"]
@@ -465,6 +501,8 @@ def explain_text(
 
 
 def _cells(row: Sequence[str], widths: Sequence[int]) -> str:
-    cells = (c.rjust(w) if i in _NUMERIC else c.ljust(w)
-             for i, (c, w) in enumerate(zip(row, widths, strict=True)))  # fmt: skip
+    cells = (
+        c.rjust(w) if i in _NUMERIC else c.ljust(w)
+        for i, (c, w) in enumerate(zip(row, widths, strict=True))
+    )
     return "  ".join(cells).rstrip()

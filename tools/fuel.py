@@ -183,22 +183,33 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _add_compile_parser(sub: Any) -> None:
     c = sub.add_parser("compile", help="compile a module into a kernel bundle")
     c.add_argument("module", help="fuel IR file (.mlir) or ONNX model (.onnx)")
-    c.add_argument("-o", "--output", required=True,
-                   help="bundle path: NAME.fuelbundle (archive) or a directory")  # fmt: skip
-    c.add_argument("--target", action="append", default=[],
-                   help="cpu (default) or sm_XY; repeat for several")  # fmt: skip
+    c.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="bundle path: NAME.fuelbundle (archive) or a directory",
+    )
+    c.add_argument(
+        "--target", action="append", default=[], help="cpu (default) or sm_XY; repeat for several"
+    )
     c.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
     c.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
-    c.add_argument("--no-optimize", action="store_true",
-                   help="skip fuel-optimize (kernels are still stamped)")  # fmt: skip
+    c.add_argument(
+        "--no-optimize", action="store_true", help="skip fuel-optimize (kernels are still stamped)"
+    )
     c.add_argument(
         "--format",
         choices=("auto", "dir", "archive"),
         default="auto",
         help="auto: archive if OUT ends in .fuelbundle or .zip, else a directory",
     )
-    c.add_argument("--option", action="append", default=[], metavar="[TARGET:]KEY=VALUE",
-                   help="a backend option (e.g. judge=none)")  # fmt: skip
+    c.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="[TARGET:]KEY=VALUE",
+        help="a backend option (e.g. judge=none)",
+    )
     c.add_argument("--weights", help="safetensors file (default: the one the module names)")
     c.set_defaults(fn=cmd_compile)
 
@@ -209,19 +220,29 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a module (fuel IR, ONNX or a bundle)")
     r.add_argument("module", help="fuel IR (.mlir), ONNX model (.onnx) or kernel bundle")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    r.add_argument("--random-inputs", action="store_true",
-                   help="fill inputs not given with --input from a seeded generator")  # fmt: skip
+    r.add_argument(
+        "--random-inputs",
+        action="store_true",
+        help="fill inputs not given with --input from a seeded generator",
+    )
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
-    r.add_argument("--profile", action="store_true",
-                   help="then time each schedule item and print the slowest")  # fmt: skip
+    r.add_argument(
+        "--profile", action="store_true", help="then time each schedule item and print the slowest"
+    )
     r.add_argument("--weights", help="safetensors file (default: the one the module names)")
-    r.add_argument("--target", help="a bundle's target to run (default: the best this machine "
-                   "runs: its GPU's sm_XY, else cpu)")  # fmt: skip
-    r.add_argument("--emulate", action="store_true",
-                   help="run a bundle's GPU target on CPU tensors under the Triton interpreter "
-                   "where this machine lacks the GPU (also FUEL_EMULATE_GPU=1)")  # fmt: skip
+    r.add_argument(
+        "--target",
+        help="a bundle's target to run (default: the best this machine "
+        "runs: its GPU's sm_XY, else cpu)",
+    )
+    r.add_argument(
+        "--emulate",
+        action="store_true",
+        help="run a bundle's GPU target on CPU tensors under the Triton interpreter "
+        "where this machine lacks the GPU (also FUEL_EMULATE_GPU=1)",
+    )
     r.set_defaults(fn=cmd_run)
     _add_compile_parser(sub)
     add_import_parser(sub)
@@ -236,8 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (CliError, ModuleError, WeightsError, ExecutionError, BindingTableError, BundleError,
-            BackendError) as e:  # fmt: skip
+    except (
+        CliError,
+        ModuleError,
+        WeightsError,
+        ExecutionError,
+        BindingTableError,
+        BundleError,
+        BackendError,
+    ) as e:
         print(f"fuel: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:

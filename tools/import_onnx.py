@@ -27,10 +27,16 @@ def add_import_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("import", help="import an ONNX model as fuel IR + weights")
     p.add_argument("model", help="ONNX model file (.onnx)")
     p.add_argument("-o", "--output", help="IR file to write (default: MODEL.mlir)")
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=1x128",
-                   help="static shape for a graph input with dynamic dims")  # fmt: skip
-    p.add_argument("--no-locations", action="store_true",
-                   help="omit the ONNX node locations from the IR text")  # fmt: skip
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=1x128",
+        help="static shape for a graph input with dynamic dims",
+    )
+    p.add_argument(
+        "--no-locations", action="store_true", help="omit the ONNX node locations from the IR text"
+    )
     p.set_defaults(fn=cmd_import)
     return p
 

@@ -87,19 +87,25 @@ def summary_table(report: ProfileReport) -> str:
     header = ("op", "dtype", "size class", "shape", "kernel_source", "median µs", "max rel err")
     rows = [
         (
-            e.op, e.dtype, _fmt_class(e.size_class), format_shapes(e.shape),
-            e.kernel_source or "-", f"{e.latency_ns / 1e3:.1f}", _fmt_err(e.max_rel_error),
+            e.op,
+            e.dtype,
+            _fmt_class(e.size_class),
+            format_shapes(e.shape),
+            e.kernel_source or "-",
+            f"{e.latency_ns / 1e3:.1f}",
+            _fmt_err(e.max_rel_error),
         )
         for e in sorted(report.entries, key=lambda e: (e.op, e.dtype, e.size_class, e.latency_ns))
-    ]  # fmt: skip
+    ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     numeric = {5, 6}  # right-align the number columns
     lines = [
-        "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(
-            zip(r, widths, strict=True)
-        )).rstrip()
+        "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
         for r in [header, *rows]
-    ]  # fmt: skip
+    ]
     return "\n".join(lines)
 
 

@@ -104,9 +104,11 @@ class ConformanceReport:
         return self.count("unsupported")
 
     def summary(self) -> str:
-        return (f"ONNX node conformance: {self.passed} passed, {self.failed} failed, "
-                f"{self.unsupported} unsupported of {len(self.results)} cases "
-                f"through the {self.through} ({self.seconds:.1f} s)")  # fmt: skip
+        return (
+            f"ONNX node conformance: {self.passed} passed, {self.failed} failed, "
+            f"{self.unsupported} unsupported of {len(self.results)} cases "
+            f"through the {self.through} ({self.seconds:.1f} s)"
+        )
 
 
 def collect_cases() -> list[Any]:
@@ -220,16 +222,19 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
     if not bad.any():
         return ""
     i = tuple(np.argwhere(bad)[0])
-    return (f"{int(bad.sum())} of {bad.size} values differ, e.g. at {list(i)}: got {got[i]}, "
-            f"want {want[i]}")  # fmt: skip
+    return (
+        f"{int(bad.sum())} of {bad.size} values differ, e.g. at {list(i)}: got {got[i]}, "
+        f"want {want[i]}"
+    )
 
 
 THROUGH = ("bundle", "executor")
 """The ways a case can run (see the module doc)."""
 
 
-def run_conformance(cases: Sequence[Any] | None = None, pattern: str = "",
-                    through: str = "bundle") -> ConformanceReport:  # fmt: skip
+def run_conformance(
+    cases: Sequence[Any] | None = None, pattern: str = "", through: str = "bundle"
+) -> ConformanceReport:
     """Run every collected case (or `cases`) whose name contains `pattern`, `through` a
     compiled bundle or straight on the executor."""
     if through not in THROUGH:
@@ -250,9 +255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="list failed/unsupported cases")
     p.add_argument("-k", default="", help="only cases whose name contains this")
-    p.add_argument("--through", choices=THROUGH, default="bundle",
-                   help="bundle: import -> compile -> load -> run (default); executor: import -> "
-                        "run, unoptimized (to tell importer bugs from compiler bugs)")  # fmt: skip
+    p.add_argument(
+        "--through",
+        choices=THROUGH,
+        default="bundle",
+        help="bundle: import -> compile -> load -> run (default); executor: import -> "
+        "run, unoptimized (to tell importer bugs from compiler bugs)",
+    )
     args = p.parse_args(argv)
     report = run_conformance(pattern=args.k, through=args.through)
     if args.verbose:

@@ -80,16 +80,23 @@ def export_onnx(model: Llama, ex: Example, graph: str, out_dir: str | Path) -> P
     ins, outs = _io(graph)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = torch.onnx.export(_module(model, graph), _args(ex, graph), dynamo=True,
-                                 opset_version=ONNX_OPSET, input_names=ins, output_names=outs,
-                                 verbose=False)  # fmt: skip
+        prog = torch.onnx.export(
+            _module(model, graph),
+            _args(ex, graph),
+            dynamo=True,
+            opset_version=ONNX_OPSET,
+            input_names=ins,
+            output_names=outs,
+            verbose=False,
+        )
     path = Path(out_dir) / f"{graph}.onnx"
     atomic_write_bytes(path, prog.model_proto.SerializeToString())
     return path
 
 
-def import_graph(model: Llama, ex: Example, graph: str, importer: str,
-                 out_dir: str | Path | None = None) -> FuelModule:  # fmt: skip
+def import_graph(
+    model: Llama, ex: Example, graph: str, importer: str, out_dir: str | Path | None = None
+) -> FuelModule:
     """One graph through one importer ("torch" or "onnx"; ONNX files go to `out_dir`)."""
     ins, outs = _io(graph)
     if importer == "torch":
@@ -111,8 +118,11 @@ def import_graph(model: Llama, ex: Example, graph: str, importer: str,
 
 def torch_outputs(model: Llama, ex: Example, graph: str) -> dict[str, np.ndarray]:
     with torch.no_grad():
-        outs = model.prefill(*_args(ex, graph)) if graph == "prefill" else model.decode(
-            *_args(ex, graph))  # fmt: skip
+        outs = (
+            model.prefill(*_args(ex, graph))
+            if graph == "prefill"
+            else model.decode(*_args(ex, graph))
+        )
     return {n: o.numpy() for n, o in zip(_io(graph)[1], outs, strict=True)}
 
 

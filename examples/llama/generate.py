@@ -61,8 +61,12 @@ class FuelDecoder:
         t1 = time.perf_counter()
         pos = prompt.shape[1]
         for _ in range(steps - 1):
-            feeds = {"token": np.array([[tokens[-1]]], np.int64), "pos": np.array([pos]),
-                     "k_cache": kc, "v_cache": vc}  # fmt: skip
+            feeds = {
+                "token": np.array([[tokens[-1]]], np.int64),
+                "pos": np.array([pos]),
+                "k_cache": kc,
+                "v_cache": vc,
+            }
             out = self.decode.run(feeds)
             tokens.append(int(out["logits"][0, -1].argmax()))
             kc, vc = out["k_cache_out"], out["v_cache_out"]
@@ -85,8 +89,9 @@ def generate_torch(model: Llama, prompt: torch.Tensor, steps: int) -> Generation
     return Generation(tokens, t1 - t0, time.perf_counter() - t1)
 
 
-def build(cfg: LlamaConfig, prompt_len: int, importer: str = "torch",
-          optimized: bool = True) -> tuple[Llama, torch.Tensor, FuelDecoder]:  # fmt: skip
+def build(
+    cfg: LlamaConfig, prompt_len: int, importer: str = "torch", optimized: bool = True
+) -> tuple[Llama, torch.Tensor, FuelDecoder]:
     """The model, its example prompt and the fuel generator for it."""
     model = Llama(cfg).eval()
     ex = example_inputs(model, prompt_len)
@@ -109,8 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=16)
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--repeat", type=int, default=3, help="runs per engine; the fastest counts")
-    p.add_argument("--torch-threads", type=int, default=1,
-                   help="PyTorch intra-op threads (1: stable on a shared machine)")  # fmt: skip
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="PyTorch intra-op threads (1: stable on a shared machine)",
+    )
     args = p.parse_args(argv)
     cfg = CONFIGS[args.config]
     torch.set_num_threads(max(1, args.torch_threads))
@@ -120,8 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, prompt, dec = build(cfg, args.prompt_len, args.importer, not args.no_optimize)
     params = sum(p.numel() for p in model.parameters()) / 1e6
     steps = "export + import" + ("" if args.no_optimize else " + optimize")
-    print(f"{args.config}: {params:.1f}M params, cache {list(cache_shape(cfg))}; "
-          f"{steps} ({args.importer}): {time.perf_counter() - t:.1f} s")  # fmt: skip
+    print(
+        f"{args.config}: {params:.1f}M params, cache {list(cache_shape(cfg))}; "
+        f"{steps} ({args.importer}): {time.perf_counter() - t:.1f} s"
+    )
     dec.generate(prompt.numpy(), 2)  # warm-up
     generate_torch(model, prompt, 2)
     runs = max(1, args.repeat)
@@ -129,8 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ref = fastest([generate_torch(model, prompt, args.tokens) for _ in range(runs)])
     print(f"best of {runs} runs each; torch uses {torch.get_num_threads()} threads")
     for name, g in (("fuel", fuel), ("torch", ref)):
-        print(f"{name:5s}: prefill {g.prefill_s * 1e3:7.1f} ms, decode "
-              f"{g.decode_tokens_per_s:7.1f} tokens/s  {g.tokens}")  # fmt: skip
+        print(
+            f"{name:5s}: prefill {g.prefill_s * 1e3:7.1f} ms, decode "
+            f"{g.decode_tokens_per_s:7.1f} tokens/s  {g.tokens}"
+        )
     same = fuel.tokens == ref.tokens
     print("tokens match PyTorch" if same else "TOKENS DIFFER from PyTorch")
     return 0 if same else 1

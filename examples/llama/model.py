@@ -45,8 +45,16 @@ class LlamaConfig:
 
 TINY = LlamaConfig(vocab=128, hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, max_seq=32)
 SMALL = LlamaConfig(vocab=2048, hidden=512, layers=4, heads=8, kv_heads=2, ffn=1408, max_seq=256)
-GPT2_SMALL = LlamaConfig(vocab=32000, hidden=768, layers=12, heads=12, kv_heads=4, ffn=2048,
-                         max_seq=512, tie_embeddings=True)  # fmt: skip
+GPT2_SMALL = LlamaConfig(
+    vocab=32000,
+    hidden=768,
+    layers=12,
+    heads=12,
+    kv_heads=4,
+    ffn=2048,
+    max_seq=512,
+    tie_embeddings=True,
+)
 CONFIGS = {"tiny": TINY, "small": SMALL, "gpt2-small": GPT2_SMALL}
 
 
@@ -165,8 +173,9 @@ class Llama(nn.Module):
             vs.append(torch.cat([v, pad], dim=2))
         return self._logits(x), torch.stack(ks), torch.stack(vs)
 
-    def decode(self, token: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor,
-               v_cache: torch.Tensor):  # fmt: skip
+    def decode(
+        self, token: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ):
         """token (1, 1), pos (1,) -> logits (1, 1, V) and the caches with slot `pos` written."""
         cos = torch.index_select(self.rope_cos, 0, pos)
         sin = torch.index_select(self.rope_sin, 0, pos)

@@ -65,9 +65,13 @@ def supported_op_types() -> list[str]:
     return sorted(display_name(d or "", t) for d, t in OPS)
 
 
-def import_onnx(model: ModelLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                constants: Mapping[str, np.ndarray] | None = None,
-                name: str = "main") -> FuelModule:  # fmt: skip
+def import_onnx(
+    model: ModelLike,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constants: Mapping[str, np.ndarray] | None = None,
+    name: str = "main",
+) -> FuelModule:
     """Import an ONNX model (a `ModelProto` or a path) into a verified `FuelModule`.
 
     `input_shapes` pins the shapes of graph inputs with dynamic dims; `constants` fixes graph
@@ -180,8 +184,14 @@ def node_desc(node: onnx.NodeProto, index: int) -> str:
 class _GraphImport:
     """One graph's import: the value environment, the builder and the emitter."""
 
-    def __init__(self, graph: onnx.GraphProto, opset: int, shapes: dict[str, Sequence[int]],
-                 frozen: dict[str, np.ndarray], name: str):  # fmt: skip
+    def __init__(
+        self,
+        graph: onnx.GraphProto,
+        opset: int,
+        shapes: dict[str, Sequence[int]],
+        frozen: dict[str, np.ndarray],
+        name: str,
+    ):
         self.graph, self.opset, self.shapes, self.frozen = graph, opset, shapes, frozen
         self.b = GraphBuilder(name)
         self.em = Emitter(self.b)
@@ -230,8 +240,9 @@ class _GraphImport:
     def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[str, tuple[int, ...]]:
         what = f"graph input '{vi.name}'"
         if not vi.type.HasField("tensor_type"):
-            raise OnnxImportError(f"{what} is not a tensor (sequences, maps and optionals are "
-                                  "unsupported)")  # fmt: skip
+            raise OnnxImportError(
+                f"{what} is not a tensor (sequences, maps and optionals are unsupported)"
+            )
         tt = vi.type.tensor_type
         dtype = fuel_dtype(tt.elem_type, what)
         if vi.name in self.shapes:
@@ -313,8 +324,10 @@ class _GraphImport:
 def _bounded(what: str, dims: list[int]) -> tuple[int, ...]:
     """`dims`, unless they hold more than `MAX_TENSOR_ELEMENTS` elements (refused by name)."""
     if math.prod(dims) > MAX_TENSOR_ELEMENTS:
-        raise OnnxImportError(f"{what} has shape {dims}: more than {MAX_TENSOR_ELEMENTS} "
-                              "elements, the most a tensor may have")  # fmt: skip
+        raise OnnxImportError(
+            f"{what} has shape {dims}: more than {MAX_TENSOR_ELEMENTS} "
+            "elements, the most a tensor may have"
+        )
     return tuple(dims)
 
 

@@ -28,8 +28,10 @@ from frontends.onnx.ops_movement import reshape_to
 from frontends.onnx.registry import Node, onnx_op
 from runtime.dtypes import to_numpy
 
-ATTRS = ("is_causal kv_num_heads q_num_heads scale softcap softmax_precision "
-         "qk_matmul_output_mode left_window_size right_window_size")  # fmt: skip
+ATTRS = (
+    "is_causal kv_num_heads q_num_heads scale softcap softmax_precision "
+    "qk_matmul_output_mode left_window_size right_window_size"
+)
 
 
 def _to_heads(em: Emitter, x: Tensor, heads: int | None) -> Tensor:
@@ -96,10 +98,15 @@ def _fast_ok(n: Node, q: Tensor, k: Tensor, past: int, live: KvMask | None) -> b
     nonpad = n.input(6)
     causal_ok = not n.attr("is_causal", 0) or (sk - past == sq if nonpad is None else True)
     mask_ok = n.input(3) is None or live is not None
-    return (mask_ok and float(n.attr("softcap", 0.0)) <= 0 and not n.wants(3)
-            and _windows(n) == (-1, -1) and causal_ok
-            and (nonpad is None or (past == 0 and shape_of_t(q)[0] == 1))
-            and (precision is None or ONNX_TO_FUEL.get(precision) in (t, "f32")))  # fmt: skip
+    return (
+        mask_ok
+        and float(n.attr("softcap", 0.0)) <= 0
+        and not n.wants(3)
+        and _windows(n) == (-1, -1)
+        and causal_ok
+        and (nonpad is None or (past == 0 and shape_of_t(q)[0] == 1))
+        and (precision is None or ONNX_TO_FUEL.get(precision) in (t, "f32"))
+    )
 
 
 def _fast(n: Node, q: Tensor, k: Tensor, v: Tensor, past: int, live: KvMask | None) -> Tensor:
@@ -111,8 +118,13 @@ def _fast(n: Node, q: Tensor, k: Tensor, v: Tensor, past: int, live: KvMask | No
         kv_len = emit_kv_len(n.em, live)
     else:
         kv_len = reshape_to(n.em, cast(n.em, nonpad, "i64"), ())
-    return n.em.apply(lambda g, a, b, c, m: g.attention(a, b, c, causal=causal, scale=scale,
-                                                        kv_len=m), q, k, v, kv_len)  # fmt: skip
+    return n.em.apply(
+        lambda g, a, b, c, m: g.attention(a, b, c, causal=causal, scale=scale, kv_len=m),
+        q,
+        k,
+        v,
+        kv_len,
+    )
 
 
 def _repeat_heads(em: Emitter, x: Tensor, group: int) -> Tensor:
@@ -217,8 +229,10 @@ def rotary_embedding(n: Node) -> Tensor:
     if pos is not None:
         cos, sin = (em.op("gather", t, pos, axis=0) for t in (cos, sin))
     if shape_of_t(cos) != (b, sq, rd // 2) or rd % 2 or rd > d:
-        raise Unsupported(f"cos/sin of shape {list(shape_of_t(cos))} do not fit input "
-                          f"{list(s)} with rotary_embedding_dim {rd}")  # fmt: skip
+        raise Unsupported(
+            f"cos/sin of shape {list(shape_of_t(cos))} do not fit input "
+            f"{list(s)} with rotary_embedding_dim {rd}"
+        )
     heads = shape_of_t(x4)[1]
     xr = x4 if rd == d else em.op("slice", x4, starts=[0] * 4, limits=[b, heads, sq, rd])
     interleaved = bool(n.attr("interleaved", 0))
@@ -250,8 +264,10 @@ def _rope_primitive(em: Emitter, x: Tensor, cos: Tensor, sin: Tensor, interleave
     half = d // 2
     c, s = (reshape_to(em, t, (b, 1, sq, half)) for t in (cos, sin))
     if interleaved:
-        x1, x2 = (em.op("slice", x, starts=[0, 0, 0, k], limits=[b, h, sq, d],
-                        steps=[1, 1, 1, 2]) for k in (0, 1))  # fmt: skip
+        x1, x2 = (
+            em.op("slice", x, starts=[0, 0, 0, k], limits=[b, h, sq, d], steps=[1, 1, 1, 2])
+            for k in (0, 1)
+        )
     else:
         x1 = em.op("slice", x, starts=[0, 0, 0, 0], limits=[b, h, sq, half])
         x2 = em.op("slice", x, starts=[0, 0, 0, half], limits=[b, h, sq, d])

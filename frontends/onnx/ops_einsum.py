@@ -69,8 +69,9 @@ def _diagonals(em: Emitter, x: Tensor, labs: Labels) -> tuple[Tensor, Labels]:
     return x, labs
 
 
-def _contract(em: Emitter, a: Tensor, la: Labels, b: Tensor, lb: Labels,
-              keep: set[str]) -> tuple[Tensor, Labels]:  # fmt: skip
+def _contract(
+    em: Emitter, a: Tensor, la: Labels, b: Tensor, lb: Labels, keep: set[str]
+) -> tuple[Tensor, Labels]:
     batch = [c for c in la if c in lb and c in keep]
     contr = [c for c in la if c in lb and c not in keep]
     left, right = [c for c in la if c not in lb], [c for c in lb if c not in la]
@@ -80,8 +81,11 @@ def _contract(em: Emitter, a: Tensor, la: Labels, b: Tensor, lb: Labels,
     m, k, n = (math.prod(d[c] for c in cs) for d, cs in ((sa, left), (sa, contr), (sb, right)))
     a = em.op("transpose", a, perm=[la.index(c) for c in batch + left + contr])
     b = em.op("transpose", b, perm=[lb.index(c) for c in batch + contr + right])
-    y = em.op("matmul", reshape_to(em, a, (*(sa[c] for c in batch), m, k)),
-              reshape_to(em, b, (*(sb[c] for c in batch), k, n)))  # fmt: skip
+    y = em.op(
+        "matmul",
+        reshape_to(em, a, (*(sa[c] for c in batch), m, k)),
+        reshape_to(em, b, (*(sb[c] for c in batch), k, n)),
+    )
     shape = (*shape_of_t(y)[: len(batch)], *(sa[c] for c in left), *(sb[c] for c in right))
     return reshape_to(em, y, shape), batch + left + right
 

@@ -19,16 +19,30 @@ from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES
 
 UNARY: dict[str, str] = {
-    "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
-    "Reciprocal": "recip", "Neg": "neg", "Abs": "abs", "Exp": "exp", "Log": "log",
-    "Sin": "sin", "Cos": "cos",
-}  # fmt: skip
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Erf": "erf",
+    "Sqrt": "sqrt",
+    "Reciprocal": "recip",
+    "Neg": "neg",
+    "Abs": "abs",
+    "Exp": "exp",
+    "Log": "log",
+    "Sin": "sin",
+    "Cos": "cos",
+}
 """ONNX unary op -> GraphBuilder method."""
 
 ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul"}
 VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}
-COMPARE = {"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt",
-           "GreaterOrEqual": "ge"}  # fmt: skip
+COMPARE = {
+    "Equal": "eq",
+    "Less": "lt",
+    "LessOrEqual": "le",
+    "Greater": "gt",
+    "GreaterOrEqual": "ge",
+}
 _F64_EXACT_DIV = ("i32", "i8", "u8")
 _WIDTH = {"bf16": 1, "f16": 1, "f32": 2, "f64": 3}
 

@@ -51,8 +51,7 @@ def _fill_value(n: Node) -> float:
     return 0.0 if c is None or c.size == 0 else c.reshape(-1)[0].item()
 
 
-def _pad_axis(em: Emitter, x: Tensor, axis: int, b: int, e: int, mode: str,
-              value: float) -> Tensor:  # fmt: skip
+def _pad_axis(em: Emitter, x: Tensor, axis: int, b: int, e: int, mode: str, value: float) -> Tensor:
     s = list(shape_of_t(x))
     if mode != "constant":
         if s[axis] == 0:

@@ -156,8 +156,13 @@ def take(em: Emitter, x: Tensor, ranges: list[range]) -> Tensor:
     s = shape_of_t(x)
     pos = [r if r.step > 0 else range(0, d) for r, d in zip(ranges, s, strict=True)]
     if any(r != range(0, d) for r, d in zip(pos, s, strict=True)):
-        x = em.op("slice", x, starts=[r.start for r in pos], limits=[r.stop for r in pos],
-                  steps=[r.step for r in pos])  # fmt: skip
+        x = em.op(
+            "slice",
+            x,
+            starts=[r.start for r in pos],
+            limits=[r.stop for r in pos],
+            steps=[r.step for r in pos],
+        )
     for axis, r in enumerate(ranges):
         if r.step < 0:
             x = em.op("gather", x, np.array(list(r), np.int64), axis=axis)

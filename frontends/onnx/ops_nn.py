@@ -92,12 +92,14 @@ def _softmax_along(n: Node, x: Tensor, axis: int) -> Tensor:
 def _check_stash(n: Node, x: Tensor) -> None:
     stash = int(n.attr("stash_type", TensorProto.FLOAT))
     if stash != TensorProto.FLOAT and not (stash == TensorProto.DOUBLE and dtype_of(x) == "f64"):
-        raise Unsupported(f"stash_type {stash} is not supported (fuel computes in f32, f64 "
-                          "for f64 inputs)")  # fmt: skip
+        raise Unsupported(
+            f"stash_type {stash} is not supported (fuel computes in f32, f64 for f64 inputs)"
+        )
 
 
-def normalize(n: Node, kind: str, x: Tensor, axis: int, eps: float,
-              params: list[Tensor | None]) -> Tensor:  # fmt: skip
+def normalize(
+    n: Node, kind: str, x: Tensor, axis: int, eps: float, params: list[Tensor | None]
+) -> Tensor:
     """fuel.<kind> over dims `axis`.. of x; a None param (absent bias) is zeros."""
     em, s = n.em, shape_of_t(x)
     tail, lead = s[axis:], s[:axis]
@@ -110,8 +112,10 @@ def normalize(n: Node, kind: str, x: Tensor, axis: int, eps: float,
             flat.append(scalar(0, dtype_of(x)).repeat(d))
             continue
         if len(shape_of_t(p)) > len(tail):
-            raise Unsupported(f"scale/bias of shape {list(shape_of_t(p))} has more dims than "
-                              f"the normalised shape {list(tail)}")  # fmt: skip
+            raise Unsupported(
+                f"scale/bias of shape {list(shape_of_t(p))} has more dims than "
+                f"the normalised shape {list(tail)}"
+            )
         if shape_of_t(p) != tail:
             p = em.op("broadcast", p, shape=tail)
         flat.append(p if len(tail) == 1 else em.op("reshape", p, shape=(d,)))
@@ -219,5 +223,6 @@ def lp_normalization(n: Node) -> Tensor:
     norm = em.op("reduce_sum", mag, axes=[axis], keepdim=True)
     norm = norm if p == 1 else em.op("sqrt", norm)
     zero = scalar(0, t)
-    return em.apply(lambda g, a, b, c, z: g.where(g.compare("eq", b, z), c, g.div(a, b)),
-                    x, norm, zero, zero)  # fmt: skip
+    return em.apply(
+        lambda g, a, b, c, z: g.where(g.compare("eq", b, z), c, g.div(a, b)), x, norm, zero, zero
+    )

@@ -19,8 +19,12 @@ from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES, normalize_axis
 from runtime.dtypes import to_numpy
 
-PRIMITIVE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
-             "ReduceMin": "reduce_min"}  # fmt: skip
+PRIMITIVE = {
+    "ReduceSum": "reduce_sum",
+    "ReduceMean": "reduce_mean",
+    "ReduceMax": "reduce_max",
+    "ReduceMin": "reduce_min",
+}
 COMPOSITE = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 FLOAT_ONLY = ("ReduceMean", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp")
 
@@ -81,8 +85,9 @@ def reduce(n: Node) -> Tensor:
 def _log_sum_exp(em: Emitter, x: Tensor, axes: list[int], keep: bool) -> Tensor:
     """log(sum(exp(x - m))) + m with m the max over the finite-or--inf entries (ONNX's)."""
     t = dtype_of(x)
-    finite = em.op("where", cmp(em, "eq", em.op("abs", x), scalar(np.inf, t)),
-                   scalar(-np.inf, t), x)  # fmt: skip
+    finite = em.op(
+        "where", cmp(em, "eq", em.op("abs", x), scalar(np.inf, t)), scalar(-np.inf, t), x
+    )
     m = em.op("reduce_max", finite, axes=axes, keepdim=True)
     total = em.op("reduce_sum", em.op("exp", em.op("sub", x, m)), axes=axes, keepdim=True)
     r = em.op("add", em.op("log", total), m)

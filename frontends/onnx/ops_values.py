@@ -19,12 +19,19 @@ from frontends.onnx.ops_elementwise import cast, cmp
 from frontends.onnx.registry import Node, onnx_op
 from runtime.dtypes import to_numpy
 
-_LISTS = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
-          "value_ints": np.int64}  # fmt: skip
+_LISTS = {
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+}
 
 
-@onnx_op("Constant", attrs="value sparse_value value_float value_floats value_int value_ints "
-         "value_string value_strings")  # fmt: skip
+@onnx_op(
+    "Constant",
+    attrs="value sparse_value value_float value_floats value_int value_ints "
+    "value_string value_strings",
+)
 def constant(n: Node) -> Tensor:
     if len(n.proto.attribute) != 1:
         raise Unsupported("needs exactly one value attribute")

@@ -63,8 +63,7 @@ def display_name(domain: str, op_type: str) -> str:
 class Node:
     """One ONNX node during import: its values, attributes and the opset it was written for."""
 
-    def __init__(self, proto: onnx.NodeProto, inputs: list[Tensor | None], opset: int,
-                 em: Emitter):  # fmt: skip
+    def __init__(self, proto: onnx.NodeProto, inputs: list[Tensor | None], opset: int, em: Emitter):
         self.proto, self.inputs, self.opset, self.em = proto, inputs, opset, em
         self._attrs = {a.name: a for a in proto.attribute}
 

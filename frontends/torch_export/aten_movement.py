@@ -28,8 +28,14 @@ def view(cx: Cx, x: Tensor, shape: Sequence[int]) -> Tensor:
     return reshape(cx, x, cx.shape)
 
 
-@aten("flatten.using_ints", "unflatten.int", "squeeze.dim", "squeeze.dims", "squeeze.default",
-      "unsqueeze.default")  # fmt: skip
+@aten(
+    "flatten.using_ints",
+    "unflatten.int",
+    "squeeze.dim",
+    "squeeze.dims",
+    "squeeze.default",
+    "unsqueeze.default",
+)
 def same_data(cx: Cx, x: Tensor, *args: Value) -> Tensor:
     """Ops that only reinterpret the shape: the recorded result shape says it all."""
     return reshape(cx, x, cx.shape)
@@ -87,13 +93,15 @@ def stack(cx: Cx, xs: Sequence[Tensor], dim: int = 0) -> Tensor:
     for x in xs:
         s = list(shape_of_t(x))
         parts.append(reshape(cx, cast(cx.em, x, cx.dtype), (*s[:d], 1, *s[d:])))
-    return parts[0] if len(parts) == 1 else cx.em.apply(lambda g, *vs: g.concat(list(vs), d),
-                                                        *parts)  # fmt: skip
+    return (
+        parts[0] if len(parts) == 1 else cx.em.apply(lambda g, *vs: g.concat(list(vs), d), *parts)
+    )
 
 
 @aten("slice.Tensor")
-def slice_(cx: Cx, x: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
-           step: int = 1) -> Tensor:  # fmt: skip
+def slice_(
+    cx: Cx, x: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+) -> Tensor:
     s = shape_of_t(x)
     d = axis(dim, len(s))
     lo, hi, st = slice(start, end, step).indices(s[d])

@@ -64,8 +64,9 @@ def linear(cx: Cx, x: Tensor, w: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 @aten("addmm.default")
-def addmm(cx: Cx, bias: Tensor, a: Tensor, b: Tensor, *, beta: Value = 1,
-          alpha: Value = 1) -> Tensor:  # fmt: skip
+def addmm(
+    cx: Cx, bias: Tensor, a: Tensor, b: Tensor, *, beta: Value = 1, alpha: Value = 1
+) -> Tensor:
     t = cx.dtype
     y = cx.op("matmul", a, b)
     y = y if alpha == 1 else cx.op("mul", y, scalar(alpha, t))
@@ -81,8 +82,7 @@ def matmul(cx: Cx, a: Tensor, b: Tensor) -> Tensor:
 
 # -- reductions ---------------------------------------------------------------------------
 
-REDUCE = {"mean": "reduce_mean", "sum": "reduce_sum", "amax": "reduce_max",
-          "amin": "reduce_min"}  # fmt: skip
+REDUCE = {"mean": "reduce_mean", "sum": "reduce_sum", "amax": "reduce_max", "amin": "reduce_min"}
 
 
 def _dims(x: Tensor, dim: Value) -> list[int]:
@@ -93,8 +93,7 @@ def _dims(x: Tensor, dim: Value) -> list[int]:
 
 
 def _reduce(method: str) -> object:
-    def reduce(cx: Cx, x: Tensor, dim: Value = None, keepdim: bool = False,
-               **kw: Value) -> Tensor:  # fmt: skip
+    def reduce(cx: Cx, x: Tensor, dim: Value = None, keepdim: bool = False, **kw: Value) -> Tensor:
         axes = _dims(x, dim)
         y = cast(cx.em, x, cx.dtype)
         return y if not axes else cx.op(method, y, axes=axes, keepdim=bool(keepdim))
@@ -102,8 +101,12 @@ def _reduce(method: str) -> object:
     return reduce
 
 
-REDUCE_OVERLOADS = {"mean": ("dim", "default"), "sum": ("dim_IntList", "default"),
-                    "amax": ("default",), "amin": ("default",)}  # fmt: skip
+REDUCE_OVERLOADS = {
+    "mean": ("dim", "default"),
+    "sum": ("dim_IntList", "default"),
+    "amax": ("default",),
+    "amin": ("default",),
+}
 for _name, _method in REDUCE.items():
     for _ov in REDUCE_OVERLOADS[_name]:
         aten(f"{_name}.{_ov}")(_reduce(_method))
@@ -143,8 +146,15 @@ def _norm_param(p: Tensor | None, n: int, fill: float, t: str) -> Tensor:
 
 
 @aten("layer_norm.default", "native_layer_norm.default")
-def layer_norm(cx: Cx, x: Tensor, shape: Sequence[int], w: Tensor | None = None,
-               b: Tensor | None = None, eps: float = 1e-5, *args: Value) -> Value:  # fmt: skip
+def layer_norm(
+    cx: Cx,
+    x: Tensor,
+    shape: Sequence[int],
+    w: Tensor | None = None,
+    b: Tensor | None = None,
+    eps: float = 1e-5,
+    *args: Value,
+) -> Value:
     if len(shape) != 1:
         raise Unsupported(f"layer_norm over {len(shape)} trailing dims (fuel normalises one)")
     t, n = dtype_of(x), int(shape[0])
@@ -153,8 +163,9 @@ def layer_norm(cx: Cx, x: Tensor, shape: Sequence[int], w: Tensor | None = None,
 
 
 @aten("rms_norm.default")
-def rms_norm(cx: Cx, x: Tensor, shape: Sequence[int], w: Tensor | None = None,
-             eps: float | None = None) -> Tensor:  # fmt: skip
+def rms_norm(
+    cx: Cx, x: Tensor, shape: Sequence[int], w: Tensor | None = None, eps: float | None = None
+) -> Tensor:
     if len(shape) != 1:
         raise Unsupported(f"rms_norm over {len(shape)} trailing dims (fuel normalises one)")
     t, n = dtype_of(x), int(shape[0])
@@ -167,9 +178,18 @@ def rms_norm(cx: Cx, x: Tensor, shape: Sequence[int], w: Tensor | None = None,
 
 
 @aten("scaled_dot_product_attention.default")
-def sdpa(cx: Cx, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
-         dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
-         enable_gqa: bool = False) -> Tensor:  # fmt: skip
+def sdpa(
+    cx: Cx,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     if dropout_p:
         raise Unsupported("attention dropout (export the model in eval mode)")
     if not len(shape_of_t(q)) == len(shape_of_t(k)) == len(shape_of_t(v)) == 4:
@@ -182,8 +202,9 @@ def sdpa(cx: Cx, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = Non
         if live is None:
             return cx.op("attention", q, k, v, causal=bool(is_causal), scale=scale)
         kv_len = emit_kv_len(cx.em, live)
-        return cx.em.apply(lambda g, a, b, c, n: g.attention(a, b, c, scale=scale, kv_len=n),
-                           q, k, v, kv_len)  # fmt: skip
+        return cx.em.apply(
+            lambda g, a, b, c, n: g.attention(a, b, c, scale=scale, kv_len=n), q, k, v, kv_len
+        )
     return _sdpa_reference(cx, q, k, v, attn_mask, bool(is_causal), scale)
 
 
@@ -221,8 +242,9 @@ def _repeat_heads(cx: Cx, x: Tensor, group: int) -> Tensor:
     return reshape(cx, wide, (b, h * group, s, d))
 
 
-def _sdpa_reference(cx: Cx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-                    causal: bool, scale: float) -> Tensor:  # fmt: skip
+def _sdpa_reference(
+    cx: Cx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, scale: float
+) -> Tensor:
     """torch's math SDPA: softmax(q k^T * scale + bias) v, fully masked rows zero."""
     t = dtype_of(q)
     sq, sk = shape_of_t(q)[2], shape_of_t(k)[2]

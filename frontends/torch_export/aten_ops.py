@@ -22,10 +22,16 @@ from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, 
 from fuel_dialect.dtypes import FLOAT_NAMES, normalize_axis
 
 TORCH_TO_FUEL: dict[torch.dtype, str] = {
-    torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8",
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int8: "i8",
+    torch.uint8: "u8",
     torch.bool: "i1",
-}  # fmt: skip
+}
 FUEL_TO_TORCH = {v: k for k, v in TORCH_TO_FUEL.items()}
 
 Value = Any  # a Tensor, a Python scalar or list, None
@@ -124,10 +130,21 @@ def reshape(cx: Cx, x: Tensor, shape: Sequence[int]) -> Tensor:
 # -- elementwise --------------------------------------------------------------------------
 
 UNARY = {
-    "neg": "neg", "rsqrt": "rsqrt", "sqrt": "sqrt", "exp": "exp", "log": "log", "tanh": "tanh",
-    "sigmoid": "sigmoid", "silu": "silu", "relu": "relu", "erf": "erf", "cos": "cos",
-    "sin": "sin", "abs": "abs", "reciprocal": "recip",
-}  # fmt: skip
+    "neg": "neg",
+    "rsqrt": "rsqrt",
+    "sqrt": "sqrt",
+    "exp": "exp",
+    "log": "log",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+    "silu": "silu",
+    "relu": "relu",
+    "erf": "erf",
+    "cos": "cos",
+    "sin": "sin",
+    "abs": "abs",
+    "reciprocal": "recip",
+}
 """aten unary op -> GraphBuilder method (float ops compute in the result dtype)."""
 
 
@@ -147,8 +164,14 @@ def gelu(cx: Cx, x: Tensor, approximate: str = "none") -> Tensor:
     return cx.op("gelu", x, approximate=approximate)
 
 
-BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
-          "minimum": "min"}  # fmt: skip
+BINARY = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "div": "div",
+    "maximum": "max",
+    "minimum": "min",
+}
 BINARY_OVERLOADS = {"maximum": ("default",), "minimum": ("default",)}
 """Overloads per op (default: Tensor and Scalar)."""
 
@@ -226,8 +249,14 @@ def logical_not(cx: Cx, x: Tensor) -> Tensor:
     return _compare("eq")(cx, cast(cx.em, x, "i1"), False)
 
 
-@aten("logical_and.default", "logical_or.default", "bitwise_and.Tensor", "bitwise_or.Tensor",
-      "__and__.Tensor", "__or__.Tensor")  # fmt: skip
+@aten(
+    "logical_and.default",
+    "logical_or.default",
+    "bitwise_and.Tensor",
+    "bitwise_or.Tensor",
+    "__and__.Tensor",
+    "__or__.Tensor",
+)
 def logical_binary(cx: Cx, a: Tensor, b: Tensor) -> Tensor:
     """a and b = a ? b : false; a or b = a ? true : b."""
     _bool_only(cx, a, b)
@@ -268,8 +297,15 @@ def to_copy(cx: Cx, x: Tensor, *args: Value, **kw: Value) -> Tensor:
     return cast(cx.em, x, cx.dtype)
 
 
-@aten("clone.default", "contiguous.default", "alias.default", "lift_fresh_copy.default",
-      "detach_.default", "dropout.default", "_assert_tensor_metadata.default")  # fmt: skip
+@aten(
+    "clone.default",
+    "contiguous.default",
+    "alias.default",
+    "lift_fresh_copy.default",
+    "detach_.default",
+    "dropout.default",
+    "_assert_tensor_metadata.default",
+)
 def identity(cx: Cx, x: Value, *args: Value, **kw: Value) -> Value:
     """Value-preserving ops (`detach_` only drops autograd history: in place, but no data
     changes); eval-mode dropout; metadata assertions make nothing."""

@@ -41,9 +41,13 @@ def supported_aten_ops() -> list[str]:
 
 
 def import_exported_program(
-    ep: ExportedProgram, *, input_names: Sequence[str] | None = None,
-    output_names: Sequence[str] | None = None, name: str = "main", decompose: bool = False,
-) -> FuelModule:  # fmt: skip
+    ep: ExportedProgram,
+    *,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    name: str = "main",
+    decompose: bool = False,
+) -> FuelModule:
     """Import `ep` into a verified `FuelModule` (see the module doc). `input_names` and
     `output_names` rename the user inputs and outputs (default: forward()'s parameter names
     and the FX names of the returned values)."""
@@ -74,9 +78,10 @@ def _mutates(name: str) -> bool:
 
 def _check_supported(graph: fx.Graph) -> None:
     missing = Counter(
-        _target(n) for n in graph.nodes
+        _target(n)
+        for n in graph.nodes
         if n.op == "call_function" and _target(n) not in ATEN and _target(n) != _GETITEM
-    )  # fmt: skip
+    )
     others = Counter(n.op for n in graph.nodes if n.op in ("call_module", "call_method"))
     missing.update({f"<{k}>": c for k, c in others.items()})
     if missing:
@@ -94,8 +99,10 @@ def _check_static(ep: ExportedProgram) -> None:
         val = n.meta.get("val")
         for v in val if isinstance(val, list | tuple) else [val]:
             if isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool):
-                raise TorchImportError(f"node '{n.name}' is a symbolic value ({v}); fuel needs "
-                                       "static shapes (export without dynamic_shapes)")  # fmt: skip
+                raise TorchImportError(
+                    f"node '{n.name}' is a symbolic value ({v}); fuel needs "
+                    "static shapes (export without dynamic_shapes)"
+                )
             shape = getattr(v, "shape", ())
             dyn = [k for k, d in enumerate(shape) if not isinstance(d, int)]
             if dyn:
@@ -140,8 +147,13 @@ def _source(node: fx.Node) -> str:
 class _ProgramImport:
     """One program's import: the FX value environment, the builder and the emitter."""
 
-    def __init__(self, ep: ExportedProgram, input_names: Sequence[str] | None,
-                 output_names: Sequence[str] | None, name: str):  # fmt: skip
+    def __init__(
+        self,
+        ep: ExportedProgram,
+        input_names: Sequence[str] | None,
+        output_names: Sequence[str] | None,
+        name: str,
+    ):
         self.ep, self.b = ep, GraphBuilder(name)
         self.em = _Emitter(self.b)
         self.env: dict[fx.Node, Any] = {}
@@ -238,8 +250,10 @@ class _ProgramImport:
                 continue
             shape, dtype = tuple(int(d) for d in want.shape), fuel_dtype(want.dtype)
             if shape_of_t(got) != shape or dtype_of(got) != dtype:
-                err = TorchImportError(f"imports as {dtype_of(got)}{list(shape_of_t(got))}, "
-                                       f"torch recorded {dtype}{list(shape)}")  # fmt: skip
+                err = TorchImportError(
+                    f"imports as {dtype_of(got)}{list(shape_of_t(got))}, "
+                    f"torch recorded {dtype}{list(shape)}"
+                )
                 err.internal = True
                 raise err
 
@@ -249,12 +263,15 @@ class _ProgramImport:
         bad = [s for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT]
         if bad:
             what = ", ".join(f"{s.kind.name.lower()} of '{s.target}'" for s in bad)
-            raise TorchImportError(f"the program mutates state ({what}); fuel imports pure "
-                                   "functions (return the new value instead)")  # fmt: skip
+            raise TorchImportError(
+                f"the program mutates state ({what}); fuel imports pure "
+                "functions (return the new value instead)"
+            )
         out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
         values = list(out_node.args[0])
-        names = list(self.output_names) if self.output_names else [
-            s.arg.name for s in sig.output_specs]  # fmt: skip
+        names = (
+            list(self.output_names) if self.output_names else [s.arg.name for s in sig.output_specs]
+        )
         if len(names) != len(values):
             raise TorchImportError(f"{len(names)} output names given for {len(values)} outputs")
         results: dict[str, SSAValue] = {}

@@ -173,8 +173,9 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
     if not options.optimize or is_optimized(module):
         md["optimized"] = False
         return module
-    picker = PickerOptions(topology=options.topology, precision=options.precision,
-                           judge=options.judge)  # fmt: skip
+    picker = PickerOptions(
+        topology=options.topology, precision=options.precision, judge=options.judge
+    )
     try:
         with known_weights(module.weights):  # rope tables gathered from weights: halves checked
             optimize_graph(module.op, picker)
@@ -220,16 +221,22 @@ def artifacts_stage(module: FuelModule, md: dict[str, Any]) -> list[KernelArtifa
         if kid in out:
             if out[kid].revision != stamp.revision_int():
                 seen = f"{out[kid].revision:016x}"
-                raise BackendError(f"kernel {kid} is stamped with two revisions "
-                                   f"({seen}, {stamp.revision.data})")  # fmt: skip
+                raise BackendError(
+                    f"kernel {kid} is stamped with two revisions ({seen}, {stamp.revision.data})"
+                )
             continue
         entry = resolve(table, name, dtypes, stamp.kernel_source.data, stamp.revision_int(), kid)
         meta = {
-            "op": name, "dtypes": list(dtypes), "backend": backend,
-            "source": entry.kernel_source, "precision": entry.precision.describe(),
-            "caps": {"strided_input": entry.caps.strided_input,
-                     "requires_broadcast": entry.caps.requires_broadcast},
-        }  # fmt: skip
+            "op": name,
+            "dtypes": list(dtypes),
+            "backend": backend,
+            "source": entry.kernel_source,
+            "precision": entry.precision.describe(),
+            "caps": {
+                "strided_input": entry.caps.strided_input,
+                "requires_broadcast": entry.caps.requires_broadcast,
+            },
+        }
         out[kid] = KernelArtifact(kid, entry.revision_hash, "cpu", {}, meta)
     out |= {a.kernel_id: a for a in c_artifacts(module)}
     if any(a.meta.get("source", "").startswith("native") for a in out.values()):
@@ -248,11 +255,12 @@ def native_artifact() -> KernelArtifact:
     import platform
 
     source = native.source()
-    files = {f"{NATIVE_LIBRARY}.c": source.encode(),
-             f"{NATIVE_LIBRARY}.so": library_path(source, native.FLAGS).read_bytes()}  # fmt: skip
+    files = {
+        f"{NATIVE_LIBRARY}.c": source.encode(),
+        f"{NATIVE_LIBRARY}.so": library_path(source, native.FLAGS).read_bytes(),
+    }
     meta = {"kind": "native", "machine": platform.machine(), "cflags": list(native.FLAGS)}
-    return KernelArtifact(NATIVE_LIBRARY, int(source_key(source)[:16], 16), CPU_TARGET, files,
-                          meta)  # fmt: skip
+    return KernelArtifact(NATIVE_LIBRARY, int(source_key(source)[:16], 16), CPU_TARGET, files, meta)
 
 
 def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:

@@ -55,9 +55,16 @@ from runtime.loaders.c import CodegenError
 from runtime.native.helpers import HELPER_DEPS, HELPERS, helper_source
 
 CTYPE = {
-    "f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t", "i8": "int8_t",
-    "u8": "uint8_t", "i1": "uint8_t", "f16": "uint16_t", "bf16": "uint16_t",
-}  # fmt: skip
+    "f64": "double",
+    "f32": "float",
+    "i64": "int64_t",
+    "i32": "int32_t",
+    "i8": "int8_t",
+    "u8": "uint8_t",
+    "i1": "uint8_t",
+    "f16": "uint16_t",
+    "bf16": "uint16_t",
+}
 """fuel dtype -> C storage type (i1 is a 0/1 byte, like numpy's bool; f16/bf16 their bits)."""
 VTYPE = {**CTYPE, "f16": "float", "bf16": "float"}
 """fuel dtype -> the C type its values are held in (f16/bf16: the f32 of the same value)."""
@@ -93,7 +100,11 @@ FLOAT_UNARY = {
 
 NARROW_UNARY = {
     op: f"({{T}})fuel_tiny_half_sum((double){{x}}, {fn}((double){{x}}))"
-    for op, fn in (("silu", "fuel_silu"), ("gelu", "fuel_gelu_erf"), ("gelu_tanh", "fuel_gelu_tanh"))
+    for op, fn in (
+        ("silu", "fuel_silu"),
+        ("gelu", "fuel_gelu_erf"),
+        ("gelu_tanh", "fuel_gelu_tanh"),
+    )
 }
 """`FLOAT_UNARY` overrides for results narrower than f64 (`special.tiny_half_sum`)."""
 
@@ -145,7 +156,7 @@ SUPPORTED: dict[str, tuple[str, ...]] = {
             "gelu",
         ),
         FLOAT,
-    ),  # fmt: skip
+    ),
     "gelu_tanh": ("f32",),
     **dict.fromkeys(("add", "sub", "mul", "max", "min"), (*FLOAT, *INTS)),
     **dict.fromkeys(("div", "pow"), FLOAT),
@@ -177,22 +188,47 @@ def c_eligible(op: Operation) -> bool:
 # -- cost model: does a group run faster as one C call than as numpy calls? -------------------
 
 C_NS_PER_ELEMENT = {
-    "exp": 6.0, "log": 7.0, "tanh": 23.0, "sin": 14.0, "cos": 14.0, "rsqrt": 2.0,
-    "sigmoid": 11.0, "silu": 11.0, "erf": 39.0, "gelu": 40.0, "gelu_tanh": 11.0, "pow": 18.0,
-}  # fmt: skip
+    "exp": 6.0,
+    "log": 7.0,
+    "tanh": 23.0,
+    "sin": 14.0,
+    "cos": 14.0,
+    "rsqrt": 2.0,
+    "sigmoid": 11.0,
+    "silu": 11.0,
+    "erf": 39.0,
+    "gelu": 40.0,
+    "gelu_tanh": 11.0,
+    "pow": 18.0,
+}
 """Generated C, ns per element by op (scalar libm in double); any other op: `CHEAP_NS`.
 Measured on the x86-64 reference host (GCC 12, glibc 2.36) at 64k elements."""
 NUMPY_NS_PER_ELEMENT = {
-    "exp": 1.5, "log": 1.8, "tanh": 2.7, "sin": 15.0, "cos": 15.0, "rsqrt": 2.0,
-    "sigmoid": 5.5, "silu": 7.5, "erf": 80.0, "gelu": 55.0, "gelu_tanh": 8.0, "pow": 4.3,
-}  # fmt: skip
+    "exp": 1.5,
+    "log": 1.8,
+    "tanh": 2.7,
+    "sin": 15.0,
+    "cos": 15.0,
+    "rsqrt": 2.0,
+    "sigmoid": 5.5,
+    "silu": 7.5,
+    "erf": 80.0,
+    "gelu": 55.0,
+    "gelu_tanh": 8.0,
+    "pow": 4.3,
+}
 """The numpy kernels, ns per element (SIMD f64 routines), same host and size."""
 CHEAP_NS = 0.25
 """+ - * / max min compares casts where sqrt: vectorized in both, memory bound."""
 C_CALL_NS = 600.0
 """One generated kernel call from the executor (ctypes), measured."""
-NUMPY_CALL_NS = {"sigmoid": 10_000.0, "silu": 10_000.0, "erf": 50_000.0, "gelu": 50_000.0,
-                 "gelu_tanh": 10_000.0}  # fmt: skip
+NUMPY_CALL_NS = {
+    "sigmoid": 10_000.0,
+    "silu": 10_000.0,
+    "erf": 50_000.0,
+    "gelu": 50_000.0,
+    "gelu_tanh": 10_000.0,
+}
 """Per-call overhead of the composite numpy kernels (`_common.OVERHEAD_NS`); others 1000."""
 
 
@@ -202,8 +238,9 @@ def c_pays_off(group: FusionGroup) -> bool:
     n = math.prod(group.space)
     keys = [op_key(op) for op in group.ops]
     c_ns = C_CALL_NS + n * sum(C_NS_PER_ELEMENT.get(k, CHEAP_NS) for k in keys)
-    numpy_ns = sum(NUMPY_CALL_NS.get(k, 1000.0) + n * NUMPY_NS_PER_ELEMENT.get(k, CHEAP_NS)
-                   for k in keys)  # fmt: skip
+    numpy_ns = sum(
+        NUMPY_CALL_NS.get(k, 1000.0) + n * NUMPY_NS_PER_ELEMENT.get(k, CHEAP_NS) for k in keys
+    )
     return c_ns <= numpy_ns
 
 

@@ -125,8 +125,18 @@ CONVERT_DOUBLE = {"f16": "fuel_chd", "bf16": "fuel_cbd"}
 EXACT = ("neg", "abs", "where", "broadcast", "eq", "ne", "lt", "le", "gt", "ge")
 """Ops whose result is an operand (or its sign flipped) or a bool: no rounding step."""
 DOUBLE_COMPUTE = (
-    "exp", "log", "tanh", "sin", "cos", "rsqrt", "sigmoid", "silu", "erf", "gelu", "gelu_tanh",
-)  # fmt: skip
+    "exp",
+    "log",
+    "tanh",
+    "sin",
+    "cos",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "erf",
+    "gelu",
+    "gelu_tanh",
+)
 """Ops the numpy kernels evaluate in f64 for f16/bf16 (`_common.F64_COMPUTE`), rounded once."""
 
 SUPPORTED: dict[str, tuple[str, ...]] = {

@@ -57,9 +57,10 @@ def convert_function(
     """Rewrite one function body (see `ConvertFuelToCPass`)."""
     block = f.body.block
     groups = [
-        g for g in c_groups(block, host_eligible)
+        g
+        for g in c_groups(block, host_eligible)
         if len(g.ops) >= min_ops and g.outputs and (not cost_model or c_pays_off(g))
-    ]  # fmt: skip
+    ]
     if not groups:
         return
     grouped = {op for g in groups for op in g.ops}

@@ -223,8 +223,13 @@ def compile_specs(
     env = knobs.child_env((root, *python_path), TRITON_INTERPRET="0", FUEL_GPU="1")
     proc = subprocess.run(
         [sys.executable, "-m", "lowering.triton.aot"],
-        input=payload, capture_output=True, text=True, cwd=root, env=env, timeout=1800,
-    )  # fmt: skip
+        input=payload,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no message)"]
         raise AotError(f"AOT compile for {target} failed: {tail[0]}")
@@ -236,17 +241,24 @@ def _request(spec: TritonKernelSpec, specialize: bool) -> dict[str, Any]:
     py = spec.fn.fn  # JITFunction and InterpretedFunction both wrap the Python function
     special = specialization_of(spec) if specialize else {}
     return {
-        "name": spec.name, "module": py.__module__, "fn": py.__name__,
-        "signature": dict(spec.signature), "constexprs": dict(spec.constexprs),
-        "num_warps": spec.num_warps, "num_stages": spec.num_stages,
+        "name": spec.name,
+        "module": py.__module__,
+        "fn": py.__name__,
+        "signature": dict(spec.signature),
+        "constexprs": dict(spec.constexprs),
+        "num_warps": spec.num_warps,
+        "num_stages": spec.num_stages,
         "specialization": {k: list(v) for k, v in special.items()},
-    }  # fmt: skip
+    }
 
 
 def _attrs(fn: Any, specialization: Mapping[str, Sequence[str]]) -> dict[tuple[int, ...], Any]:
     """Triton's per-argument attributes (`ASTSource(attrs=...)`, keyed by argument path)."""
-    return {(fn.arg_names.index(name),): [["tt.divisibility", ALIGN]]
-            for name, kinds in specialization.items() if kinds}  # fmt: skip
+    return {
+        (fn.arg_names.index(name),): [["tt.divisibility", ALIGN]]
+        for name, kinds in specialization.items()
+        if kinds
+    }
 
 
 def _build(req: Mapping[str, Any], target: str) -> dict[str, Any]:
@@ -258,8 +270,12 @@ def _build(req: Mapping[str, Any], target: str) -> dict[str, Any]:
 
     fn = getattr(importlib.import_module(req["module"]), req["fn"])
     special = req.get("specialization", {})
-    src = ASTSource(fn=fn, signature=dict(req["signature"]), constexprs=dict(req["constexprs"]),
-                    attrs=_attrs(fn, special))  # fmt: skip
+    src = ASTSource(
+        fn=fn,
+        signature=dict(req["signature"]),
+        constexprs=dict(req["constexprs"]),
+        attrs=_attrs(fn, special),
+    )
     options = {"num_warps": req["num_warps"], "num_stages": req["num_stages"]}
     try:
         compiled = triton.compile(src, target=parse_target(target), options=options)

@@ -173,9 +173,12 @@ def _act_table() -> dict[str, tuple[type[Operation], Any] | None]:
     from xdsl.dialects.builtin import UnitAttr
 
     return {
-        "none": None, "relu": (ew.ReluOp, dict), "silu": (ew.SiluOp, dict),
-        "gelu": (ew.GeluOp, dict), "gelu_tanh": (ew.GeluOp, lambda: {"tanh": UnitAttr()}),
-    }  # fmt: skip
+        "none": None,
+        "relu": (ew.ReluOp, dict),
+        "silu": (ew.SiluOp, dict),
+        "gelu": (ew.GeluOp, dict),
+        "gelu_tanh": (ew.GeluOp, lambda: {"tanh": UnitAttr()}),
+    }
 
 
 _ACTIVATIONS = _act_table()
@@ -217,9 +220,11 @@ def keep_on_host(block: Block, placed_only: bool) -> None:
                 continue
             if DEVICE_ATTR in op.attributes:
                 dtypes = ", ".join(op.kernel_dtypes())
-                raise BackendError(f"'{op.name}' is placed on {op.attributes[DEVICE_ATTR]} but "
-                                   f"the Triton registry has no kernel for {op.KERNEL_OP} "
-                                   f"[{dtypes}]")  # fmt: skip
+                raise BackendError(
+                    f"'{op.name}' is placed on {op.attributes[DEVICE_ATTR]} but "
+                    f"the Triton registry has no kernel for {op.KERNEL_OP} "
+                    f"[{dtypes}]"
+                )
             _stamp_cpu(op)
 
 
@@ -264,8 +269,11 @@ def aot_stage(module: ModuleOp, metadata: dict[str, Any], options: TritonOptions
         parse_target(options.target)
     except AotError as e:
         raise BackendError(str(e)) from None
-    kernels = [_generated(KernelPlan.from_op(op), options) for op in module.ops
-               if isinstance(op, TritonKernelOp)]  # fmt: skip
+    kernels = [
+        _generated(KernelPlan.from_op(op), options)
+        for op in module.ops
+        if isinstance(op, TritonKernelOp)
+    ]
     kernels += _library_specs(module)
     specs = [s for k in kernels for s in k[2]]
     try:
@@ -326,8 +334,12 @@ def _library_specs(module: ModuleOp) -> list[Kernel]:
         except BindingTableError as e:
             raise BackendError(f"library call '{name}': {e}") from None
         specs = kernel_specs(entry, shapes, dtypes, params)
-        extra = {"key": [name, list(dtypes), backend], "params": _jsonable(params),
-                 "source": entry.kernel_source, "revision": entry.revision_hash}  # fmt: skip
+        extra = {
+            "key": [name, list(dtypes), backend],
+            "params": _jsonable(params),
+            "source": entry.kernel_source,
+            "revision": entry.revision_hash,
+        }
         source = "\n\n".join(dict.fromkeys(inspect.getsource(_py(s.fn)) for s in specs))
         out.append((kernel_id, "library", specs, source, extra))
     return out

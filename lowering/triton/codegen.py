@@ -28,9 +28,16 @@ from runtime.loaders.triton import CodegenError
 
 DEFAULT_BLOCK = 1024
 TL = {
-    "f64": "tl.float64", "f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16",
-    "i64": "tl.int64", "i32": "tl.int32", "i8": "tl.int8", "u8": "tl.uint8", "i1": "tl.int1",
-}  # fmt: skip
+    "f64": "tl.float64",
+    "f32": "tl.float32",
+    "f16": "tl.float16",
+    "bf16": "tl.bfloat16",
+    "i64": "tl.int64",
+    "i32": "tl.int32",
+    "i8": "tl.int8",
+    "u8": "tl.uint8",
+    "i1": "tl.int1",
+}
 HALF = ("f16", "bf16")
 FLOATS = ("f64", "f32", "f16", "bf16")
 

@@ -227,8 +227,14 @@ def _mask(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], bool] | None:
 def _scale(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], float]:
     """Look through a scalar scale of `v` (mul by c, or div by c) -> (scores, ops, scale)."""
     mul, div = producer(v, MulOp), producer(v, DivOp)
-    found = either(mul, lambda s, c: (s, (mul,), scalar_constant(c))
-                   if scalar_constant(c) is not None and s.type == v.type else None)  # fmt: skip
+    found = either(
+        mul,
+        lambda s, c: (
+            (s, (mul,), scalar_constant(c))
+            if scalar_constant(c) is not None and s.type == v.type
+            else None
+        ),
+    )
     if found is not None:
         return found
     c = scalar_constant(div.rhs) if div is not None and div.lhs.type == v.type else None
@@ -245,8 +251,11 @@ def _kv_heads(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
         return v, ()
     b, hkv, s, d = base
     rep = shape_of(bc.result.type)[2] if len(shape_of(bc.result.type)) == 5 else 0
-    if shape_of(r1.result.type) != (b, hkv, 1, s, d) or shape_of(bc.result.type) != (
-        b, hkv, rep, s, d) or shape_of(v.type) != (b, hkv * rep, s, d):  # fmt: skip
+    if (
+        shape_of(r1.result.type) != (b, hkv, 1, s, d)
+        or shape_of(bc.result.type) != (b, hkv, rep, s, d)
+        or shape_of(v.type) != (b, hkv * rep, s, d)
+    ):
         return v, ()
     return r1.input, (r1, bc, r2)
 
@@ -290,5 +299,8 @@ def build_attention(m: FusedMatch) -> Sequence[Operation]:
     }
     if m.params["causal"]:
         props["causal"] = UnitAttr()
-    return [AttentionOp.create(operands=list(m.inputs), result_types=[m.root.results[0].type],
-                               properties=props)]  # fmt: skip
+    return [
+        AttentionOp.create(
+            operands=list(m.inputs), result_types=[m.root.results[0].type], properties=props
+        )
+    ]

@@ -359,8 +359,9 @@ def match_gated_mlp(root: Operation) -> FusedMatch | None:
 
 def make(cls: type[Operation], m: FusedMatch, **props: Any) -> Operation:
     """The fused op `cls` over the match's inputs, typed like the root's result."""
-    return cls.create(operands=list(m.inputs), result_types=[m.root.results[0].type],
-                      properties=props)  # fmt: skip
+    return cls.create(
+        operands=list(m.inputs), result_types=[m.root.results[0].type], properties=props
+    )
 
 
 def build_softmax(m: FusedMatch) -> Sequence[Operation]:

@@ -97,8 +97,9 @@ def entry_cost(entry: FusedEntry, match: FusedMatch) -> CostEstimate:
         dtypes = [dtype_name(v.type) for v in (*op.operands, *op.results)]
         parts.append((op.KERNEL_OP, shapes, dtypes, op.kernel_params()))  # pyright: ignore
     bound = [*match.inputs, match.root.results[0]]
-    return fused_cost(parts, io_bytes([shape_of(v.type) for v in bound],
-                                      [dtype_name(v.type) for v in bound]))  # fmt: skip
+    return fused_cost(
+        parts, io_bytes([shape_of(v.type) for v in bound], [dtype_name(v.type) for v in bound])
+    )
 
 
 def _bound(table: Any, op: str, k: FusedKernel) -> bool:
@@ -106,17 +107,25 @@ def _bound(table: Any, op: str, k: FusedKernel) -> bool:
     return any(e.kernel is k.kernel for e in table.lookup_alternatives(op, k.dtypes, k.backend))
 
 
-def _publish(op: str, kernels: Sequence[FusedKernel], revision: int,
-             bind: Callable[[Any], None] | None) -> Callable[[Any], None]:  # fmt: skip
+def _publish(
+    op: str, kernels: Sequence[FusedKernel], revision: int, bind: Callable[[Any], None] | None
+) -> Callable[[Any], None]:
     """A binding-table writer registering each kernel not bound yet (checked again under the
     table's writer lock, so concurrent adoptions register it once), then running `bind`."""
 
     def write(table: Any) -> None:
         for k in kernels:
             if not _bound(table, op, k):
-                table.register(op, k.dtypes, k.backend, k.kernel, precision=k.precision,
-                               cost=k.cost, kernel_source=k.kernel_source,
-                               revision=revision or None)  # fmt: skip
+                table.register(
+                    op,
+                    k.dtypes,
+                    k.backend,
+                    k.kernel,
+                    precision=k.precision,
+                    cost=k.cost,
+                    kernel_source=k.kernel_source,
+                    revision=revision or None,
+                )
         if bind is not None:
             bind(table)
 
@@ -144,8 +153,12 @@ class FusedKernelRegistry:
             self._entries[entry.name] = entry
             return True
 
-    def adopt(self, entry: FusedEntry, kernels: Sequence[FusedKernel] = (),
-              bind: Callable[[Any], None] | None = None) -> bool:  # fmt: skip
+    def adopt(
+        self,
+        entry: FusedEntry,
+        kernels: Sequence[FusedKernel] = (),
+        bind: Callable[[Any], None] | None = None,
+    ) -> bool:
         """Adopt a runtime kernel: register `entry` (superseding an older revision of the same
         name) and publish its `kernels` under `entry.kernel_op` plus `bind` (any other
         binding-table writer) in one global-table write. Nothing happens when this exact entry
@@ -189,7 +202,7 @@ BUILTIN_ENTRIES: tuple[FusedEntry, ...] = (
     FusedEntry("rms_norm", match_rms_norm, build_norm(RmsNormOp), _F32_ROW, kernel_op="rms_norm"),
     FusedEntry(
         "layer_norm", match_layer_norm, build_norm(LayerNormOp), _F32_ROW, kernel_op="layer_norm"
-    ),  # fmt: skip
+    ),
     FusedEntry("gated_mlp", match_gated_mlp, build_gated_mlp, _F32_CHAIN, kernel_op="gated_mlp"),
     FusedEntry(
         "matmul_bias_act",
@@ -197,7 +210,7 @@ BUILTIN_ENTRIES: tuple[FusedEntry, ...] = (
         build_matmul_bias_act,
         _F32_CHAIN,
         kernel_op="matmul_bias_act",
-    ),  # fmt: skip
+    ),
     FusedEntry("rope", match_rope, build_rope, _F32_ROPE, kernel_op="rope"),
     FusedEntry("attention", match_attention, build_attention, _F32_ATTN, kernel_op="attention"),
 )
@@ -217,6 +230,12 @@ def default_fused_registry() -> FusedKernelRegistry:
 
 
 __all__ = [
-    "BUILTIN_ENTRIES", "FusedEntry", "FusedKernel", "FusedKernelRegistry", "FusedMatch",
-    "PrecisionGuarantee", "default_fused_registry", "entry_cost",
-]  # fmt: skip
+    "BUILTIN_ENTRIES",
+    "FusedEntry",
+    "FusedKernel",
+    "FusedKernelRegistry",
+    "FusedMatch",
+    "PrecisionGuarantee",
+    "default_fused_registry",
+    "entry_cost",
+]

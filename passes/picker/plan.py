@@ -177,8 +177,11 @@ class _Planner:
         if not cands:
             pin = op.attributes.get(PIN_ATTR)
             if isinstance(pin, DeviceAttr):
-                why = [self.unavailable[b] for b in self.topo.device(pin.data).backends
-                       if b in self.unavailable]  # fmt: skip
+                why = [
+                    self.unavailable[b]
+                    for b in self.topo.device(pin.data).backends
+                    if b in self.unavailable
+                ]
                 if why:
                     raise PlanError(f"{_where(op)} is pinned to {pin.data}, but {'; '.join(why)}")
             backend = self.topo.device(self.opts.default_device).backends[0]
@@ -200,17 +203,27 @@ class _Planner:
             return layer1_cost(op.KERNEL_OP, s, d, p)
 
         costed = compute_static_costs(
-            alive, op.KERNEL_OP, shapes, all_dtypes, params, self.rates, default_cost,
-            self.opts.judge, sc,
-        )  # fmt: skip
+            alive,
+            op.KERNEL_OP,
+            shapes,
+            all_dtypes,
+            params,
+            self.rates,
+            default_cost,
+            self.opts.judge,
+            sc,
+        )
         # An infinite price is a kernel declaring these shapes infeasible (e.g. flash decoding
         # for a prefill): never a candidate, and never silently the only one.
         feasible = [c for c in costed if math.isfinite(c.compute_ns)]
         if not feasible:
             raise PlanError(f"{_where(op)}: every candidate prices these shapes as infeasible")
         self.drafts[op] = feasible
-        infeasible = [replace(c, verdict="rejected:infeasible") for c in costed
-                      if not math.isfinite(c.compute_ns)]  # fmt: skip
+        infeasible = [
+            replace(c, verdict="rejected:infeasible")
+            for c in costed
+            if not math.isfinite(c.compute_ns)
+        ]
         self.rejected[op] = rejected + infeasible
 
 
@@ -296,8 +309,10 @@ def _place(p: _Planner, fn: func.FuncOp, order: list[Operation]) -> dict[Operati
             continue
         if op in exits:
             nbytes = sum(value_bytes(r) for r in op.results)
-            _, d = min((b + p.topo.estimate_transfer_ns(d, default, nbytes), d)
-                       for d, b in best[op].items())  # fmt: skip
+            _, d = min(
+                (b + p.topo.estimate_transfer_ns(d, default, nbytes), d)
+                for d, b in best[op].items()
+            )
         else:
             _, d = min((b, d) for d, b in best[op].items())
         _commit(op, d, back, chosen)
@@ -330,13 +345,15 @@ def _finish(
             inputs = [(residency.get(v), float(value_bytes(v))) for v in op.operands]
             considered = apply_inbound_transfer_costs(p.drafts[op], inputs, p.topo)
             dev = devices[op]
-            alts = AlternativeSet([c for c in considered if c.device == dev], p.rejected[op],
-                                  p.sizes[op])  # fmt: skip
+            alts = AlternativeSet(
+                [c for c in considered if c.device == dev], p.rejected[op], p.sizes[op]
+            )
             alts.rank().retain_per_device_frontier(p.opts.keep_per_device)
             considered = sorted(considered, key=lambda c: c.cost_vector().rank_key())
             winner = alts.winner()
-            considered = [c if c.device == dev else replace(c, verdict="other-device")
-                          for c in considered]  # fmt: skip
+            considered = [
+                c if c.device == dev else replace(c, verdict="other-device") for c in considered
+            ]
             decisions[op] = Decision(op, dev, alts, considered, _node_costs(p.drafts[op]))
             total += winner.time_ns
             for r in op.results:
@@ -362,6 +379,9 @@ def price_op(op: Operation, options: PlanOptions = PlanOptions()) -> dict[str, f
     cands = p.drafts[op]
     stamp = op.attributes.get(KERNEL_ATTR)
     if isinstance(stamp, KernelRefAttr):  # a stamped op runs exactly its stamped kernel
-        cands = [c for c in cands if c.backend == stamp.backend.data
-                 and c.kernel_source == stamp.kernel_source.data]  # fmt: skip
+        cands = [
+            c
+            for c in cands
+            if c.backend == stamp.backend.data and c.kernel_source == stamp.kernel_source.data
+        ]
     return _node_costs(cands)

@@ -58,9 +58,12 @@ class Candidate:
     def cost_vector(self) -> CostVector:
         host = self.static_cost.bytes_moved if self.device == "cpu" else 0.0
         return CostVector(
-            self.time_ns, host, self.static_cost.bytes_moved - host,
-            precision_digits(self.precision), accuracy_class(self.precision),
-        )  # fmt: skip
+            self.time_ns,
+            host,
+            self.static_cost.bytes_moved - host,
+            precision_digits(self.precision),
+            accuracy_class(self.precision),
+        )
 
 
 def precision_digits(p: PrecisionGuarantee) -> int:
@@ -340,11 +343,14 @@ def apply_inbound_transfer_costs(
 
     Inputs of unknown residency (device None) contribute nothing."""
     return [
-        replace(c, inbound_transfer_ns=sum(
-            estimator.estimate_transfer_ns(d, c.device, b) for d, b in inputs if d is not None
-        ))
+        replace(
+            c,
+            inbound_transfer_ns=sum(
+                estimator.estimate_transfer_ns(d, c.device, b) for d, b in inputs if d is not None
+            ),
+        )
         for c in cands
-    ]  # fmt: skip
+    ]
 
 
 # -- ranking and the frontier --------------------------------------------------------------
@@ -370,8 +376,9 @@ class AlternativeSet:
         return list(dict.fromkeys(c.device for c in self.candidates))
 
     def on_device(self, device: str) -> AlternativeSet:
-        return AlternativeSet([c for c in self.candidates if c.device == device], self.rejected,
-                              self.size_class)  # fmt: skip
+        return AlternativeSet(
+            [c for c in self.candidates if c.device == device], self.rejected, self.size_class
+        )
 
     def retain_per_device_frontier(self, keep: int = KEEP_PER_DEVICE) -> AlternativeSet:
         """Per device: drop dominated candidates, never strand the last (device, backend),
@@ -390,8 +397,7 @@ class AlternativeSet:
 
 def _frontier(bucket: list[Candidate], keep: int, winner: Candidate) -> list[Candidate]:
     vecs = [c.cost_vector() for c in bucket]
-    alive = [c for c, v in zip(bucket, vecs, strict=True)
-             if not any(w.dominates(v) for w in vecs)]  # fmt: skip
+    alive = [c for c, v in zip(bucket, vecs, strict=True) if not any(w.dominates(v) for w in vecs)]
     for backend in dict.fromkeys(c.backend for c in bucket):  # never strand a backend
         if not any(c.backend == backend for c in alive):
             alive.append(min((c for c in bucket if c.backend == backend), key=lambda c: c.time_ns))
@@ -413,8 +419,13 @@ def _crowding(vecs: list[CostVector]) -> list[float]:
     """NSGA-II crowding distance over the cost axes (boundary points are infinite)."""
     n = len(vecs)
     dist = [0.0] * n
-    axes = [lambda v: v.time_ns, lambda v: v.host_bytes, lambda v: v.device_bytes,
-            lambda v: v.precision, lambda v: v.accuracy]  # fmt: skip
+    axes = [
+        lambda v: v.time_ns,
+        lambda v: v.host_bytes,
+        lambda v: v.device_bytes,
+        lambda v: v.precision,
+        lambda v: v.accuracy,
+    ]
     for ax in axes:
         order = sorted(range(n), key=lambda i: ax(vecs[i]))
         lo, hi = ax(vecs[order[0]]), ax(vecs[order[-1]])

@@ -49,8 +49,18 @@ from runtime.topology import DEVICE_NAME, TRANSFER_DEFAULTS, TransferEstimator, 
 MAX_CANDIDATES = 32
 """Candidates kept per device, best first (the reference planner's cap)."""
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*")
 
 
@@ -79,8 +89,10 @@ def parse_budgets(text: str, default_device: str = "cpu") -> dict[str, int]:
         device, _, size = part.rpartition("=")
         device = device.strip() or default_device
         if not DEVICE_NAME.fullmatch(device):
-            raise ResidencyError(f"bad device '{device}' in budget '{part}': write `cpu` or "
-                                 "`<kind>:<ordinal>`, e.g. cuda:0=2GiB")  # fmt: skip
+            raise ResidencyError(
+                f"bad device '{device}' in budget '{part}': write `cpu` or "
+                "`<kind>:<ordinal>`, e.g. cuda:0=2GiB"
+            )
         if device in budgets:
             raise ResidencyError(f"device '{device}' has two budgets in '{text}'")
         budgets[device] = parse_size(size)
@@ -224,12 +236,27 @@ class ResidencyPlanner:
                 out += self._resident(root, set(group), uses, readers)
                 continue
             start = -1 if isinstance(root, BlockArgument) else self.position[root.owner]  # type: ignore[index]
-            out.append(LiveRange(root, self._name(root), self._device_of(root), value_bytes(root),
-                                 start, max((start, *uses)), uses, readers))  # fmt: skip
+            out.append(
+                LiveRange(
+                    root,
+                    self._name(root),
+                    self._device_of(root),
+                    value_bytes(root),
+                    start,
+                    max((start, *uses)),
+                    uses,
+                    readers,
+                )
+            )
         return out
 
-    def _resident(self, root: SSAValue, group: set[SSAValue], uses: tuple[int, ...],
-                  readers: tuple[SSAValue, ...]) -> list[LiveRange]:  # fmt: skip
+    def _resident(
+        self,
+        root: SSAValue,
+        group: set[SSAValue],
+        uses: tuple[int, ...],
+        readers: tuple[SSAValue, ...],
+    ) -> list[LiveRange]:
         """A weight or constant, as the executor holds it: on the host for the whole run, and
         uploaded once to each other device whose kernels read it (once per view read there)."""
         last, name = len(self.ops) - 1, self._name(root)
@@ -242,8 +269,9 @@ class ResidencyPlanner:
             for v in op.operands:
                 if v in group and device != self.host and (v, device) not in seen:
                     seen.add((v, device))
-                    out.append(LiveRange(v, name, device, value_bytes(v), 0, last, uses,
-                                         readers, True))  # fmt: skip
+                    out.append(
+                        LiveRange(v, name, device, value_bytes(v), 0, last, uses, readers, True)
+                    )
         return out
 
     def _name(self, v: SSAValue) -> str:
@@ -297,8 +325,10 @@ class ResidencyPlanner:
         found = []
         for r in self.live_at(device, at):
             gap = None if r.resident else r.gap_around(at)
-            if gap is None or len({m for i, m in zip(r.uses, r.readers, strict=True)
-                                   if i >= gap[1]}) != 1:  # fmt: skip
+            if (
+                gap is None
+                or len({m for i, m in zip(r.uses, r.readers, strict=True) if i >= gap[1]}) != 1
+            ):
                 continue
             found.append(Candidate(r, *gap))
         found.sort(key=lambda c: (-c.score, -c.range.bytes, c.range.start))

@@ -58,8 +58,12 @@ class PickerOptions:
         except (TopologyError, ValueError) as e:
             raise PassFailedException(str(e)) from None
         _note_once(backend_notes(topo, topology_kernels(topo)))  # before the Judge's snapshot
-        return PlanOptions(topology=topo, precision=req, judge=_judge(self.judge),
-                           default_device=self.default_device)  # fmt: skip
+        return PlanOptions(
+            topology=topo,
+            precision=req,
+            judge=_judge(self.judge),
+            default_device=self.default_device,
+        )
 
 
 _NOTED: set[str] = set()
@@ -97,9 +101,15 @@ def decisions(plans: list[ExecutionPlan]) -> list[tuple[Operation, Decision]]:
 
 def candidate_attr(c: Candidate, verdict: str | None = None) -> CandidateAttr:
     return CandidateAttr.get(
-        c.kernel_source, c.backend, c.device, c.entry.revision_hash, c.static_ns, c.judge_ns,
-        c.inbound_transfer_ns, verdict or c.verdict,
-    )  # fmt: skip
+        c.kernel_source,
+        c.backend,
+        c.device,
+        c.entry.revision_hash,
+        c.static_ns,
+        c.judge_ns,
+        c.inbound_transfer_ns,
+        verdict or c.verdict,
+    )
 
 
 def verdicts(d: Decision) -> list[CandidateAttr]:
@@ -107,8 +117,14 @@ def verdicts(d: Decision) -> list[CandidateAttr]:
     out = []
     for c in d.considered:
         if c.device == d.device:
-            i = next((j for j, k in enumerate(d.alternatives.candidates)
-                      if k.entry is c.entry and k.backend == c.backend), None)  # fmt: skip
+            i = next(
+                (
+                    j
+                    for j, k in enumerate(d.alternatives.candidates)
+                    if k.entry is c.entry and k.backend == c.backend
+                ),
+                None,
+            )
             verdict = "winner" if i == 0 else "kept" if i is not None else "pruned:frontier"
         else:
             verdict = "other-device"

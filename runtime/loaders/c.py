@@ -103,8 +103,12 @@ def compile_source(source: str, dest: Path, flags: Sequence[str] = CFLAGS) -> No
         src, so = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
         src.write_text(source)
         try:
-            res = subprocess.run([*cmd, *flags, "-o", str(so), str(src), "-lm"],
-                                 capture_output=True, text=True, timeout=300)  # fmt: skip
+            res = subprocess.run(
+                [*cmd, *flags, "-o", str(so), str(src), "-lm"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise CodegenError(f"C compiler {' '.join(cmd)!r} failed to run: {e}") from None
         if res.returncode != 0:
@@ -183,14 +187,16 @@ class CKernel:
             for j, (a, (shape, dt)) in enumerate(zip(got, want, strict=True)):
                 if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != to_numpy(dt):
                     have = f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a)
-                    raise CodegenError(f"{plan.name}: {what} {j} must be {dt}{list(shape)}, "
-                                       f"got {have}")  # fmt: skip
+                    raise CodegenError(
+                        f"{plan.name}: {what} {j} must be {dt}{list(shape)}, got {have}"
+                    )
         ins = [np.ascontiguousarray(a) for a in inputs]
         outs = [
-            o if o.flags.c_contiguous and not any(np.may_share_memory(o, a) for a in ins)
+            o
+            if o.flags.c_contiguous and not any(np.may_share_memory(o, a) for a in ins)
             else np.empty(o.shape, o.dtype)
             for o in outputs
-        ]  # fmt: skip
+        ]
         ptrs = pointer_array(len(ins) + len(outs))
         for j, a in enumerate((*ins, *outs)):
             ptrs[j] = a.ctypes.data

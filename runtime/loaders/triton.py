@@ -23,9 +23,16 @@ from runtime import knobs
 from runtime.fsutil import atomic_write_text
 
 POINTER = {
-    "f64": "*fp64", "f32": "*fp32", "f16": "*fp16", "bf16": "*bf16",
-    "i64": "*i64", "i32": "*i32", "i8": "*i8", "u8": "*u8", "i1": "*i1",
-}  # fmt: skip
+    "f64": "*fp64",
+    "f32": "*fp32",
+    "f16": "*fp16",
+    "bf16": "*bf16",
+    "i64": "*i64",
+    "i32": "*i32",
+    "i8": "*i8",
+    "u8": "*u8",
+    "i1": "*i1",
+}
 """fuel dtype -> Triton pointer type in a kernel signature."""
 
 

@@ -53,8 +53,16 @@ SOURCE_PATHS = tuple(
     Path(__file__).resolve().with_name(f) for f in ("fuel_native.c", "fuel_gemm.c")
 )
 """The library's C files, compiled as one unit in this order."""
-FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-ffp-contract=off",
-         "-fno-math-errno", "-fno-trapping-math")  # fmt: skip
+FLAGS = (
+    "-O3",
+    "-fPIC",
+    "-shared",
+    "-std=gnu11",
+    "-pthread",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+)
 """-O3 vectorizes the column loops; no fast-math and no FMA contraction keep every output's
 rounding fixed (so the AVX-512, AVX2 and baseline clones agree bit for bit). -fno-trapping-math
 only lets selects be if-converted (silu's branches), which changes no value."""
@@ -160,8 +168,9 @@ def library() -> Any:
             try:
                 path = library_path(source(), FLAGS)
             except CodegenError as e:
-                raise CodegenError(f"{e}\n(fuel's native kernels need it; FUEL_NATIVE=0 runs "
-                                   "without them)") from None  # fmt: skip
+                raise CodegenError(
+                    f"{e}\n(fuel's native kernels need it; FUEL_NATIVE=0 runs without them)"
+                ) from None
             try:
                 lib = ctypes.CDLL(str(path))
             except OSError as e:
@@ -182,8 +191,17 @@ def ptr(a: np.ndarray) -> int:
 OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED = range(1, 10)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
-ARITY = {OP_GEMM: 6, OP_GATED: 11, OP_RMS: 6, OP_ROPE: 8, OP_FLASH: 13, OP_ADD: 4, OP_MUL: 4,
-         OP_CALL: 2, OP_GEMM_PACKED: 8}  # fmt: skip
+ARITY = {
+    OP_GEMM: 6,
+    OP_GATED: 11,
+    OP_RMS: 6,
+    OP_ROPE: 8,
+    OP_FLASH: 13,
+    OP_ADD: 4,
+    OP_MUL: 4,
+    OP_CALL: 2,
+    OP_GEMM_PACKED: 8,
+}
 
 
 def f64_bits(x: float) -> int:
@@ -206,8 +224,9 @@ class Record:
 
 def contiguous_f32(*arrays: Any) -> bool:
     """Every array is a C-contiguous f32 ndarray (what a program record may point to)."""
-    return all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
-               for a in arrays)  # fmt: skip
+    return all(
+        isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous for a in arrays
+    )
 
 
 def program(records: list[Record]) -> tuple[Any, np.ndarray, int]:
@@ -221,6 +240,20 @@ def revision_text() -> str:
     return source() + "\n" + " ".join(FLAGS)
 
 
-__all__ = ["FLAGS", "SOURCE_PATHS", "Record", "available", "contiguous_f32", "enabled", "f64_bits",
-           "install_prebuilt", "library", "program", "ptr", "revision_text", "simd_fma", "source",
-           "threads"]  # fmt: skip
+__all__ = [
+    "FLAGS",
+    "SOURCE_PATHS",
+    "Record",
+    "available",
+    "contiguous_f32",
+    "enabled",
+    "f64_bits",
+    "install_prebuilt",
+    "library",
+    "program",
+    "ptr",
+    "revision_text",
+    "simd_fma",
+    "source",
+    "threads",
+]

@@ -103,11 +103,14 @@ def _helper_constants() -> dict[str, Any]:
         return ", ".join(float(x).hex() for x in xs)
 
     return {
-        "k0": special._TANH_K0.hex(), "k1": special._TANH_K1.hex(),
+        "k0": special._TANH_K0.hex(),
+        "k1": special._TANH_K1.hex(),
         "sqrt_half": special._SQRT_HALF.hex(),
-        "erfcx": arr(special._ERFCX_T_POLY), "n_erfcx": len(special._ERFCX_T_POLY),
-        "erf": arr(special._ERF_SERIES), "n_erf": len(special._ERF_SERIES),
-    }  # fmt: skip
+        "erfcx": arr(special._ERFCX_T_POLY),
+        "n_erfcx": len(special._ERFCX_T_POLY),
+        "erf": arr(special._ERF_SERIES),
+        "n_erf": len(special._ERF_SERIES),
+    }
 
 
 def helper_source(name: str) -> str:

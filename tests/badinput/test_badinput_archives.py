@@ -78,8 +78,10 @@ def test_a_header_that_understates_a_bomb_stops_at_the_declared_size(
 def test_a_huge_manifest_is_refused_before_it_is_read(good_files: Files, tmp_path: Path) -> None:
     members = [m for m in stored(good_files) if m.name != "manifest.json"]
     bomb = Member("manifest.json", gib_of_zeros_deflated(), DEFLATED, GIB, 0)
-    refused_cheaply(write_zip(tmp_path / "a.fuelbundle", [*members, bomb]),
-                    "manifest.json is 1073741824 bytes, more than a manifest may be")  # fmt: skip
+    refused_cheaply(
+        write_zip(tmp_path / "a.fuelbundle", [*members, bomb]),
+        "manifest.json is 1073741824 bytes, more than a manifest may be",
+    )
 
 
 def test_compression_without_a_bounded_inflater_is_refused(
@@ -89,5 +91,7 @@ def test_compression_without_a_bounded_inflater_is_refused(
     members = [m for m in stored(good_files) if m.name != "picker.json"]
     data = good_files["picker.json"]
     packed = Member("picker.json", bz2.compress(data), BZIP2, len(data))
-    refused_cheaply(write_zip(tmp_path / "a.fuelbundle", [*members, packed]),
-                    r"member 'picker.json' uses compression method 12")  # fmt: skip
+    refused_cheaply(
+        write_zip(tmp_path / "a.fuelbundle", [*members, packed]),
+        r"member 'picker.json' uses compression method 12",
+    )

@@ -29,9 +29,13 @@ F = TensorProto.FLOAT
 
 def _onnx(path: Path, opset: int = 17) -> Path:
     w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
-                              [helper.make_tensor_value_info("x", F, [2, 4])],
-                              [helper.make_tensor_value_info("y", F, [2, 3])], [w])  # fmt: skip
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 4])],
+        [helper.make_tensor_value_info("y", F, [2, 3])],
+        [w],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.save(model, path)
@@ -84,16 +88,18 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory,
-            bundle_files: dict[str, bytes]) -> dict[str, tuple[int, str, list[str]]]:  # fmt: skip
+def results(
+    tmp_path_factory: pytest.TempPathFactory, bundle_files: dict[str, bytes]
+) -> dict[str, tuple[int, str, list[str]]]:
     """Every case's (exit code, stderr, strings the error must name), run concurrently."""
     procs = {}
     for name, make in CASES.items():
         tmp = tmp_path_factory.mktemp(name)
         extra = (bundle_files,) if make is _bomb else ()
         argv, names = make(tmp, *extra)  # type: ignore[operator]
-        p = subprocess.Popen([FUEL, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, cwd=tmp)  # fmt: skip
+        p = subprocess.Popen(
+            [FUEL, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp
+        )
         procs[name] = (p, names)
     out = {}
     for name, (p, names) in procs.items():
@@ -118,5 +124,8 @@ def test_the_folder_target_left_the_old_weights(
     out = Path(names[0])
     assert rc == 1 and out.is_dir()
     assert out.with_suffix(".safetensors").read_bytes() == b"the old weights"
-    assert sorted(p.name for p in out.parent.iterdir()) == ["good.onnx", "out.mlir",
-                                                            "out.safetensors"]  # fmt: skip
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "good.onnx",
+        "out.mlir",
+        "out.safetensors",
+    ]

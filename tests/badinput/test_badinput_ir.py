@@ -23,8 +23,11 @@ HUGE = "tensor<100000000000x100000000000xf32>"
 
 def _func(arg: str, body: str = "", ret: str | None = None) -> str:
     ret = ret or arg
-    return (f"func.func @main(%x: {arg}) -> {ret} {{\n{body}  func.return %x : {arg}\n}}\n"
-            if not body else f"func.func @main(%x: {arg}) -> {ret} {{\n{body}}}\n")  # fmt: skip
+    return (
+        f"func.func @main(%x: {arg}) -> {ret} {{\n{body}  func.return %x : {arg}\n}}\n"
+        if not body
+        else f"func.func @main(%x: {arg}) -> {ret} {{\n{body}}}\n"
+    )
 
 
 TEXT_CASES: dict[str, tuple[bytes, str]] = {
@@ -37,13 +40,13 @@ TEXT_CASES: dict[str, tuple[bytes, str]] = {
         GOOD.replace(
             "%x : tensor<4xf32>\n  func",
             "%x {a = 99999999999999999999 : i32} : tensor<4xf32>\n  func",
-        ).encode(),  # fmt: skip
+        ).encode(),
         r"bad\.mlir:2:\d+: Integer value 99999999999999999999 is out of range",
     ),
     "deep-parens": (
         b"func.func @main() -> " + b"(" * 50_000 + b")" * 50_000 + b" {\n}\n",
         r"bad\.mlir:1:\d+: nested too deeply",
-    ),  # fmt: skip
+    ),
     "deep-regions": (b"builtin.module {\n" * 3000 + b"}\n" * 3000, r"bad\.mlir:"),
     "huge-arg": (_func(HUGE).encode(), r"bad\.mlir: 'func.func' declares tensor<1000"),
     "huge-result": (
@@ -53,23 +56,23 @@ TEXT_CASES: dict[str, tuple[bytes, str]] = {
             HUGE,
         ).encode(),
         r"bad\.mlir: 'fuel.broadcast' declares tensor<1000",
-    ),  # fmt: skip
+    ),
     "huge-weight": (
         f'func.func @main() -> {HUGE} {{\n  %w = fuel.weight "w" : {HUGE}\n'
         f"  func.return %w : {HUGE}\n}}\n".encode(),
         r"bad\.mlir: 'fuel.weight' declares",
-    ),  # fmt: skip
+    ),
     "complex-arg": (
         _func("tensor<4xcomplex<f32>>").encode(),
         r"bad\.mlir: @main argument 0 has type tensor<4xcomplex<f32>>",
-    ),  # fmt: skip
+    ),
     "index-result": (_func("index").encode(), r"bad\.mlir: @main argument 0 has type index"),
     "bad-type-op": (
         GOOD.replace(
             "%y = fuel.exp %x : tensor<4xf32>", "%y = fuel.exp %x : tensor<4xi32>"
         ).encode(),
         r"bad\.mlir:2:\d+",
-    ),  # fmt: skip
+    ),
     "unknown-op": (GOOD.replace("fuel.exp", "fuel.frobnicate").encode(), r"bad\.mlir:2:\d+"),
     "truncated": (GOOD.encode()[: len(GOOD) // 2], r"bad\.mlir:\d+:\d+"),
     "unterminated-string": (
@@ -140,20 +143,29 @@ PAIR_CASES: dict[str, Callable[[Path], str]] = {
     "weights-bad-json-header": _weights_as((4).to_bytes(8, "little") + b"{{{{"),
     "weights-a-folder": _weights_dir,
     "weights-missing": lambda p: (p.with_suffix(".safetensors").unlink(), "cannot read")[1],
-    "weights-dev-zero": _ir_edit('fuel.weights = "m.safetensors"', 'fuel.weights = "/dev/zero"',
-                                 "cannot read weights file /dev/zero: not a regular file"),
-    "hash-not-a-string": _ir_edit("fuel.weights_sha256 = \"", "fuel.weights_sha256 = 7, x = \"",
-                                  r"m\.mlir: the module attribute fuel.weights_sha256 must be"),
-    "hash-wrong": _ir_edit("fuel.weights_sha256 = \"", "fuel.weights_sha256 = \"00",
-                           r"m\.mlir: its weights file"),
+    "weights-dev-zero": _ir_edit(
+        'fuel.weights = "m.safetensors"',
+        'fuel.weights = "/dev/zero"',
+        "cannot read weights file /dev/zero: not a regular file",
+    ),
+    "hash-not-a-string": _ir_edit(
+        'fuel.weights_sha256 = "',
+        'fuel.weights_sha256 = 7, x = "',
+        r"m\.mlir: the module attribute fuel.weights_sha256 must be",
+    ),
+    "hash-wrong": _ir_edit(
+        'fuel.weights_sha256 = "', 'fuel.weights_sha256 = "00', r"m\.mlir: its weights file"
+    ),
     "old-ir-weight-reshaped": lambda p: (
-        p.write_text('builtin.module attributes {fuel.weights = "m.safetensors"} {\n'
-                     "func.func @main() -> tensor<3x4xf32> {\n"
-                     '  %w = fuel.weight "w" : tensor<3x4xf32>\n'
-                     "  func.return %w : tensor<3x4xf32>\n}\n}\n"),
+        p.write_text(
+            'builtin.module attributes {fuel.weights = "m.safetensors"} {\n'
+            "func.func @main() -> tensor<3x4xf32> {\n"
+            '  %w = fuel.weight "w" : tensor<3x4xf32>\n'
+            "  func.return %w : tensor<3x4xf32>\n}\n}\n"
+        ),
         r"weight 'w' is declared tensor<3x4xf32> but the file holds float32\[4, 3\]",
     )[1],
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(PAIR_CASES))

@@ -33,8 +33,11 @@ for v in range(1, 1_000_000):
 def test_kill_9_while_saving(tmp_path: Path) -> None:
     path = tmp_path / "m.mlir"
     root = Path(__file__).resolve().parents[2]
-    p = subprocess.Popen([sys.executable, "-c", SAVER, str(path)], cwd=root,
-                         env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-c", SAVER, str(path)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     try:
         deadline = time.monotonic() + 60
         while not path.exists() and time.monotonic() < deadline and p.poll() is None:
@@ -78,8 +81,10 @@ def test_concurrent_saves_end_with_one_writers_pair(tmp_path: Path, monkeypatch)
         b_done.set()
 
     monkeypatch.setattr(fsutil.os, "replace", replace_and_wait)
-    threads = [threading.Thread(target=save, args=(1.0,), name="A"),
-               threading.Thread(target=writer_b, name="B")]  # fmt: skip
+    threads = [
+        threading.Thread(target=save, args=(1.0,), name="A"),
+        threading.Thread(target=writer_b, name="B"),
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -21,9 +21,13 @@ def _vi(name: str, shape: list[int] | None, dtype: int = F) -> onnx.ValueInfoPro
     return helper.make_tensor_value_info(name, dtype, shape)
 
 
-def _model(nodes: list[onnx.NodeProto], ins: list[onnx.ValueInfoProto],
-           outs: list[onnx.ValueInfoProto], inits: dict[str, np.ndarray] | None = None,
-           opset: int = 17) -> onnx.ModelProto:  # fmt: skip
+def _model(
+    nodes: list[onnx.NodeProto],
+    ins: list[onnx.ValueInfoProto],
+    outs: list[onnx.ValueInfoProto],
+    inits: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+) -> onnx.ModelProto:
     tensors = [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()]
     graph = helper.make_graph(nodes, "g", ins, outs, tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -32,8 +36,12 @@ def _model(nodes: list[onnx.NodeProto], ins: list[onnx.ValueInfoProto],
 
 
 def _relu(opset: int = 17) -> onnx.ModelProto:
-    return _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [4])],
-                  [_vi("y", [4])], opset=opset)  # fmt: skip
+    return _model(
+        [helper.make_node("Relu", ["x"], ["y"], name="r")],
+        [_vi("x", [4])],
+        [_vi("y", [4])],
+        opset=opset,
+    )
 
 
 n = helper.make_node
@@ -41,36 +49,67 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto | bytes], str]] = {
     "opset-999": (lambda: _relu(999), "imports standard opset 999, newer than fuel knows"),
     "opset-29": (lambda: _relu(29), "imports standard opset 29, newer than fuel knows"),
     "opset-6": (lambda: _relu(6), "imports standard opset 6; fuel imports opset 7 or newer"),
-    "written-twice": (lambda: _model([n("Relu", ["x"], ["y"], name="a"),
-                                      n("Neg", ["x"], ["y"], name="b")],
-                                     [_vi("x", [4])], [_vi("y", [4])]),
-                      r"node 'b' \(Neg\) writes tensor 'y', which node 'a' \(Relu\) already"),
-    "writes-an-input": (lambda: _model([n("Relu", ["x"], ["x"], name="a")], [_vi("x", [4])],
-                                       [_vi("x", [4])]),
-                        "writes tensor 'x', which a graph input already writes"),
-    "writes-an-initializer": (lambda: _model([n("Relu", ["x"], ["w"]), n("Add", ["x", "w"], ["y"])],
-                                             [_vi("x", [4])], [_vi("y", [4])],
-                                             {"w": np.ones(4, np.float32)}),
-                              "writes tensor 'w', which an initializer already writes"),
-    "huge-input": (lambda: _model([n("Relu", ["x"], ["y"])], [_vi("x", HUGE)], [_vi("y", HUGE)]),
-                   r"graph input 'x' has shape \[100000000000, 100000000000\]: more than"),
-    "expand-to-huge": (lambda: _model([n("Expand", ["x", "s"], ["y"], name="e")], [_vi("x", [1])],
-                                      [_vi("y", HUGE)], {"s": np.array(HUGE, np.int64)}),
-                       r"(declares|shape) .*100000000000"),
-    "unsupported-op": (lambda: _model([n("NonZero", ["x"], ["y"])], [_vi("x", [4])],
-                                      [_vi("y", None, I64)]), "does not support: NonZero"),
-    "dynamic-dim": (lambda: _model([n("Relu", ["x"], ["y"])], [_vi("x", ["b"])], [_vi("y", ["b"])]),
-                    "dynamic dimension 0 \\('b'\\)"),
-    "dangling-input": (lambda: _model([n("Relu", ["nope"], ["y"])], [_vi("x", [4])],
-                                      [_vi("y", [4])]), "'nope' is not produced"),
-    "no-such-output": (lambda: _model([n("Relu", ["x"], ["y"])], [_vi("x", [4])],
-                                      [_vi("z", [4])]), "graph output 'z' is not produced"),
-    "sequence-input": (lambda: _model([n("Identity", ["x"], ["y"])],
-                                      [helper.make_tensor_sequence_value_info("x", F, [4])],
-                                      [_vi("y", [4])]), "is not a tensor"),
+    "written-twice": (
+        lambda: _model(
+            [n("Relu", ["x"], ["y"], name="a"), n("Neg", ["x"], ["y"], name="b")],
+            [_vi("x", [4])],
+            [_vi("y", [4])],
+        ),
+        r"node 'b' \(Neg\) writes tensor 'y', which node 'a' \(Relu\) already",
+    ),
+    "writes-an-input": (
+        lambda: _model([n("Relu", ["x"], ["x"], name="a")], [_vi("x", [4])], [_vi("x", [4])]),
+        "writes tensor 'x', which a graph input already writes",
+    ),
+    "writes-an-initializer": (
+        lambda: _model(
+            [n("Relu", ["x"], ["w"]), n("Add", ["x", "w"], ["y"])],
+            [_vi("x", [4])],
+            [_vi("y", [4])],
+            {"w": np.ones(4, np.float32)},
+        ),
+        "writes tensor 'w', which an initializer already writes",
+    ),
+    "huge-input": (
+        lambda: _model([n("Relu", ["x"], ["y"])], [_vi("x", HUGE)], [_vi("y", HUGE)]),
+        r"graph input 'x' has shape \[100000000000, 100000000000\]: more than",
+    ),
+    "expand-to-huge": (
+        lambda: _model(
+            [n("Expand", ["x", "s"], ["y"], name="e")],
+            [_vi("x", [1])],
+            [_vi("y", HUGE)],
+            {"s": np.array(HUGE, np.int64)},
+        ),
+        r"(declares|shape) .*100000000000",
+    ),
+    "unsupported-op": (
+        lambda: _model([n("NonZero", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", None, I64)]),
+        "does not support: NonZero",
+    ),
+    "dynamic-dim": (
+        lambda: _model([n("Relu", ["x"], ["y"])], [_vi("x", ["b"])], [_vi("y", ["b"])]),
+        "dynamic dimension 0 \\('b'\\)",
+    ),
+    "dangling-input": (
+        lambda: _model([n("Relu", ["nope"], ["y"])], [_vi("x", [4])], [_vi("y", [4])]),
+        "'nope' is not produced",
+    ),
+    "no-such-output": (
+        lambda: _model([n("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("z", [4])]),
+        "graph output 'z' is not produced",
+    ),
+    "sequence-input": (
+        lambda: _model(
+            [n("Identity", ["x"], ["y"])],
+            [helper.make_tensor_sequence_value_info("x", F, [4])],
+            [_vi("y", [4])],
+        ),
+        "is not a tensor",
+    ),
     "garbage": (lambda: b"\x08\x07not a model\xff" * 4, "is not a readable ONNX model"),
     "empty-file": (lambda: b"", "no graph outputs"),
-}  # fmt: skip
+}
 
 
 def _write(tmp_path: Path, model: onnx.ModelProto | bytes) -> Path:

@@ -9,12 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from runtime.kernels.cpu.contracts import (
-    CONTRACTS_DIR,
-    LEDGER_PATH,
-    PROVIDER_DIRS,
-    register_cpu_contracts,
-)
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import (
     Ledger,
@@ -27,6 +21,12 @@ from runtime.contracts import (
 from runtime.contracts.ledger import LEDGER_NAME, PROTOCOL, revision_hex
 from runtime.contracts.lower import LoweredKernel, lower
 from runtime.contracts.verify import Figures, verify_all, verify_kernel
+from runtime.kernels.cpu.contracts import (
+    CONTRACTS_DIR,
+    LEDGER_PATH,
+    PROVIDER_DIRS,
+    register_cpu_contracts,
+)
 from runtime.precision import UNAUDITED, PrecisionGuarantee
 
 Write = Callable[..., Path]

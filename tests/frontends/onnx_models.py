@@ -12,10 +12,15 @@ from onnx import TensorProto, helper, numpy_helper
 F = TensorProto.FLOAT
 
 
-def make_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
-               outputs: list[onnx.ValueInfoProto], inits: dict[str, np.ndarray] | None = None,
-               opset: int = 17, domains: tuple[str, ...] = (),
-               check: bool = True) -> onnx.ModelProto:  # fmt: skip
+def make_model(
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    inits: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+    domains: tuple[str, ...] = (),
+    check: bool = True,
+) -> onnx.ModelProto:
     """A (checked) model of one graph; `inits` become initializers; `domains` get version 1."""
     tensors = [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()]
     graph = helper.make_graph(nodes, "g", inputs, outputs, tensors)
@@ -45,13 +50,16 @@ def mlp_model(seed: int = 0) -> onnx.ModelProto:
         helper.make_node("Softmax", ["t"], ["probs"], name="softmax", axis=-1),
     ]
     ins = [helper.make_tensor_value_info("x", F, [4, 16])]
-    outs = [helper.make_tensor_value_info("probs", F, [4, 8]),
-            helper.make_tensor_value_info("logits", F, [4, 8])]  # fmt: skip
+    outs = [
+        helper.make_tensor_value_info("probs", F, [4, 8]),
+        helper.make_tensor_value_info("logits", F, [4, 8]),
+    ]
     return make_model(nodes, ins, outs, inits)
 
 
-def block_model(seed: int = 0, b: int = 2, s: int = 8, d: int = 32, heads: int = 4,
-                gelu_op: bool = False) -> onnx.ModelProto:  # fmt: skip
+def block_model(
+    seed: int = 0, b: int = 2, s: int = 8, d: int = 32, heads: int = 4, gelu_op: bool = False
+) -> onnx.ModelProto:
     """A pre-norm transformer block as exporters write it: LayerNormalization, Q/K/V MatMul +
     bias, head split through a Shape/Gather/Concat/Reshape chain (folded at import), causal mask
     from Trilu + Where, Softmax, output projection, residuals, and an MLP with the Erf GELU
@@ -63,15 +71,26 @@ def block_model(seed: int = 0, b: int = 2, s: int = 8, d: int = 32, heads: int =
         return (rng.standard_normal(shape) / math.sqrt(shape[0])).astype(np.float32)
 
     inits: dict[str, np.ndarray] = {
-        "ln1_g": 1 + 0.1 * rng.standard_normal(d).astype(np.float32), "ln1_b": w(d) / 10,
-        "ln2_g": 1 + 0.1 * rng.standard_normal(d).astype(np.float32), "ln2_b": w(d) / 10,
-        "wq": w(d, d), "wk": w(d, d), "wv": w(d, d), "wo": w(d, d), "bq": w(d), "bv": w(d),
-        "w_up": w(d, 4 * d), "w_down": w(4 * d, d),
-        "scale": np.array(1 / math.sqrt(dh), np.float32), "ones": np.ones((s, s), np.float32),
+        "ln1_g": 1 + 0.1 * rng.standard_normal(d).astype(np.float32),
+        "ln1_b": w(d) / 10,
+        "ln2_g": 1 + 0.1 * rng.standard_normal(d).astype(np.float32),
+        "ln2_b": w(d) / 10,
+        "wq": w(d, d),
+        "wk": w(d, d),
+        "wv": w(d, d),
+        "wo": w(d, d),
+        "bq": w(d),
+        "bv": w(d),
+        "w_up": w(d, 4 * d),
+        "w_down": w(4 * d, d),
+        "scale": np.array(1 / math.sqrt(dh), np.float32),
+        "ones": np.ones((s, s), np.float32),
         "neg": np.array(-1e9, np.float32),
-        "i0": np.array([0], np.int64), "i1": np.array([1], np.int64),
-        "heads_dh": np.array([heads, dh], np.int64), "minus1": np.array([-1], np.int64),
-    }  # fmt: skip
+        "i0": np.array([0], np.int64),
+        "i1": np.array([1], np.int64),
+        "heads_dh": np.array([heads, dh], np.int64),
+        "minus1": np.array([-1], np.int64),
+    }
     n = helper.make_node
     nodes = [
         n("LayerNormalization", ["x", "ln1_g", "ln1_b"], ["h"], name="ln1", axis=-1),

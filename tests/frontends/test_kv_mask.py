@@ -23,8 +23,9 @@ def _vi(name: str, shape: list[int], t: int = F) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, t, shape)
 
 
-def decode_model(cmp: str, ramp: np.ndarray, ramp_first: bool = True,
-                 **attrs: object) -> onnx.ModelProto:  # fmt: skip
+def decode_model(
+    cmp: str, ramp: np.ndarray, ramp_first: bool = True, **attrs: object
+) -> onnx.ModelProto:
     """Attention of one query over a cache, mask = Reshape(cmp(ramp, pos)) to (1, 1, 1, Sk)."""
     operands = ["ramp", "pos"] if ramp_first else ["pos", "ramp"]
     nodes = [
@@ -32,8 +33,12 @@ def decode_model(cmp: str, ramp: np.ndarray, ramp_first: bool = True,
         helper.make_node("Reshape", ["live", "shape"], ["mask"], name="mask"),
         helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn", **attrs),
     ]
-    ins = [_vi("q", [1, HQ, 1, D]), _vi("k", [1, HKV, SK, D]), _vi("v", [1, HKV, SK, D]),
-           _vi("pos", [1], I64)]  # fmt: skip
+    ins = [
+        _vi("q", [1, HQ, 1, D]),
+        _vi("k", [1, HKV, SK, D]),
+        _vi("v", [1, HKV, SK, D]),
+        _vi("pos", [1], I64),
+    ]
     inits = {"ramp": ramp, "shape": np.array([1, 1, 1, SK], np.int64)}
     return make_model(nodes, ins, [_vi("y", [1, HQ, 1, D])], inits, opset=23)
 
@@ -48,8 +53,10 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, live: np.ndarray) -> 
 
 def run(model: onnx.ModelProto, pos: int) -> tuple[np.ndarray, np.ndarray, str]:
     rng = np.random.default_rng(pos)
-    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in
-               ((1, HQ, 1, D), (1, HKV, SK, D), (1, HKV, SK, D)))  # fmt: skip
+    q, k, v = (
+        rng.standard_normal(s).astype(np.float32)
+        for s in ((1, HQ, 1, D), (1, HKV, SK, D), (1, HKV, SK, D))
+    )
     module = import_onnx(model)
     got = Executor(module).run({"q": q, "k": k, "v": v, "pos": np.array([pos])})["y"]
     return got, (q, k, v), str(module)  # type: ignore[return-value]
@@ -57,9 +64,11 @@ def run(model: onnx.ModelProto, pos: int) -> tuple[np.ndarray, np.ndarray, str]:
 
 RAMP = np.arange(SK, dtype=np.int64)
 LIVE = {  # (comparison, ramp first?) -> which slots are live for `pos`
-    ("LessOrEqual", True): lambda p: RAMP <= p, ("Less", True): lambda p: RAMP < p,
-    ("GreaterOrEqual", False): lambda p: p >= RAMP, ("Greater", False): lambda p: p > RAMP,
-}  # fmt: skip
+    ("LessOrEqual", True): lambda p: RAMP <= p,
+    ("Less", True): lambda p: RAMP < p,
+    ("GreaterOrEqual", False): lambda p: p >= RAMP,
+    ("Greater", False): lambda p: p > RAMP,
+}
 
 
 @pytest.mark.parametrize("pos", [0, 5, SK - 1])
@@ -81,8 +90,9 @@ def test_live_length_mask_becomes_kv_len(cmp: str, ramp_first: bool, pos: int) -
         ("causal", decode_model("LessOrEqual", RAMP, is_causal=1), None),
     ],
 )
-def test_other_masks_keep_the_reference_formula(what: str, model: onnx.ModelProto,
-                                                live: object) -> None:  # fmt: skip
+def test_other_masks_keep_the_reference_formula(
+    what: str, model: onnx.ModelProto, live: object
+) -> None:
     got, (q, k, v), text = run(model, 6)
     assert "kv_len" not in text and "fuel.softmax" in text, what
     if live is not None:

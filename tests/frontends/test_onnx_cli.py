@@ -50,8 +50,9 @@ def test_default_output_and_no_locations(save_model) -> None:  # noqa: ANN001
 def test_input_shape_pins_dynamic_dims(save_model, tmp_path: Path) -> None:  # noqa: ANN001
     nodes = [helper.make_node("Relu", ["x"], ["y"])]
     vi = helper.make_tensor_value_info
-    model = make_model(nodes, [vi("x", TensorProto.FLOAT, ["b", 4])],
-                       [vi("y", TensorProto.FLOAT, ["b", 4])])  # fmt: skip
+    model = make_model(
+        nodes, [vi("x", TensorProto.FLOAT, ["b", 4])], [vi("y", TensorProto.FLOAT, ["b", 4])]
+    )
     out = tmp_path / "r.mlir"
     assert fuel_import(save_model(model), "-o", str(out), "--input-shape", "x=2x4") == 0
     assert "tensor<2x4xf32>" in out.read_text()
@@ -61,26 +62,36 @@ def test_input_shape_pins_dynamic_dims(save_model, tmp_path: Path) -> None:  # n
 
 @pytest.mark.parametrize(
     ("setup", "match"),
-    [("missing", "cannot read"), ("garbage", "is not a readable ONNX model"),
-     ("unsupported", "uses 1 op type fuel does not support: Conv (1 node)"),
-     ("dynamic", "dynamic dimension 0 ('b')"), ("bad-shape", "--input-shape expects NAME=1x128")],
-)  # fmt: skip
-def test_bad_input_is_one_line_and_exit_1(setup: str, match: str, save_model, tmp_path: Path,
-                                          capsys) -> None:  # noqa: ANN001 # fmt: skip
+    [
+        ("missing", "cannot read"),
+        ("garbage", "is not a readable ONNX model"),
+        ("unsupported", "uses 1 op type fuel does not support: Conv (1 node)"),
+        ("dynamic", "dynamic dimension 0 ('b')"),
+        ("bad-shape", "--input-shape expects NAME=1x128"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(
+    setup: str, match: str, save_model, tmp_path: Path, capsys
+) -> None:  # noqa: ANN001
     vi = helper.make_tensor_value_info
     path, extra = str(tmp_path / "nope.onnx"), []
     if setup == "garbage":
         Path(path).write_bytes(b"\x08\x07not a model\xff" * 4)
     elif setup == "unsupported":
         conv = helper.make_node("Conv", ["x", "w"], ["y"])
-        model = make_model([conv], [vi("x", TensorProto.FLOAT, [1, 1, 3, 3]),
-                                    vi("w", TensorProto.FLOAT, [1, 1, 1, 1])],
-                           [vi("y", TensorProto.FLOAT, [1, 1, 3, 3])])  # fmt: skip
+        model = make_model(
+            [conv],
+            [vi("x", TensorProto.FLOAT, [1, 1, 3, 3]), vi("w", TensorProto.FLOAT, [1, 1, 1, 1])],
+            [vi("y", TensorProto.FLOAT, [1, 1, 3, 3])],
+        )
         path = save_model(model)
     elif setup in ("dynamic", "bad-shape"):
         relu = [helper.make_node("Relu", ["x"], ["y"])]
-        path = save_model(make_model(relu, [vi("x", TensorProto.FLOAT, ["b", 4])],
-                                     [vi("y", TensorProto.FLOAT, ["b", 4])]))  # fmt: skip
+        path = save_model(
+            make_model(
+                relu, [vi("x", TensorProto.FLOAT, ["b", 4])], [vi("y", TensorProto.FLOAT, ["b", 4])]
+            )
+        )
         extra = ["--input-shape", "x"] if setup == "bad-shape" else []
     assert fuel_import(path, *extra) == 1
     captured = capsys.readouterr()

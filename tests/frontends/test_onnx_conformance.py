@@ -50,8 +50,11 @@ def test_unsupported_cases_name_every_unsupported_op(
         if r.status != "unsupported":
             continue
         nodes = by_name[r.name].model.graph.node
-        missing = {display_name(n.domain, n.op_type) for n in nodes
-                   if op_key(n.domain, n.op_type) not in OPS}  # fmt: skip
+        missing = {
+            display_name(n.domain, n.op_type)
+            for n in nodes
+            if op_key(n.domain, n.op_type) not in OPS
+        }
         if missing:
             listed = re.findall(r"(\S+) \(\d+ nodes?\)", r.message)
             assert listed == sorted(missing), f"{r.name}: {r.message}"

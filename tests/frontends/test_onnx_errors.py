@@ -31,12 +31,20 @@ def _raises(model: onnx.ModelProto | str, match: str, **kw: object) -> OnnxImpor
 def test_every_unsupported_op_type_is_listed_sorted_with_counts() -> None:
     n = helper.make_node
     nodes = [
-        n("Conv", ["x", "w"], ["a"]), n("Relu", ["a"], ["b"]), n("Conv", ["b", "w"], ["c"]),
-        n("NonZero", ["c"], ["d"]), n("FusedMatMul", ["c", "c"], ["e"], domain="com.microsoft"),
+        n("Conv", ["x", "w"], ["a"]),
+        n("Relu", ["a"], ["b"]),
+        n("Conv", ["b", "w"], ["c"]),
+        n("NonZero", ["c"], ["d"]),
+        n("FusedMatMul", ["c", "c"], ["e"], domain="com.microsoft"),
         n("TopK", ["c", "k"], ["f", "g"]),
-    ]  # fmt: skip
-    model = make_model(nodes, [_vi("x", [1, 1, 4, 4]), _vi("w", [1, 1, 1, 1])], [_vi("e", None)],
-                       check=False, domains=("com.microsoft",))  # fmt: skip
+    ]
+    model = make_model(
+        nodes,
+        [_vi("x", [1, 1, 4, 4]), _vi("w", [1, 1, 1, 1])],
+        [_vi("e", None)],
+        check=False,
+        domains=("com.microsoft",),
+    )
     err = _raises(model, "uses 4 op types")
     assert str(err) == (
         "the model uses 4 op types fuel does not support: Conv (2 nodes), NonZero (1 node), "
@@ -50,11 +58,13 @@ def test_an_error_is_a_module_error() -> None:
 
 @pytest.mark.parametrize(
     ("content", "match"),
-    [(b"\x08\x07garbage\xff\xfe" * 8, "is not a readable ONNX model"),
-     (b"", "is not a readable ONNX model .it has no graph outputs."),
-     (None, "cannot read")],
+    [
+        (b"\x08\x07garbage\xff\xfe" * 8, "is not a readable ONNX model"),
+        (b"", "is not a readable ONNX model .it has no graph outputs."),
+        (None, "cannot read"),
+    ],
     ids=["garbage", "empty", "missing"],
-)  # fmt: skip
+)
 def test_unreadable_files(tmp_path: Path, content: bytes | None, match: str) -> None:
     path = tmp_path / "model.onnx"
     if content is not None:
@@ -80,8 +90,9 @@ def test_unknown_rank_is_a_dynamic_shape() -> None:
 
 def test_unsupported_dtypes() -> None:
     i16 = TensorProto.INT16
-    model = make_model([helper.make_node("Abs", ["x"], ["y"])], [_vi("x", [4], i16)],
-                       [_vi("y", [4], i16)])  # fmt: skip
+    model = make_model(
+        [helper.make_node("Abs", ["x"], ["y"])], [_vi("x", [4], i16)], [_vi("y", [4], i16)]
+    )
     _raises(model, "graph input 'x' has unsupported dtype INT16 .fuel supports FLOAT, DOUBLE")
     cast = helper.make_node("Cast", ["x"], ["y"], name="to_u32", to=TensorProto.UINT32)
     model = make_model([cast], [_vi("x", [4])], [_vi("y", [4], TensorProto.UINT32)])
@@ -103,8 +114,9 @@ def test_unsupported_attribute_and_variant_name_the_node() -> None:
 
 def test_run_time_shape_input_names_the_input_it_needs() -> None:
     reshape = helper.make_node("Reshape", ["x", "shape"], ["y"])
-    model = make_model([reshape], [_vi("x", [2, 6]), _vi("shape", [2], TensorProto.INT64)],
-                       [_vi("y", [3, 4])])  # fmt: skip
+    model = make_model(
+        [reshape], [_vi("x", [2, 6]), _vi("shape", [2], TensorProto.INT64)], [_vi("y", [3, 4])]
+    )
     err = _raises(model, r"node #0 \(Reshape, output 'y'\): shape \(input 1\) must be a constant")
     assert err.constant_input == "shape"
     module = import_onnx(model, constants={"shape": np.array([3, 4])})
@@ -116,11 +128,13 @@ def test_old_opsets_and_bad_graphs() -> None:
     model = mlp_model()
     model.opset_import[0].version = 6
     _raises(model, "imports standard opset 6; fuel imports opset 7 or newer")
-    bad = make_model([helper.make_node("Relu", ["nope"], ["y"])], [_vi("x", [4])],
-                     [_vi("y", [4])], check=False)  # fmt: skip
+    bad = make_model(
+        [helper.make_node("Relu", ["nope"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], check=False
+    )
     _raises(bad, "input 'nope' is not produced by any earlier node")
-    mismatch = make_model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])],
-                          [_vi("y", [5])], check=False)  # fmt: skip
+    mismatch = make_model(
+        [helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [4])], [_vi("y", [5])], check=False
+    )
     _raises(mismatch, r"graph output 'y' is declared with shape \[5\] but imports as \[4\]")
 
 
@@ -154,19 +168,22 @@ def test_a_tensor_written_twice_is_refused() -> None:
     model = make_model(over_input, [_vi("x", [4])], [_vi("x", [4])], check=False)
     _raises(model, r"node #0 \(Relu, output 'x'\) writes tensor 'x', which a graph input already")
     over_init = [n("Relu", ["x"], ["w"]), n("Add", ["x", "w"], ["y"])]
-    model = make_model(over_init, [_vi("x", [4])], [_vi("y", [4])],
-                       {"w": np.ones(4, np.float32)}, check=False)  # fmt: skip
+    model = make_model(
+        over_init, [_vi("x", [4])], [_vi("y", [4])], {"w": np.ones(4, np.float32)}, check=False
+    )
     _raises(model, "writes tensor 'w', which an initializer already writes")
 
 
 def test_model_local_functions_are_inlined() -> None:
     body = [helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", ["a", "s"], ["b"])]
-    fn = helper.make_function("local", "Swishy", ["a"], ["b"], body,
-                              [helper.make_opsetid("", 17)])  # fmt: skip
+    fn = helper.make_function("local", "Swishy", ["a"], ["b"], body, [helper.make_opsetid("", 17)])
     node = helper.make_node("Swishy", ["x"], ["y"], domain="local", name="sw")
     graph = helper.make_graph([node], "g", [_vi("x", [4])], [_vi("y", [4])])
-    model = helper.make_model(graph, functions=[fn], opset_imports=[
-        helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])  # fmt: skip
+    model = helper.make_model(
+        graph,
+        functions=[fn],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+    )
     model.ir_version = 8
     onnx.checker.check_model(model)
     x = np.linspace(-2, 2, 4, dtype=np.float32)

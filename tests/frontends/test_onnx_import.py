@@ -21,8 +21,9 @@ F = TensorProto.FLOAT
 def _inputs(model: onnx.ModelProto, seed: int = 1) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     dims = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input}
-    return {k: rng.standard_normal([d.dim_value for d in s]).astype(np.float32)
-            for k, s in dims.items()}  # fmt: skip
+    return {
+        k: rng.standard_normal([d.dim_value for d in s]).astype(np.float32) for k, s in dims.items()
+    }
 
 
 def _check_against_ort(model: onnx.ModelProto, rtol: float = 1e-5, atol: float = 1e-5) -> None:
@@ -59,8 +60,11 @@ def test_shape_arithmetic_folds_away() -> None:
 
 def test_ops_carry_node_locations_and_tensor_names() -> None:
     module = import_onnx(block_model())
-    ops = {op.location.desc.data: op for op in module.entry.body.block.ops
-           if isinstance(op.location, NameLoc)}  # fmt: skip
+    ops = {
+        op.location.desc.data: op
+        for op in module.entry.body.block.ops
+        if isinstance(op.location, NameLoc)
+    }
     assert ops["attn/q_proj"].name == "fuel.matmul"
     assert ops["attn/softmax"].name == "fuel.softmax"
     assert "%qh = fuel.transpose" in str(module)  # the ONNX tensor name as SSA name
@@ -81,8 +85,12 @@ def test_constants_that_would_not_read_back_become_weights() -> None:
     """xDSL prints NaN/inf as hex its parser misreads: such constants go to safetensors."""
     nodes = [helper.make_node("Add", ["x", "c"], ["y"])]
     c = np.array([np.nan, np.inf, 1.5], np.float32)
-    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [3])],
-                       [helper.make_tensor_value_info("y", F, [3])], {"c": c})  # fmt: skip
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [3])],
+        [helper.make_tensor_value_info("y", F, [3])],
+        {"c": c},
+    )
     module = import_onnx(model)
     assert [op.sym_name.data for op in module.weight_ops()] == ["c"]
     out = Executor(module).run({"x": np.zeros(3, np.float32)})["y"]
@@ -95,19 +103,25 @@ def test_all_constant_graph_folds_to_its_outputs() -> None:
         helper.make_node("Mul", ["r", "r"], ["y"]),
     ]
     inits = {"s": np.array(1, np.int64), "l": np.array(9, np.int64), "d": np.array(2, np.int64)}
-    model = make_model(nodes, [], [helper.make_tensor_value_info("y", TensorProto.INT64, [4])],
-                       inits)  # fmt: skip
+    model = make_model(
+        nodes, [], [helper.make_tensor_value_info("y", TensorProto.INT64, [4])], inits
+    )
     module = import_onnx(model)
     assert [op.name for op in module.entry.body.block.ops] == ["fuel.constant", "func.return"]
     np.testing.assert_array_equal(Executor(module).run({})["y"], [1, 9, 25, 49])
 
 
 def test_zero_size_input_and_result_fold() -> None:
-    nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0),
-             helper.make_node("Relu", ["x"], ["z"])]  # fmt: skip
-    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [0, 3])],
-                       [helper.make_tensor_value_info("y", F, []),
-                        helper.make_tensor_value_info("z", F, [0, 3])], opset=11)  # fmt: skip
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0),
+        helper.make_node("Relu", ["x"], ["z"]),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [0, 3])],
+        [helper.make_tensor_value_info("y", F, []), helper.make_tensor_value_info("z", F, [0, 3])],
+        opset=11,
+    )
     out = Executor(import_onnx(model)).run({"x": np.zeros((0, 3), np.float32)})
     assert out["y"] == 0.0 and out["z"].shape == (0, 3)
 
@@ -118,23 +132,39 @@ def test_load_any_imports_onnx_and_loads_mlir(save_model, tmp_path) -> None:  # 
     saved = module.save(tmp_path / "m.mlir")
     again = load_any(saved)
     feeds = _inputs(mlp_model())
-    np.testing.assert_array_equal(Executor(module).run(feeds)["probs"],
-                                  Executor(again).run(feeds)["probs"])  # fmt: skip
+    np.testing.assert_array_equal(
+        Executor(module).run(feeds)["probs"], Executor(again).run(feeds)["probs"]
+    )
 
 
 def test_supported_op_types_lists_the_table() -> None:
     ops = supported_op_types()
     assert ops == sorted(ops)
-    for op in ("MatMul", "Gemm", "LayerNormalization", "Attention", "Softmax", "Gather", "Slice",
-               "com.microsoft.SimplifiedLayerNormalization"):  # fmt: skip
+    for op in (
+        "MatMul",
+        "Gemm",
+        "LayerNormalization",
+        "Attention",
+        "Softmax",
+        "Gather",
+        "Slice",
+        "com.microsoft.SimplifiedLayerNormalization",
+    ):
         assert op in ops
 
 
 # -- single ops against onnxruntime --------------------------------------------------------
 
 
-def _one(op: str, shapes: list[list[int]], out_shape: list[int], inits=None, opset: int = 17,
-         check: bool = True, **attrs: object) -> onnx.ModelProto:  # noqa: ANN001 # fmt: skip
+def _one(
+    op: str,
+    shapes: list[list[int]],
+    out_shape: list[int],
+    inits=None,
+    opset: int = 17,
+    check: bool = True,
+    **attrs: object,
+) -> onnx.ModelProto:  # noqa: ANN001
     names = [f"x{i}" for i in range(len(shapes))]
     node = helper.make_node(op, names + list(inits or {}), ["y"], **attrs)
     ins = [helper.make_tensor_value_info(n, F, s) for n, s in zip(names, shapes, strict=True)]
@@ -154,15 +184,15 @@ SINGLE_OPS = {
             "a": np.array([0, 1], I64),
             "st": np.array([-3, -1], I64),
         },
-    ),  # fmt: skip
+    ),
     "expand-bidirectional": _one("Expand", [[3, 1]], [2, 3, 4], {"s": np.array([2, 1, 4], I64)}),
     "tile": _one("Tile", [[2, 3]], [4, 9], {"r": np.array([2, 3], I64)}),
     "gemm-transposed-scaled": _one(
         "Gemm", [[6, 4], [5, 6], [5]], [4, 5], transA=1, transB=1, alpha=0.5, beta=2.0
-    ),  # fmt: skip
+    ),
     "layernorm-axis1-no-bias": _one(
         "LayerNormalization", [[2, 3, 4], [3, 4]], [2, 3, 4], axis=1, epsilon=1e-3
-    ),  # fmt: skip
+    ),
     "softmax-opset11-coerced": _one("Softmax", [[2, 3, 4]], [2, 3, 4], opset=11, axis=1),
     "logsoftmax": _one("LogSoftmax", [[3, 5]], [3, 5], axis=0),
     "reduce-l2-keepdims": _one("ReduceL2", [[3, 4, 5]], [3, 1, 5], axes=[1], keepdims=1),

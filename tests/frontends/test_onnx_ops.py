@@ -27,15 +27,24 @@ def _ops(model: onnx.ModelProto) -> list[str]:
 
 @pytest.mark.parametrize(
     ("attr", "value", "want"),
-    [("value_float", 1.5, np.float32(1.5)), ("value_floats", [1.0, 2.0], [1.0, 2.0]),
-     ("value_int", 7, np.int64(7)), ("value_ints", [3, -4], [3, -4]),
-     ("value", numpy_helper.from_array(np.eye(2, dtype=np.float16)), np.eye(2)),
-     ("sparse_value", helper.make_sparse_tensor(
-         numpy_helper.from_array(np.array([5.0, 6.0], np.float32)),
-         numpy_helper.from_array(np.array([1, 4], np.int64)), [2, 3]),
-      [[0, 5, 0], [0, 6, 0]])],
+    [
+        ("value_float", 1.5, np.float32(1.5)),
+        ("value_floats", [1.0, 2.0], [1.0, 2.0]),
+        ("value_int", 7, np.int64(7)),
+        ("value_ints", [3, -4], [3, -4]),
+        ("value", numpy_helper.from_array(np.eye(2, dtype=np.float16)), np.eye(2)),
+        (
+            "sparse_value",
+            helper.make_sparse_tensor(
+                numpy_helper.from_array(np.array([5.0, 6.0], np.float32)),
+                numpy_helper.from_array(np.array([1, 4], np.int64)),
+                [2, 3],
+            ),
+            [[0, 5, 0], [0, 6, 0]],
+        ),
+    ],
     ids=["float", "floats", "int", "ints", "tensor", "sparse"],
-)  # fmt: skip
+)
 def test_constant_forms(attr: str, value: object, want: object) -> None:
     node = helper.make_node("Constant", [], ["y"], **{attr: value})
     model = make_model([node], [], [_vi("y", None, 0)], check=False)
@@ -54,8 +63,7 @@ def test_integer_div_and_mod_fold_exactly() -> None:
     """i64 folds with truncated division (ONNX), beyond what f64 can represent."""
     a = np.array([2**62 + 1, -7, 7, -7], np.int64)
     b = np.array([3, 2, -2, -2], np.int64)
-    nodes = [helper.make_node("Div", ["a", "b"], ["q"]),
-             helper.make_node("Mod", ["a", "b"], ["m"])]  # fmt: skip
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["m"])]
     model = make_model(nodes, [], [_vi("q", [4], I64), _vi("m", [4], I64)], {"a": a, "b": b})
     out = Executor(import_onnx(model)).run({})
     np.testing.assert_array_equal(out["q"], [(2**62 + 1) // 3, -3, -3, 3])
@@ -64,11 +72,14 @@ def test_integer_div_and_mod_fold_exactly() -> None:
 
 @pytest.mark.parametrize("dtype", [TensorProto.INT32, TensorProto.INT8])
 def test_run_time_integer_div_and_mod_match_numpy(dtype: int) -> None:
-    nodes = [helper.make_node("Div", ["a", "b"], ["q"]),
-             helper.make_node("Mod", ["a", "b"], ["m"]),
-             helper.make_node("Mod", ["a", "b"], ["f"], fmod=1)]  # fmt: skip
-    model = make_model(nodes, [_vi("a", [64], dtype), _vi("b", [64], dtype)],
-                       [_vi(k, [64], dtype) for k in "qmf"])  # fmt: skip
+    nodes = [
+        helper.make_node("Div", ["a", "b"], ["q"]),
+        helper.make_node("Mod", ["a", "b"], ["m"]),
+        helper.make_node("Mod", ["a", "b"], ["f"], fmod=1),
+    ]
+    model = make_model(
+        nodes, [_vi("a", [64], dtype), _vi("b", [64], dtype)], [_vi(k, [64], dtype) for k in "qmf"]
+    )
     npt = helper.tensor_dtype_to_np_dtype(dtype)
     info = np.iinfo(npt)
     rng = np.random.default_rng(0)
@@ -109,15 +120,25 @@ def test_attention_variants_fuel_attention_cannot_express_use_primitives() -> No
 
 def test_decode_step_with_nonpad_length_becomes_kv_len() -> None:
     node = helper.make_node("Attention", ["q", "k", "v", "", "", "", "n"], ["y"], is_causal=1)
-    model = make_model([node], [_vi("q", [1, 4, 1, 8]), _vi("k", [1, 4, 16, 8]),
-                                _vi("v", [1, 4, 16, 8]), _vi("n", [1], I64)],
-                       [_vi("y", [1, 4, 1, 8])], opset=24)  # fmt: skip
+    model = make_model(
+        [node],
+        [
+            _vi("q", [1, 4, 1, 8]),
+            _vi("k", [1, 4, 16, 8]),
+            _vi("v", [1, 4, 16, 8]),
+            _vi("n", [1], I64),
+        ],
+        [_vi("y", [1, 4, 1, 8])],
+        opset=24,
+    )
     module = import_onnx(model)
     att = next(op for op in module.entry.body.block.ops if op.name == "fuel.attention")
     assert att.kv_len is not None and att.causal is not None
     rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((1, 4, 1, 8), (1, 4, 16, 8),
-                                                                  (1, 4, 16, 8)))  # fmt: skip
+    q, k, v = (
+        rng.standard_normal(s).astype(np.float32)
+        for s in ((1, 4, 1, 8), (1, 4, 16, 8), (1, 4, 16, 8))
+    )
     y = Executor(module).run({"q": q, "k": k, "v": v, "n": np.array([5])})["y"]
     s = q @ k[:, :, :5].transpose(0, 1, 3, 2) / math.sqrt(8)
     p = np.exp(s - s.max(-1, keepdims=True))
@@ -133,14 +154,20 @@ def test_rotary_embedding_becomes_fuel_rope() -> None:
         _vi("pos", [1, 4], I64),
     ]
     model = make_model([node], ins, [_vi("y", [1, 2, 4, 8])], opset=23)
-    assert _ops(model) == ["fuel.gather", "fuel.gather", "fuel.reshape", "fuel.reshape",
-                           "fuel.rope"]  # fmt: skip
+    assert _ops(model) == [
+        "fuel.gather",
+        "fuel.gather",
+        "fuel.reshape",
+        "fuel.reshape",
+        "fuel.rope",
+    ]
 
 
 def test_swiglu_and_gelu_use_the_fused_ops() -> None:
     swiglu = helper.make_node("SwiGLU", ["a", "b"], ["y"])
-    model = make_model([swiglu], [_vi("a", [2, 8]), _vi("b", [2, 8])], [_vi("y", [2, 8])],
-                       opset=28, check=False)  # fmt: skip
+    model = make_model(
+        [swiglu], [_vi("a", [2, 8]), _vi("b", [2, 8])], [_vi("y", [2, 8])], opset=28, check=False
+    )
     assert _ops(model) == ["fuel.silu", "fuel.mul"]
     gelu = helper.make_node("Gelu", ["a"], ["y"], approximate="tanh")
     model = make_model([gelu], [_vi("a", [2, 8])], [_vi("y", [2, 8])], opset=20)
@@ -149,11 +176,16 @@ def test_swiglu_and_gelu_use_the_fused_ops() -> None:
 
 
 def test_einsum_and_cumsum_match_numpy() -> None:
-    nodes = [helper.make_node("Einsum", ["a", "b"], ["e"], equation="bhqd,bhkd->bhqk"),
-             helper.make_node("CumSum", ["a", "ax"], ["c"], reverse=1)]  # fmt: skip
-    model = make_model(nodes, [_vi("a", [2, 3, 4, 5]), _vi("b", [2, 3, 6, 5])],
-                       [_vi("e", [2, 3, 4, 6]), _vi("c", [2, 3, 4, 5])],
-                       {"ax": np.array(2, np.int64)})  # fmt: skip
+    nodes = [
+        helper.make_node("Einsum", ["a", "b"], ["e"], equation="bhqd,bhkd->bhqk"),
+        helper.make_node("CumSum", ["a", "ax"], ["c"], reverse=1),
+    ]
+    model = make_model(
+        nodes,
+        [_vi("a", [2, 3, 4, 5]), _vi("b", [2, 3, 6, 5])],
+        [_vi("e", [2, 3, 4, 6]), _vi("c", [2, 3, 4, 5])],
+        {"ax": np.array(2, np.int64)},
+    )
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 6, 5))
     out = Executor(import_onnx(model)).run({"a": a.astype(np.float32), "b": b.astype(np.float32)})
@@ -162,8 +194,9 @@ def test_einsum_and_cumsum_match_numpy() -> None:
     np.testing.assert_allclose(out["c"], rev, rtol=1e-5, atol=1e-6)
 
 
-def _gather_model(op: str, data: np.ndarray, idx: np.ndarray, out_shape: list[int],
-                  const: bool, **attrs: object) -> tuple[onnx.ModelProto, dict]:  # fmt: skip
+def _gather_model(
+    op: str, data: np.ndarray, idx: np.ndarray, out_shape: list[int], const: bool, **attrs: object
+) -> tuple[onnx.ModelProto, dict]:
     node = helper.make_node(op, ["x", "i"], ["y"], **attrs)
     ins = [_vi("x", list(data.shape))] + ([] if const else [_vi("i", list(idx.shape), I64)])
     model = make_model([node], ins, [_vi("y", out_shape)], {"i": idx} if const else None)

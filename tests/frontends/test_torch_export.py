@@ -34,14 +34,19 @@ class Fn(nn.Module):
         return self.fn(*xs)
 
 
-def export(fn: Callable[..., object] | nn.Module, *xs: torch.Tensor,
-           **kw: object) -> torch.export.ExportedProgram:  # fmt: skip
+def export(
+    fn: Callable[..., object] | nn.Module, *xs: torch.Tensor, **kw: object
+) -> torch.export.ExportedProgram:
     mod = fn if isinstance(fn, nn.Module) else Fn(fn)
     return torch.export.export(mod.eval(), xs, strict=False, **kw)  # type: ignore[arg-type]
 
 
-def check(fn: Callable[..., object] | nn.Module, *xs: torch.Tensor, decompose: bool = False,
-          atol: float = ATOL) -> None:  # fmt: skip
+def check(
+    fn: Callable[..., object] | nn.Module,
+    *xs: torch.Tensor,
+    decompose: bool = False,
+    atol: float = ATOL,
+) -> None:
     """Import `fn` traced at `xs`, run it with fuel and compare every output with torch."""
     ep = export(fn, *xs)
     if decompose:
@@ -74,13 +79,24 @@ X, Y, ROW = rand(3, 4), rand(3, 4), rand(4)
 POS = X.abs() + 0.5
 
 UNARY = {
-    "neg": torch.neg, "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.5), "sqrt": lambda x:
-    torch.sqrt(x.abs()), "exp": torch.exp, "log": lambda x: torch.log(x.abs() + 0.1),
-    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": F.silu, "gelu": F.gelu,
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu, "erf": torch.erf,
-    "cos": torch.cos, "sin": torch.sin, "abs": torch.abs, "reciprocal": lambda x: 1 / POS * x,
+    "neg": torch.neg,
+    "rsqrt": lambda x: torch.rsqrt(x.abs() + 0.5),
+    "sqrt": lambda x: torch.sqrt(x.abs()),
+    "exp": torch.exp,
+    "log": lambda x: torch.log(x.abs() + 0.1),
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "erf": torch.erf,
+    "cos": torch.cos,
+    "sin": torch.sin,
+    "abs": torch.abs,
+    "reciprocal": lambda x: 1 / POS * x,
     "reciprocal_op": lambda x: torch.reciprocal(x.abs() + 0.5),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -89,19 +105,32 @@ def test_unary(name: str) -> None:
 
 
 BINARY = {
-    "add": torch.add, "add_alpha": lambda a, b: torch.add(a, b, alpha=2.0), "sub": torch.sub,
-    "sub_alpha": lambda a, b: torch.sub(a, b, alpha=0.5), "mul": torch.mul, "div": torch.div,
-    "add_scalar": lambda a, b: a + 1.5, "mul_scalar": lambda a, b: a * 3, "rsub": lambda a, b:
-    1.0 - a, "pow_scalar": lambda a, b: a.pow(2), "pow_tensor": lambda a, b: (a.abs() + 0.5)
-    ** b, "pow_scalar_base": lambda a, b: torch.pow(2.0, a), "maximum": torch.maximum,
-    "minimum": torch.minimum, "clamp": lambda a, b: a.clamp(-0.5, 0.5), "clamp_min":
-    lambda a, b: a.clamp(min=0.1), "broadcast_row": lambda a, b: a * ROW + b[0],
-    "where": lambda a, b: torch.where(a > b, a, b), "where_scalar": lambda a, b:
-    torch.where(a > 0, a, 0.0), "masked_fill": lambda a, b: a.masked_fill(b > 0, -1.0),
-    "int_plus_float": lambda a, b: (a > 0).long() + 1.5, "float_plus_int": lambda a, b: a +
-    torch.arange(4), "cast_f16": lambda a, b: (a.half() * 2).float(), "cast_i64": lambda a, b:
-    (a * 10).to(torch.int64), "cast_f64": lambda a, b: a.double() * b.double(),
-}  # fmt: skip
+    "add": torch.add,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=2.0),
+    "sub": torch.sub,
+    "sub_alpha": lambda a, b: torch.sub(a, b, alpha=0.5),
+    "mul": torch.mul,
+    "div": torch.div,
+    "add_scalar": lambda a, b: a + 1.5,
+    "mul_scalar": lambda a, b: a * 3,
+    "rsub": lambda a, b: 1.0 - a,
+    "pow_scalar": lambda a, b: a.pow(2),
+    "pow_tensor": lambda a, b: (a.abs() + 0.5) ** b,
+    "pow_scalar_base": lambda a, b: torch.pow(2.0, a),
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "clamp": lambda a, b: a.clamp(-0.5, 0.5),
+    "clamp_min": lambda a, b: a.clamp(min=0.1),
+    "broadcast_row": lambda a, b: a * ROW + b[0],
+    "where": lambda a, b: torch.where(a > b, a, b),
+    "where_scalar": lambda a, b: torch.where(a > 0, a, 0.0),
+    "masked_fill": lambda a, b: a.masked_fill(b > 0, -1.0),
+    "int_plus_float": lambda a, b: (a > 0).long() + 1.5,
+    "float_plus_int": lambda a, b: a + torch.arange(4),
+    "cast_f16": lambda a, b: (a.half() * 2).float(),
+    "cast_i64": lambda a, b: (a * 10).to(torch.int64),
+    "cast_f64": lambda a, b: a.double() * b.double(),
+}
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -110,13 +139,18 @@ def test_binary(name: str) -> None:
 
 
 COMPARE = {
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != 0.5, "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= 0.0, "ge_scalar": lambda a, b: a >= 0.1, "gt": lambda a, b: a > b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != 0.5,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= 0.0,
+    "ge_scalar": lambda a, b: a >= 0.1,
+    "gt": lambda a, b: a > b,
     "ge": lambda a, b: a >= b,
-    "not": lambda a, b: ~(a > b), "and": lambda a, b: (a > 0) & (b > 0),
+    "not": lambda a, b: ~(a > b),
+    "and": lambda a, b: (a > 0) & (b > 0),
     "or": lambda a, b: (a > 0) | (b > 0),
     "logical_ops": lambda a, b: torch.logical_or(torch.logical_not(a > 0), b < 0),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(COMPARE))
@@ -125,11 +159,16 @@ def test_compare(name: str) -> None:
 
 
 REDUCE = {
-    "mean": lambda x: x.mean(-1, keepdim=True), "mean_all": lambda x: x.mean(),
-    "sum": lambda x: x.sum(0), "sum_all": lambda x: x.sum(), "amax": lambda x: x.amax(1),
-    "amin": lambda x: x.amin((0, 1), keepdim=True), "softmax": lambda x: x.softmax(-1),
-    "softmax_dim0": lambda x: F.softmax(x, dim=0), "log_softmax": lambda x: x.log_softmax(-1),
-}  # fmt: skip
+    "mean": lambda x: x.mean(-1, keepdim=True),
+    "mean_all": lambda x: x.mean(),
+    "sum": lambda x: x.sum(0),
+    "sum_all": lambda x: x.sum(),
+    "amax": lambda x: x.amax(1),
+    "amin": lambda x: x.amin((0, 1), keepdim=True),
+    "softmax": lambda x: x.softmax(-1),
+    "softmax_dim0": lambda x: F.softmax(x, dim=0),
+    "log_softmax": lambda x: x.log_softmax(-1),
+}
 
 
 @pytest.mark.parametrize("name", sorted(REDUCE))
@@ -139,12 +178,16 @@ def test_reduce(name: str) -> None:
 
 A3, W, B = rand(2, 3, 4), rand(5, 4), rand(5)
 LINALG = {
-    "linear": lambda x: F.linear(x, W, B), "linear_nobias": lambda x: F.linear(x, W),
-    "mm": lambda x: x[0] @ W.T, "bmm": lambda x: torch.bmm(x, x.transpose(1, 2)),
-    "matmul_3d_2d": lambda x: torch.matmul(x, W.T), "matmul_vec": lambda x: x @ ROW,
-    "vec_matmul": lambda x: ROW @ x[0].T, "addmm": lambda x: torch.addmm(B, x[0], W.T),
+    "linear": lambda x: F.linear(x, W, B),
+    "linear_nobias": lambda x: F.linear(x, W),
+    "mm": lambda x: x[0] @ W.T,
+    "bmm": lambda x: torch.bmm(x, x.transpose(1, 2)),
+    "matmul_3d_2d": lambda x: torch.matmul(x, W.T),
+    "matmul_vec": lambda x: x @ ROW,
+    "vec_matmul": lambda x: ROW @ x[0].T,
+    "addmm": lambda x: torch.addmm(B, x[0], W.T),
     "addmm_scaled": lambda x: torch.addmm(B, x[0], W.T, beta=0.5, alpha=2.0),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(LINALG))
@@ -154,20 +197,31 @@ def test_linalg(name: str) -> None:
 
 IDX = torch.tensor([2, 0, 1, 2])
 MOVE = {
-    "view": lambda x: x.view(6, 4), "reshape": lambda x: x.reshape(-1), "permute":
-    lambda x: x.permute(2, 0, 1), "transpose": lambda x: x.transpose(0, 2), "t": lambda x:
-    x[0].t(), "expand": lambda x: x[:, :1].expand(2, 3, 4), "expand_rank": lambda x:
-    ROW.expand(2, 3, 4) + x, "unsqueeze": lambda x: x.unsqueeze(1), "squeeze": lambda x:
-    x[:, :1].squeeze(1), "squeeze_all": lambda x: x[:1, :1].squeeze(), "cat": lambda x:
-    torch.cat([x, x * 2], dim=-1), "stack": lambda x: torch.stack([x, -x], dim=1),
-    "slice": lambda x: x[:, 1:, ::2], "slice_neg": lambda x: x[..., -3:-1], "select":
-    lambda x: x[1, :, 2], "index_select": lambda x: torch.index_select(x, 1, IDX[:3]),
-    "index": lambda x: x[:, IDX[:2]], "split": lambda x: torch.split(x, [1, 3], dim=2),
-    "chunk": lambda x: x.chunk(2, dim=-1), "unbind": lambda x: x.unbind(0), "flatten":
-    lambda x: x.flatten(1), "repeat": lambda x: x.repeat(1, 2, 1), "clone": lambda x:
-    x.transpose(1, 2).contiguous().clone(), "repeat_interleave_kv": lambda x:
-    x[:, None].expand(2, 2, 3, 4).reshape(4, 3, 4),
-}  # fmt: skip
+    "view": lambda x: x.view(6, 4),
+    "reshape": lambda x: x.reshape(-1),
+    "permute": lambda x: x.permute(2, 0, 1),
+    "transpose": lambda x: x.transpose(0, 2),
+    "t": lambda x: x[0].t(),
+    "expand": lambda x: x[:, :1].expand(2, 3, 4),
+    "expand_rank": lambda x: ROW.expand(2, 3, 4) + x,
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "squeeze": lambda x: x[:, :1].squeeze(1),
+    "squeeze_all": lambda x: x[:1, :1].squeeze(),
+    "cat": lambda x: torch.cat([x, x * 2], dim=-1),
+    "stack": lambda x: torch.stack([x, -x], dim=1),
+    "slice": lambda x: x[:, 1:, ::2],
+    "slice_neg": lambda x: x[..., -3:-1],
+    "select": lambda x: x[1, :, 2],
+    "index_select": lambda x: torch.index_select(x, 1, IDX[:3]),
+    "index": lambda x: x[:, IDX[:2]],
+    "split": lambda x: torch.split(x, [1, 3], dim=2),
+    "chunk": lambda x: x.chunk(2, dim=-1),
+    "unbind": lambda x: x.unbind(0),
+    "flatten": lambda x: x.flatten(1),
+    "repeat": lambda x: x.repeat(1, 2, 1),
+    "clone": lambda x: x.transpose(1, 2).contiguous().clone(),
+    "repeat_interleave_kv": lambda x: x[:, None].expand(2, 2, 3, 4).reshape(4, 3, 4),
+}
 
 
 @pytest.mark.parametrize("name", sorted(MOVE))
@@ -178,33 +232,46 @@ def test_movement(name: str) -> None:
 ATEN = torch.ops.aten
 B1, B2 = X > 0, Y > 0
 DIRECT = {
-    "_safe_softmax": lambda x, y: ATEN._safe_softmax(x, -1), "_to_copy": lambda x, y:
-    ATEN._to_copy(x, dtype=torch.float64), "_unsafe_view": lambda x, y: ATEN._unsafe_view(x,
-    [12]), "alias": lambda x, y: ATEN.alias(x) + 1, "mm": lambda x, y: ATEN.mm(x, y.T),
-    "dropout": lambda x, y: ATEN.dropout(x, 0.5, False), "all": lambda x, y: (ATEN.all(B1),
-    ATEN.all.dim(B1, 1), ATEN.all.dims(B1, [0, 1], True)), "any": lambda x, y: (ATEN.any(B1),
-    ATEN.any.dim(B1, 0), ATEN.any.dims(x, [1])), "arange_start": lambda x, y: x *
-    ATEN.arange.start(2, 6), "bitwise": lambda x, y: (ATEN.bitwise_and(B1, B2),
-    ATEN.bitwise_or(B1, B2), ATEN.bitwise_not(B1)), "clamp_min_max": lambda x, y:
-    ATEN.clamp_max(ATEN.clamp_min(x, -0.3), 0.4), "div_scalar": lambda x, y:
-    ATEN.div.Scalar(x, 4.0), "sub_scalar": lambda x, y: ATEN.sub.Scalar(x, 1.5),
+    "_safe_softmax": lambda x, y: ATEN._safe_softmax(x, -1),
+    "_to_copy": lambda x, y: ATEN._to_copy(x, dtype=torch.float64),
+    "_unsafe_view": lambda x, y: ATEN._unsafe_view(x, [12]),
+    "alias": lambda x, y: ATEN.alias(x) + 1,
+    "mm": lambda x, y: ATEN.mm(x, y.T),
+    "dropout": lambda x, y: ATEN.dropout(x, 0.5, False),
+    "all": lambda x, y: (ATEN.all(B1), ATEN.all.dim(B1, 1), ATEN.all.dims(B1, [0, 1], True)),
+    "any": lambda x, y: (ATEN.any(B1), ATEN.any.dim(B1, 0), ATEN.any.dims(x, [1])),
+    "arange_start": lambda x, y: x * ATEN.arange.start(2, 6),
+    "bitwise": lambda x, y: (
+        ATEN.bitwise_and(B1, B2),
+        ATEN.bitwise_or(B1, B2),
+        ATEN.bitwise_not(B1),
+    ),
+    "clamp_min_max": lambda x, y: ATEN.clamp_max(ATEN.clamp_min(x, -0.3), 0.4),
+    "div_scalar": lambda x, y: ATEN.div.Scalar(x, 4.0),
+    "sub_scalar": lambda x, y: ATEN.sub.Scalar(x, 1.5),
     "div_mode_none": lambda x, y: ATEN.div.Tensor_mode(x, y, rounding_mode=None),
     "div_scalar_mode_none": lambda x, y: ATEN.div.Scalar_mode(x, 2.0, rounding_mode=None),
-    "le_ne_tensor": lambda x, y: (x <= y, x != y), "masked_fill_tensor": lambda x, y:
-    ATEN.masked_fill.Tensor(x, B2, torch.tensor(3.0)), "rsub_tensor": lambda x, y:
-    ATEN.rsub.Tensor(x, y, alpha=2), "rsub_scalar_alpha": lambda x, y: ATEN.rsub.Scalar(x, 1.0,
-    alpha=3), "new_consts": lambda x, y: (x.new_zeros((2, 3)), x.new_ones((3,)),
-    x.new_full((2,), 4.0)), "split_even": lambda x, y: torch.split(x, 2, dim=1),
-    "unflatten": lambda x, y: ATEN.unflatten(x, 1, [2, 2]), "squeeze_dims": lambda x, y:
-    ATEN.squeeze.dims(x[None, :, None], [0, 2]), "flatten": lambda x, y:
-    ATEN.flatten.using_ints(x[None], 0, 1), "where_scalars": lambda x, y: (
-    ATEN.where.ScalarSelf(B1, 2.0, y), ATEN.where.ScalarOther(B1, x, -1.0),
-    ATEN.where.Scalar(B1, 1.0, 0.0)), "lift_fresh": lambda x, y: x * torch.tensor([1.0, 2.0,
-    3.0, 4.0]), "matmul_op": lambda x, y: ATEN.matmul(x, y.T), "log_softmax_op": lambda x, y:
-    ATEN._log_softmax(x, 0, False), "softmax_op": lambda x, y: ATEN._softmax(x, 1, False),
+    "le_ne_tensor": lambda x, y: (x <= y, x != y),
+    "masked_fill_tensor": lambda x, y: ATEN.masked_fill.Tensor(x, B2, torch.tensor(3.0)),
+    "rsub_tensor": lambda x, y: ATEN.rsub.Tensor(x, y, alpha=2),
+    "rsub_scalar_alpha": lambda x, y: ATEN.rsub.Scalar(x, 1.0, alpha=3),
+    "new_consts": lambda x, y: (x.new_zeros((2, 3)), x.new_ones((3,)), x.new_full((2,), 4.0)),
+    "split_even": lambda x, y: torch.split(x, 2, dim=1),
+    "unflatten": lambda x, y: ATEN.unflatten(x, 1, [2, 2]),
+    "squeeze_dims": lambda x, y: ATEN.squeeze.dims(x[None, :, None], [0, 2]),
+    "flatten": lambda x, y: ATEN.flatten.using_ints(x[None], 0, 1),
+    "where_scalars": lambda x, y: (
+        ATEN.where.ScalarSelf(B1, 2.0, y),
+        ATEN.where.ScalarOther(B1, x, -1.0),
+        ATEN.where.Scalar(B1, 1.0, 0.0),
+    ),
+    "lift_fresh": lambda x, y: x * torch.tensor([1.0, 2.0, 3.0, 4.0]),
+    "matmul_op": lambda x, y: ATEN.matmul(x, y.T),
+    "log_softmax_op": lambda x, y: ATEN._log_softmax(x, 0, False),
+    "softmax_op": lambda x, y: ATEN._softmax(x, 1, False),
     "native_layer_norm": lambda x, y: ATEN.native_layer_norm(x, [4], None, None, 1e-5)[0],
     "addmm_alpha": lambda x, y: ATEN.addmm(ROW[:3], x, y.T, beta=0, alpha=2),
-}  # fmt: skip
+}
 """Direct calls of aten overloads the models above do not happen to export."""
 
 
@@ -237,14 +304,20 @@ def test_embedding() -> None:
 
 
 CONST = {
-    "arange": lambda x: x + torch.arange(4), "arange_step": lambda x: x *
-    torch.arange(1, 9, 2, dtype=torch.float32), "full": lambda x: x + torch.full((3, 4), 2.5),
-    "ones": lambda x: x + torch.ones(4), "zeros": lambda x: torch.cat([x, torch.zeros(3, 1)], 1),
-    "zeros_like": lambda x: torch.zeros_like(x) + x, "ones_like": lambda x: torch.ones_like(x),
-    "full_like": lambda x: torch.full_like(x, 7.0) * x, "tril": lambda x: torch.tril(x),
-    "triu": lambda x: torch.triu(x, 1), "causal_mask": lambda x: x.masked_fill(
-        torch.ones(3, 4, dtype=torch.bool).triu(1), float("-inf")).softmax(-1),
-}  # fmt: skip
+    "arange": lambda x: x + torch.arange(4),
+    "arange_step": lambda x: x * torch.arange(1, 9, 2, dtype=torch.float32),
+    "full": lambda x: x + torch.full((3, 4), 2.5),
+    "ones": lambda x: x + torch.ones(4),
+    "zeros": lambda x: torch.cat([x, torch.zeros(3, 1)], 1),
+    "zeros_like": lambda x: torch.zeros_like(x) + x,
+    "ones_like": lambda x: torch.ones_like(x),
+    "full_like": lambda x: torch.full_like(x, 7.0) * x,
+    "tril": lambda x: torch.tril(x),
+    "triu": lambda x: torch.triu(x, 1),
+    "causal_mask": lambda x: x.masked_fill(
+        torch.ones(3, 4, dtype=torch.bool).triu(1), float("-inf")
+    ).softmax(-1),
+}
 
 
 @pytest.mark.parametrize("name", sorted(CONST))
@@ -267,18 +340,23 @@ def test_norms(decompose: bool) -> None:
 Q, K, V = rand(1, 4, 5, 8), rand(1, 2, 5, 8), rand(1, 2, 5, 8)
 MASK = (torch.rand(5, 5, generator=G) > 0.3) | torch.eye(5, dtype=torch.bool)
 SDPA = {
-    "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k.repeat(1, 2, 1, 1),
-                                                            v.repeat(1, 2, 1, 1)),
-    "causal_gqa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                                 enable_gqa=True),
+    "plain": lambda q, k, v: F.scaled_dot_product_attention(
+        q, k.repeat(1, 2, 1, 1), v.repeat(1, 2, 1, 1)
+    ),
+    "causal_gqa": lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True
+    ),
     "scale": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3, enable_gqa=True),
     "causal_short_q": lambda q, k, v: F.scaled_dot_product_attention(
-        q[:, :, :2], k, v, is_causal=True, enable_gqa=True),
+        q[:, :, :2], k, v, is_causal=True, enable_gqa=True
+    ),
     "float_mask": lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=torch.tril(torch.ones(5, 5)) * 0.5, enable_gqa=True),
+        q, k, v, attn_mask=torch.tril(torch.ones(5, 5)) * 0.5, enable_gqa=True
+    ),
     "bool_mask": lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=MASK, enable_gqa=True),
-}  # fmt: skip
+        q, k, v, attn_mask=MASK, enable_gqa=True
+    ),
+}
 
 
 @pytest.mark.parametrize("decompose", [False, True])
@@ -304,8 +382,9 @@ def test_sdpa_repeat_kv_is_undone() -> None:
     assert "tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x4x5x8xf32>" in text
 
 
-def live_mask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                        pos: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def live_mask_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor
+) -> torch.Tensor:
     live = (torch.arange(k.shape[2]) <= pos).view(1, 1, 1, -1)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=live, enable_gqa=True)
 
@@ -344,8 +423,9 @@ def test_parameters_buffers_and_constants_become_weights() -> None:
 
 
 def test_io_names_and_locations() -> None:
-    module = import_exported_program(export(lambda a, b: (a + b, a * b), X, Y),
-                                     input_names=["p", "q"], output_names=["s", "m"])  # fmt: skip
+    module = import_exported_program(
+        export(lambda a, b: (a + b, a * b), X, Y), input_names=["p", "q"], output_names=["s", "m"]
+    )
     ex = Executor(module)
     assert ex.input_names == ["p", "q"] and ex.output_names == ["s", "m"]
     out = StringIO()
@@ -414,14 +494,29 @@ def _in_place_on_a_temporary(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     "fn",
-    [lambda x: x[ROWS, COLS], lambda x: x[:, ROWS, COLS], lambda x: x[ROWS, COLS, 1:3],
-     lambda x: x.to("cpu") * x.to(torch.float64).to(torch.float32),
-     lambda x: x.to(dtype=torch.float64, device="cpu") + x.to(torch.ones(1, dtype=torch.int64)),
-     lambda x: torch.gather(x, 1, GATHER_IDX), lambda x: torch.gather(x, -1, GATHER_IDX[..., :2]),
-     lambda x: (torch.min(x, 0.5 - x), torch.max(x, -x)), _in_place_on_a_temporary],
-    ids=["two-leading", "two-inner", "with-trailing-slice", "to-device-and-dtype",
-         "to-dtype-layout-and-other", "gather", "gather-last", "min-max-other", "in-place"],
-)  # fmt: skip
+    [
+        lambda x: x[ROWS, COLS],
+        lambda x: x[:, ROWS, COLS],
+        lambda x: x[ROWS, COLS, 1:3],
+        lambda x: x.to("cpu") * x.to(torch.float64).to(torch.float32),
+        lambda x: x.to(dtype=torch.float64, device="cpu") + x.to(torch.ones(1, dtype=torch.int64)),
+        lambda x: torch.gather(x, 1, GATHER_IDX),
+        lambda x: torch.gather(x, -1, GATHER_IDX[..., :2]),
+        lambda x: (torch.min(x, 0.5 - x), torch.max(x, -x)),
+        _in_place_on_a_temporary,
+    ],
+    ids=[
+        "two-leading",
+        "two-inner",
+        "with-trailing-slice",
+        "to-device-and-dtype",
+        "to-dtype-layout-and-other",
+        "gather",
+        "gather-last",
+        "min-max-other",
+        "in-place",
+    ],
+)
 def test_indexing_gather_to_and_in_place(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Index tensors on consecutive dims broadcast together (transformers' mask building);
     `.to(device)` moves nothing, `.to(dtype)` casts."""

@@ -18,10 +18,15 @@ from runtime.module import FuelModule
 
 def stamp(source: str) -> str:
     """The `fuel.kernel` stamp of the f32 CPU matmul kernel from `source`."""
-    (e,) = [e for e in global_bindings().lookup_alternatives("matmul", ("f32",) * 3, "cpu")
-            if e.kernel_source == source]  # fmt: skip
-    return (f'{{fuel.device = #fuel.device<"cpu">, fuel.kernel = #fuel.kernel<"matmul", '
-            f'[f32, f32, f32], "cpu", "{source}", "{e.revision_hash:016x}">}}')  # fmt: skip
+    (e,) = [
+        e
+        for e in global_bindings().lookup_alternatives("matmul", ("f32",) * 3, "cpu")
+        if e.kernel_source == source
+    ]
+    return (
+        f'{{fuel.device = #fuel.device<"cpu">, fuel.kernel = #fuel.kernel<"matmul", '
+        f'[f32, f32, f32], "cpu", "{source}", "{e.revision_hash:016x}">}}'
+    )
 
 
 def matmul_variants(picked: int | None) -> FuelModule:

@@ -54,11 +54,19 @@ def qkv(b: int, hq: int, hkv: int, sk: int, d: int, dtype: str = "f32") -> list[
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize(
     ("hq", "hkv", "sk", "n", "chunk"),
-    [(8, 2, 64, 37, 16), (4, 4, 64, 64, 16), (8, 1, 48, 1, 16), (6, 3, 40, 32, 16),
-     (6, 3, 40, 33, 16), (32, 8, 1024, 300, 256), (4, 2, 16, 0, 8)],
-)  # fmt: skip
-def test_kernel_matches_f64_reference(hq: int, hkv: int, sk: int, n: int, chunk: int,
-                                      dtype: str) -> None:  # fmt: skip
+    [
+        (8, 2, 64, 37, 16),
+        (4, 4, 64, 64, 16),
+        (8, 1, 48, 1, 16),
+        (6, 3, 40, 32, 16),
+        (6, 3, 40, 33, 16),
+        (32, 8, 1024, 300, 256),
+        (4, 2, 16, 0, 8),
+    ],
+)
+def test_kernel_matches_f64_reference(
+    hq: int, hkv: int, sk: int, n: int, chunk: int, dtype: str
+) -> None:
     """GQA, kv_len < capacity, == 1, == capacity, chunk-boundary and zero live lengths."""
     q, k, v = qkv(2, hq, hkv, sk, 32, dtype)
     got = flash_decode(q, k, v, n, 0.17, chunk=chunk)

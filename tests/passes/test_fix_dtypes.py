@@ -30,8 +30,16 @@ def table_without(op: str, dtype: str, native_on: str | None = None) -> KernelBi
         backends = [b] if (o, d[0]) != (op, dtype) else [x for x in (native_on,) if x]
         for be in backends:
             facts = {"caps": e.caps, "precision": e.precision, "cost": e.cost}
-            t.register(o, d, be, e.kernel, kernel_source=e.kernel_source,
-                       revision=e.revision_hash, direct=e.direct, **facts)  # fmt: skip
+            t.register(
+                o,
+                d,
+                be,
+                e.kernel,
+                kernel_source=e.kernel_source,
+                revision=e.revision_hash,
+                direct=e.direct,
+                **facts,
+            )
     return t.freeze()
 
 

@@ -23,8 +23,11 @@ def stamped(source: str) -> FuelModule:
     t = g.transpose(g.neg(x), (1, 0))
     r = g.reshape(t, (4, 8))
     out = g.transpose(r, (1, 0))
-    entry = next(e for e in global_bindings().lookup_alternatives("transpose", ("f32",) * 2, "cpu")
-                 if e.kernel_source == source)  # fmt: skip
+    entry = next(
+        e
+        for e in global_bindings().lookup_alternatives("transpose", ("f32",) * 2, "cpu")
+        if e.kernel_source == source
+    )
     out.owner.attributes[KERNEL_ATTR] = KernelRefAttr.get(
         "transpose", ("f32", "f32"), "cpu", source, entry.revision_hash
     )

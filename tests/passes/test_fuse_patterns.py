@@ -63,15 +63,21 @@ def linear_graph(act: str) -> object:
     def graph(g: GraphBuilder, t: str, n: int = S) -> object:
         x, w, b = g.input("x", (2, n, D), t), g.input("w", (D, 16), t), g.input("b", (16,), t)
         y = g.add(b, g.matmul(x, w))
-        acts = {"relu": g.relu, "gelu": g.gelu, "silu": g.silu, "none": lambda v: v,
-                "gelu_tanh": lambda v: g.gelu(v, "tanh"),
-                "silu_mul": lambda v: g.mul(g.sigmoid(v), v),
-                # GELU's erf form as primitives: torch.onnx's order, then HF's
-                "gelu_erf_ops": lambda v: g.mul(g.mul(v, g.add(g.erf(g.div(v, math.sqrt(2))),
-                                                               1.0)), 0.5),
-                "gelu_erf_hf": lambda v: g.mul(g.mul(0.5, v),
-                                               g.add(1.0, g.erf(g.mul(v, math.sqrt(0.5))))),
-                }  # fmt: skip
+        acts = {
+            "relu": g.relu,
+            "gelu": g.gelu,
+            "silu": g.silu,
+            "none": lambda v: v,
+            "gelu_tanh": lambda v: g.gelu(v, "tanh"),
+            "silu_mul": lambda v: g.mul(g.sigmoid(v), v),
+            # GELU's erf form as primitives: torch.onnx's order, then HF's
+            "gelu_erf_ops": lambda v: g.mul(
+                g.mul(v, g.add(g.erf(g.div(v, math.sqrt(2))), 1.0)), 0.5
+            ),
+            "gelu_erf_hf": lambda v: g.mul(
+                g.mul(0.5, v), g.add(1.0, g.erf(g.mul(v, math.sqrt(0.5))))
+            ),
+        }
         return acts[act](y)
 
     return graph
@@ -138,16 +144,26 @@ GRAPHS = {
     "layer_norm": layer_norm_graph,
     "gated_mlp": gated_mlp_graph,
     "gated_mlp/sigmoid": lambda g, t: gated_mlp_graph(g, t, sigmoid_form=True),
-    **{f"matmul_bias_act/{a}": linear_graph(a)
-       for a in ("relu", "gelu", "gelu_tanh", "gelu_erf_ops", "gelu_erf_hf", "silu", "silu_mul",
-                 "none")},
+    **{
+        f"matmul_bias_act/{a}": linear_graph(a)
+        for a in (
+            "relu",
+            "gelu",
+            "gelu_tanh",
+            "gelu_erf_ops",
+            "gelu_erf_hf",
+            "silu",
+            "silu_mul",
+            "none",
+        )
+    },
     **{f"rope/{f}": rope_graph(f) for f in ("concat", "trig", "const")},
     "attention/plain": attention_graph("none"),
     "attention/causal": attention_graph("add"),
     "attention/where": attention_graph("where"),
     "attention/gqa": attention_graph("add", gqa=True),
     "attention/primitive": attention_graph("div", primitive=True),
-}  # fmt: skip
+}
 
 
 def build(name: str, t: str = "f32", n: int | None = None) -> FuelModule:
@@ -162,8 +178,10 @@ def branches(m: FuelModule) -> list[BranchOp]:
 
 def random_inputs(m: FuelModule) -> dict[str, np.ndarray]:
     ex = Executor(m)
-    return {n: RNG.standard_normal(shape)
-            for n, (_, shape) in zip(ex.input_names, ex.input_specs, strict=True)}  # fmt: skip
+    return {
+        n: RNG.standard_normal(shape)
+        for n, (_, shape) in zip(ex.input_names, ex.input_specs, strict=True)
+    }
 
 
 MEASURED: dict[str, tuple[float, float]] = {}
@@ -218,9 +236,10 @@ def test_gqa_attention_reads_the_unexpanded_kv_heads() -> None:
 
 
 def test_rope_arm_makes_the_half_tables_it_needs() -> None:
-    names = {f: [op.name for op in find_matches(build(f"rope/{f}").op,
-                                                default_fused_registry())[0][2]]
-             for f in ("concat", "trig", "const")}  # fmt: skip
+    names = {
+        f: [op.name for op in find_matches(build(f"rope/{f}").op, default_fused_registry())[0][2]]
+        for f in ("concat", "trig", "const")
+    }
     assert names == {
         "concat": ["fuel.rope"],
         "trig": ["fuel.cos", "fuel.reshape", "fuel.sin", "fuel.reshape", "fuel.rope"],
@@ -352,8 +371,9 @@ def test_bake_picks_the_fused_op_when_cheaper_and_results_match(name: str) -> No
 
 
 def test_gelu_erf_primitives_fuse_as_act_gelu() -> None:
-    (_, match, arm) = find_matches(build("matmul_bias_act/gelu_erf_hf").op,
-                                   default_fused_registry())[0]  # fmt: skip
+    (_, match, arm) = find_matches(
+        build("matmul_bias_act/gelu_erf_hf").op, default_fused_registry()
+    )[0]
     assert match.params == {"act": "gelu"} and len(match.ops) == 7  # matmul, add, 5 of GELU
     assert [op.name for op in arm] == ["fuel.matmul_bias_act"]
 
@@ -368,22 +388,33 @@ def test_onnx_linear_gelu_is_offered_as_matmul_bias_act(form: str) -> None:
     from frontends.onnx import import_onnx
 
     rng = np.random.default_rng(0)
-    inits = {"w": rng.standard_normal((16, 32)), "b": rng.standard_normal(32),
-             "sqrt2": np.array(math.sqrt(2)), "one": np.array(1.0),
-             "half": np.array(0.5)}  # fmt: skip
+    inits = {
+        "w": rng.standard_normal((16, 32)),
+        "b": rng.standard_normal(32),
+        "sqrt2": np.array(math.sqrt(2)),
+        "one": np.array(1.0),
+        "half": np.array(0.5),
+    }
     n = helper.make_node
     nodes = [n("MatMul", ["x", "w"], ["m"]), n("Add", ["m", "b"], ["u"])]
     if form == "Gelu":
         nodes.append(n("Gelu", ["u"], ["y"]))
     else:
-        nodes += [n("Div", ["u", "sqrt2"], ["g0"]), n("Erf", ["g0"], ["g1"]),
-                  n("Add", ["g1", "one"], ["g2"]), n("Mul", ["u", "g2"], ["g3"]),
-                  n("Mul", ["g3", "half"], ["y"])]  # fmt: skip
+        nodes += [
+            n("Div", ["u", "sqrt2"], ["g0"]),
+            n("Erf", ["g0"], ["g1"]),
+            n("Add", ["g1", "one"], ["g2"]),
+            n("Mul", ["u", "g2"], ["g3"]),
+            n("Mul", ["g3", "half"], ["y"]),
+        ]
     vi = helper.make_tensor_value_info
     graph = helper.make_graph(
-        nodes, "mlp", [vi("x", TensorProto.FLOAT, [4, 16])], [vi("y", TensorProto.FLOAT, [4, 32])],
+        nodes,
+        "mlp",
+        [vi("x", TensorProto.FLOAT, [4, 16])],
+        [vi("y", TensorProto.FLOAT, [4, 32])],
         [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
-    )  # fmt: skip
+    )
     opset = helper.make_opsetid("", 20 if form == "Gelu" else 17)
     m = import_onnx(helper.make_model(graph, opset_imports=[opset]))
     ((_, match, arm),) = find_matches(m.op, default_fused_registry())
@@ -443,8 +474,10 @@ def test_adopt_publishes_the_kernel_once_and_the_picker_and_executor_run_it(
     newer = replace(reg.lookup("matmul_bias_act"), revision=7)  # pyright: ignore
     kernel = FusedKernel(("f32",) * 4, relu_linear, kernel_source="runtime-test")
     results: list[bool] = []
-    threads = [threading.Thread(target=lambda: results.append(reg.adopt(newer, [kernel])))
-               for _ in range(8)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: results.append(reg.adopt(newer, [kernel])))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -48,9 +48,16 @@ def table(costs: dict[str, float], twice: bool = False) -> KernelBindingTable:
     for op in ("exp", "tanh"):
         for backend, ns in costs.items():
             for _ in range(2 if twice and backend == "cuda" else 1):
-                t.register(op, ("f32", "f32"), backend, _copy, kernel_source=backend, revision=7,
-                           cost=lambda s, d, p, ns=ns: CostEstimate(overhead_ns=ns),
-                           precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+                t.register(
+                    op,
+                    ("f32", "f32"),
+                    backend,
+                    _copy,
+                    kernel_source=backend,
+                    revision=7,
+                    cost=lambda s, d, p, ns=ns: CostEstimate(overhead_ns=ns),
+                    precision=PrecisionGuarantee(bit_stable=True, max_ulp=0),
+                )
     return t
 
 
@@ -82,8 +89,10 @@ def test_runner_up_on_the_gpu_becomes_arm_1_with_its_copies() -> None:
     assert made[0].arms[1].block.first_op.target.data == "cuda:0"
     assert [op.name for op in made[0].arms[0].block.ops] == ["fuel.exp", "fuel.yield"]
     assert made[0].arms[0].block.first_op.attributes[DEVICE_ATTR].data == "cpu"
-    assert fork_placements(compile_plan(m, PlanOptions(SystemTopology(devices=(CPU, GPU)),
-                                                       table=t))) == []  # fmt: skip
+    assert (
+        fork_placements(compile_plan(m, PlanOptions(SystemTopology(devices=(CPU, GPU)), table=t)))
+        == []
+    )
 
 
 def test_fan_out_is_not_forked() -> None:
@@ -244,8 +253,9 @@ def test_a_gpu_topology_plans_cuda_routes_that_run_emulated() -> None:
     assert any(s.backend.data == "cuda" for s in stamps)  # type: ignore[attr-defined]
     assert any(isinstance(op, CopyOp) and op.target.data == "cuda:0" for op in m.op.walk())
     topo = SystemTopology.from_file(CPU_2GPU)
-    np.testing.assert_allclose(Executor(m, topology=topo).run({"x": x})["y"], want,
-                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    np.testing.assert_allclose(
+        Executor(m, topology=topo).run({"x": x})["y"], want, rtol=1e-4, atol=1e-4
+    )
     placement = [b for b in branches(m.op) if b.kind.data == "placement"]
     assert placement
     for b in placement:
@@ -274,15 +284,19 @@ def test_a_budget_inserts_residency_copies_that_fit_and_run() -> None:
     from passes.optimize import OptimizeOptions
 
     m = _pinned_chain()
-    graph = optimize_graph(m.op, OptimizeOptions(topology=str(CPU_2GPU), judge="none",
-                                                 budget="cuda:0=3KiB"))  # fmt: skip
+    graph = optimize_graph(
+        m.op, OptimizeOptions(topology=str(CPU_2GPU), judge="none", budget="cuda:0=3KiB")
+    )
     report = graph.residency
     assert report is not None and report.fits
     cuda = report.device("cuda:0")
     assert (cuda.peak_before.bytes, cuda.peak_after.bytes) == (4096, 3072)
     assert [e.value for e in cuda.evictions] == ["%a (fuel.exp)"]
-    roles = [op.attributes["fuel.residency"].data for op in m.op.walk()  # type: ignore[attr-defined]
-             if "fuel.residency" in op.attributes]  # fmt: skip
+    roles = [
+        op.attributes["fuel.residency"].data
+        for op in m.op.walk()  # type: ignore[attr-defined]
+        if "fuel.residency" in op.attributes
+    ]
     assert roles == ["evict", "reload"]
     x = np.linspace(-1, 1, 256, dtype=np.float32)
     ex = Executor(m, topology=SystemTopology.from_file(CPU_2GPU))

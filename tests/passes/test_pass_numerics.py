@@ -28,11 +28,21 @@ TOLERANCE = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-5}
 """Relative (and absolute) tolerance by output dtype; any other dtype must match exactly."""
 
 COVERED = {
-    "fuel-enumerate-alternatives", "fuel-rank-alternatives", "fuel-place", "fuel-select",
-    "fuel-fuse-casts", "fuel-fuse-patterns", "fuel-emit-decode-flash", "fuel-bake-variants",
-    "fuel-fork-placements", "fuel-converge-frontier", "fuel-fix-dtypes", "fuel-fix-layouts",
-    "fuel-optimize", "fuel-insert-residency",
-}  # fmt: skip
+    "fuel-enumerate-alternatives",
+    "fuel-rank-alternatives",
+    "fuel-place",
+    "fuel-select",
+    "fuel-fuse-casts",
+    "fuel-fuse-patterns",
+    "fuel-emit-decode-flash",
+    "fuel-bake-variants",
+    "fuel-fork-placements",
+    "fuel-converge-frontier",
+    "fuel-fix-dtypes",
+    "fuel-fix-layouts",
+    "fuel-optimize",
+    "fuel-insert-residency",
+}
 
 
 def fuel_passes() -> list[str]:
@@ -77,8 +87,10 @@ def casts(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
 
 def decode_attention(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
     g = GraphBuilder()
-    q, k, v = (g.input(n, s) for n, s in
-               (("q", (1, 4, 1, 64)), ("k", (1, 4, 256, 64)), ("v", (1, 4, 256, 64))))  # fmt: skip
+    q, k, v = (
+        g.input(n, s)
+        for n, s in (("q", (1, 4, 1, 64)), ("k", (1, 4, 256, 64)), ("v", (1, 4, 256, 64)))
+    )
     n = g.input("n", (), "i64")
     rng = np.random.default_rng(seed)
     feeds = {
@@ -90,9 +102,12 @@ def decode_attention(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
 
 
 GRAPHS: dict[str, Callable[[int], tuple[FuelModule, dict[str, np.ndarray]]]] = {
-    "mlp": mlp, "decoder": decoder, "softmax": softmax, "casts": casts,
+    "mlp": mlp,
+    "decoder": decoder,
+    "softmax": softmax,
+    "casts": casts,
     "decode_attention": decode_attention,
-}  # fmt: skip
+}
 
 
 def make(name: str):  # noqa: ANN201

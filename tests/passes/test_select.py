@@ -30,9 +30,15 @@ def table(costs: dict[str, dict[str, float]]) -> KernelBindingTable:
             def k(ins, outs, params):
                 outs[0][...] = ins[0]
 
-            t.register(op, ("f32", "f32"), backend, k, kernel_source=backend,
-                       cost=lambda s, d, p, ns=ns: CostEstimate(overhead_ns=ns),
-                       precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+            t.register(
+                op,
+                ("f32", "f32"),
+                backend,
+                k,
+                kernel_source=backend,
+                cost=lambda s, d, p, ns=ns: CostEstimate(overhead_ns=ns),
+                precision=PrecisionGuarantee(bit_stable=True, max_ulp=0),
+            )
     return t
 
 

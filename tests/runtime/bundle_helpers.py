@@ -19,8 +19,13 @@ from lowering.cpu.backend import make_backend as make_cpu_backend
 from runtime import native
 from runtime.bundle import CHECKSUM_KEY, MANIFEST, manifest_checksum, sha256
 
-MM_SOURCE = ("native" if native.enabled() and native.simd_fma()
-             else "torch-blas" if importlib.util.find_spec("torch") else "numpy")  # fmt: skip
+MM_SOURCE = (
+    "native"
+    if native.enabled() and native.simd_fma()
+    else "torch-blas"
+    if importlib.util.find_spec("torch")
+    else "numpy"
+)
 """The picker's matmul f32 on the test graphs' many-row products: fuel's packed FMA GEMM where
 it runs at full speed (kernels/native.py: the BLAS roofline, one C call), else vendor BLAS
 where torch is installed (kernels/torch_blas.py), else numpy."""

@@ -59,8 +59,10 @@ def test_loading_is_once_per_backend_even_from_many_threads(fresh: bt._GlobalSta
     gen0 = bt.bindings_generation()
     bt.global_bindings()
     results: list[dict[str, str]] = []
-    threads = [threading.Thread(target=lambda: results.append(bt.ensure_backend_kernels(["cuda"])))
-               for _ in range(8)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: results.append(bt.ensure_backend_kernels(["cuda"])))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

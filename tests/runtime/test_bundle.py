@@ -160,10 +160,12 @@ def test_refuses_to_replace_what_is_not_a_bundle(decoder: FuelModule, tmp_path: 
 def test_cpu_backend_options_and_stages(decoder: FuelModule) -> None:
     be = backend_for("cpu")
     assert be.parse_options("cpu", {"optimize": "0", "precision": "ulp=2"}).optimize is False
-    for bad, msg in (({"opt": "1"}, "unknown cpu backend option"),
-                     ({"optimize": "maybe"}, "expected 0 or 1"),
-                     ({"precision": "ulp=x"}, "precision"),
-                     ({"topology": "/no/such.toml"}, "no such file")):  # fmt: skip
+    for bad, msg in (
+        ({"opt": "1"}, "unknown cpu backend option"),
+        ({"optimize": "maybe"}, "expected 0 or 1"),
+        ({"precision": "ulp=x"}, "precision"),
+        ({"topology": "/no/such.toml"}, "no such file"),
+    ):
         with pytest.raises(BackendError, match=msg):
             be.parse_options("cpu", bad)
     with pytest.raises(BackendError, match="no backend lowers for target 'tpu'"):
@@ -188,8 +190,10 @@ def test_kernels_of_other_targets_are_stored_per_target(
     assert lb.target == "cpu"
     gpu = lb.manifest["targets"]["sm_90"]
     assert gpu["fingerprint"] == {"kind": "cuda", "arch": "sm_90"}
-    assert set(gpu["kernels"][0]["files"]) == {"targets/sm_90/matmul.py",
-                                               "targets/sm_90/matmul.cubin"}  # fmt: skip
+    assert set(gpu["kernels"][0]["files"]) == {
+        "targets/sm_90/matmul.py",
+        "targets/sm_90/matmul.cubin",
+    }
     assert (
         gpu["module"] in lb.manifest["files"] and "fuel.kernel" not in files[gpu["module"]].decode()
     )
@@ -215,24 +219,32 @@ def test_cli_compile_then_run(
     text = capsys.readouterr().out
     assert re.search(r"\(archive, [\d.]+ KiB\): cpu \d+ kernels$", text.strip())
     np.save(tmp_path / "x.npy", x)
-    rc = fuel_main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}",
-                    "--output-dir", str(tmp_path / "o")])  # fmt: skip
+    rc = fuel_main(
+        ["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path / "o")]
+    )
     assert rc == 0 and "y: [1, 16, 64] f32" in capsys.readouterr().out
     want = load_bundle(out).executor().run({"x": x})["y"]
     assert np.load(tmp_path / "o" / "y.npy").tobytes() == want.tobytes()
-    assert fuel_main(["compile", str(DECODER), "-o", str(tmp_path / "d"), "--format", "dir",
-                      "--no-optimize"]) == 0  # fmt: skip
+    assert (
+        fuel_main(
+            ["compile", str(DECODER), "-o", str(tmp_path / "d"), "--format", "dir", "--no-optimize"]
+        )
+        == 0
+    )
     assert "(directory, " in capsys.readouterr().out
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = str(tmp_path / "b.fuelbundle")
     assert "unknown cpu backend option(s) bogus" in _error(
-        ["compile", str(DECODER), "-o", out, "--option", "bogus=1"], capsys)  # fmt: skip
+        ["compile", str(DECODER), "-o", out, "--option", "bogus=1"], capsys
+    )
     assert "--option expects" in _error(
-        ["compile", str(DECODER), "-o", out, "--option", "sm_90:x=1"], capsys)  # fmt: skip
+        ["compile", str(DECODER), "-o", out, "--option", "sm_90:x=1"], capsys
+    )
     assert "unknown target 'tpu'" in _error(
-        ["compile", str(DECODER), "-o", out, "--target", "tpu"], capsys)  # fmt: skip
+        ["compile", str(DECODER), "-o", out, "--target", "tpu"], capsys
+    )
     assert "cannot read" in _error(["compile", str(tmp_path / "no.mlir"), "-o", out], capsys)
     assert "no such bundle" in _error(["run", out, "--random-inputs"], capsys)
     assert not Path(out).exists()
@@ -241,7 +253,8 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = tmp_path / "d"
     assert fuel_main(["compile", str(DECODER), "-o", str(d), "--no-optimize"]) == 0
     assert "--weights does not apply" in _error(
-        ["run", str(d), "--weights", "w.safetensors"], capsys)  # fmt: skip
+        ["run", str(d), "--weights", "w.safetensors"], capsys
+    )
     json.loads((d / "manifest.json").read_text())  # still intact
 
 
@@ -253,8 +266,9 @@ def test_cli_compiles_an_onnx_model(tmp_path: Path, capsys: pytest.CaptureFixtur
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
     w = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [0.0, 1, -2, 3, -4, 5])
     nodes = [helper.make_node("Add", ["x", "w"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]),
-                              opset_imports=[helper.make_opsetid("", 17)])  # fmt: skip
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], [w]), opset_imports=[helper.make_opsetid("", 17)]
+    )
     onnx.save(model, tmp_path / "tiny.onnx")
     out = tmp_path / "tiny.fuelbundle"
     assert fuel_main(["compile", str(tmp_path / "tiny.onnx"), "-o", str(out)]) == 0

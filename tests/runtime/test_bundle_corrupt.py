@@ -123,23 +123,37 @@ def test_revision_mismatch(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     patched = KernelBindingTable()
     for (op, dtypes, be), e in global_bindings().iter_entries():
         moved = op == "matmul" and e.kernel_source == MM_SOURCE and dtypes[0] == "f32"
-        patched.register(op, dtypes, be, e.kernel, caps=e.caps, precision=e.precision,
-                         kernel_source=e.kernel_source, direct=e.direct,
-                         revision=e.revision_hash ^ 1 if moved else e.revision_hash)  # fmt: skip
+        patched.register(
+            op,
+            dtypes,
+            be,
+            e.kernel,
+            caps=e.caps,
+            precision=e.precision,
+            kernel_source=e.kernel_source,
+            direct=e.direct,
+            revision=e.revision_hash ^ 1 if moved else e.revision_hash,
+        )
     monkeypatch.setattr("runtime.bundle.global_bindings", lambda: patched)  # the loader's own name
     kernels = json.loads((bundle / "manifest.json").read_text())["targets"]["cpu"]["kernels"]
     rev = next(k["revision"] for k in kernels if k["id"] == f"matmul[f32,f32,f32]@cpu/{MM_SOURCE}")
     now = f"{int(rev, 16) ^ 1:016x}"
-    refused(bundle, rf"kernel matmul\[f32,f32,f32\]@cpu/{MM_SOURCE} revision mismatch: the bundle "
-                    rf"was built with revision {rev}, this fuel has {now}")  # fmt: skip
+    refused(
+        bundle,
+        rf"kernel matmul\[f32,f32,f32\]@cpu/{MM_SOURCE} revision mismatch: the bundle "
+        rf"was built with revision {rev}, this fuel has {now}",
+    )
 
 
 def test_ir_using_an_undeclared_kernel(bundle: Path) -> None:
     """A consistently re-signed bundle whose IR names a kernel the manifest leaves out."""
 
     m = json.loads((bundle / "manifest.json").read_text())
-    gone = next(k["id"] for k in reversed(m["targets"]["cpu"]["kernels"])
-                if k.get("meta", {}).get("kind") != "native")  # a stamped kernel  # fmt: skip
+    gone = next(
+        k["id"]
+        for k in reversed(m["targets"]["cpu"]["kernels"])
+        if k.get("meta", {}).get("kind") != "native"
+    )  # a stamped kernel
 
     def drop(m: dict) -> None:
         ks = m["targets"]["cpu"]["kernels"]
@@ -179,8 +193,11 @@ def test_sm90_only_bundle_on_a_machine_without_that_gpu(
     monkeypatch.setattr("runtime.bundle.machine_gpu_targets", lambda: set())
     module = FuelModule.load(ROOT / "examples" / "decoder_block.mlir")
     p = write_bundle(module, tmp_path / "gpu", ["sm_90"])
-    refused(p, "no target in this bundle runs on this machine \\(sm_90 needs a sm_90 GPU; "
-               "this machine has no CUDA GPU\\); recompile with --target cpu")  # fmt: skip
+    refused(
+        p,
+        "no target in this bundle runs on this machine \\(sm_90 needs a sm_90 GPU; "
+        "this machine has no CUDA GPU\\); recompile with --target cpu",
+    )
     monkeypatch.setattr("runtime.bundle.machine_gpu_targets", lambda: {"sm_80"})
     refused(p, "sm_90 needs a sm_90 GPU; this machine has sm_80")
 

@@ -66,10 +66,12 @@ def fused_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = np.random.default_rng(1)
     module = FuelModule.parse(FUSED)
     shapes = {"w": (8, 16), "b": (16,), "wg": (8, 16), "wu": (8, 16), "wd": (16, 8)}
-    module.weights = {n: (0.3 * rng.standard_normal(s)).astype(np.float32)
-                      for n, s in shapes.items()}  # fmt: skip
-    return write_bundle(module, tmp_path_factory.mktemp("gpu") / "fused.fuelbundle",
-                        ["cpu", "sm_90"])  # fmt: skip
+    module.weights = {
+        n: (0.3 * rng.standard_normal(s)).astype(np.float32) for n, s in shapes.items()
+    }
+    return write_bundle(
+        module, tmp_path_factory.mktemp("gpu") / "fused.fuelbundle", ["cpu", "sm_90"]
+    )
 
 
 def _x(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -167,14 +169,23 @@ def test_a_library_kernel_the_registry_lacks_is_refused(
     older = KernelBindingTable()  # this fuel's registry without rms_norm
     for (op, dtypes, backend), e in triton_kernel_table().iter_entries():
         if op != "rms_norm":
-            older.register(op, dtypes, backend, e.kernel, kernel_source=e.kernel_source,
-                           revision=e.revision_hash)  # fmt: skip
+            older.register(
+                op,
+                dtypes,
+                backend,
+                e.kernel,
+                kernel_source=e.kernel_source,
+                revision=e.revision_hash,
+            )
     monkeypatch.setattr("runtime.bundle._triton_table", lambda: older)
     lb = load_bundle(decoder_bundle)
-    with pytest.raises(BundleError, match=r"library kernel rms_norm_f32_f32_f32_1x16x64_64_"
-                                          r"1x16x64 \(rms_norm \[f32, f32, f32\] on cuda, "
-                                          r"source triton\) is not in this fuel's Triton "
-                                          "registry"):  # fmt: skip
+    with pytest.raises(
+        BundleError,
+        match=r"library kernel rms_norm_f32_f32_f32_1x16x64_64_"
+        r"1x16x64 \(rms_norm \[f32, f32, f32\] on cuda, "
+        r"source triton\) is not in this fuel's Triton "
+        "registry",
+    ):
         lb.executor(target="sm_90", emulate=True)
 
 
@@ -184,8 +195,10 @@ def test_fuel_run_emulates_the_gpu_target(
     x = _x((1, 16, 64), seed=4)
     np.save(tmp_path / "x.npy", x)
     argv = ["run", str(decoder_bundle), "--input", f"x={tmp_path / 'x.npy'}"]
-    assert fuel_main([*argv, "--target", "sm_90", "--emulate", "--output-dir",
-                      str(tmp_path / "gpu")]) == 0  # fmt: skip
+    assert (
+        fuel_main([*argv, "--target", "sm_90", "--emulate", "--output-dir", str(tmp_path / "gpu")])
+        == 0
+    )
     assert "y: [1, 16, 64] f32" in capsys.readouterr().out
     assert fuel_main([*argv, "--output-dir", str(tmp_path / "cpu")]) == 0
     got, want = np.load(tmp_path / "gpu" / "y.npy"), np.load(tmp_path / "cpu" / "y.npy")
@@ -212,8 +225,7 @@ def test_the_gpu_target_on_a_real_gpu(tmp_path: Path, monkeypatch: pytest.Monkey
     ex = lb.executor()
     assert not ex.runtimes["cuda:0"].emulated  # type: ignore[attr-defined]
     x = _x((1, 16, 64))
-    np.testing.assert_allclose(ex.run({"x": x})["y"], lb.executor("cpu").run({"x": x})["y"],
-                               **TOL)  # fmt: skip
+    np.testing.assert_allclose(ex.run({"x": x})["y"], lb.executor("cpu").run({"x": x})["y"], **TOL)
 
 
 def test_a_gpu_topology_plan_lowers_its_cuda_arms_and_runs_them(tmp_path: Path) -> None:
@@ -235,8 +247,9 @@ def test_a_gpu_topology_plan_lowers_its_cuda_arms_and_runs_them(tmp_path: Path) 
     optimize_graph(module.op, PickerOptions(topology=topology, judge="none"))
     lb = load_bundle(write_bundle(module, tmp_path / "gpu_plan", ["sm_90"]), emulate=True)
     lowered, _ = lb.lowered("sm_90")
-    placement = [b for b in lowered.op.walk()
-                 if isinstance(b, BranchOp) and b.kind.data == "placement"]  # fmt: skip
+    placement = [
+        b for b in lowered.op.walk() if isinstance(b, BranchOp) and b.kind.data == "placement"
+    ]
     assert placement and all(
         any(isinstance(op, LibraryCallOp) for op in b.arms[1].block.ops)
         or any(op.name == "fuel.triton_launch" for op in b.arms[1].block.ops)

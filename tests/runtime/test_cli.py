@@ -28,8 +28,18 @@ def test_run_writes_outputs_and_reports(saved_mlp: Path, tmp_path: Path, capsys)
     x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out"
-    rc = fuel_main(["run", str(saved_mlp), "--input", f"x={tmp_path / 'x.npy'}",
-                    "--output-dir", str(out), "--repeat", "3"])  # fmt: skip
+    rc = fuel_main(
+        [
+            "run",
+            str(saved_mlp),
+            "--input",
+            f"x={tmp_path / 'x.npy'}",
+            "--output-dir",
+            str(out),
+            "--repeat",
+            "3",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0
     assert "y: [2, 3] f32 sum=" in text and "3 run(s), median" in text
@@ -83,8 +93,10 @@ def test_run_errors(saved_mlp: Path, tmp_path: Path, capsys) -> None:
 
 def test_run_reports_missing_weight_and_unknown_op(tmp_path: Path, capsys) -> None:
     m = tmp_path / "w.mlir"
-    m.write_text('func.func @main() -> tensor<2xf32> {\n  %w = fuel.weight "w" : tensor<2xf32>\n'
-                 "  func.return %w : tensor<2xf32>\n}\n")  # fmt: skip
+    m.write_text(
+        'func.func @main() -> tensor<2xf32> {\n  %w = fuel.weight "w" : tensor<2xf32>\n'
+        "  func.return %w : tensor<2xf32>\n}\n"
+    )
     assert "weight 'w' is used by the IR but missing" in _error(["run", str(m)], capsys)
     u = tmp_path / "u.mlir"
     u.write_text(

@@ -70,9 +70,22 @@ def test_dtype_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("op", "per_elem"),
-    [("neg", 1), ("abs", 1), ("relu", 1), ("exp", 10), ("log", 10), ("sqrt", 10), ("rsqrt", 10),
-     ("recip", 10), ("tanh", 10), ("sin", 10), ("cos", 10), ("sigmoid", 12), ("silu", 13)],
-)  # fmt: skip
+    [
+        ("neg", 1),
+        ("abs", 1),
+        ("relu", 1),
+        ("exp", 10),
+        ("log", 10),
+        ("sqrt", 10),
+        ("rsqrt", 10),
+        ("recip", 10),
+        ("tanh", 10),
+        ("sin", 10),
+        ("cos", 10),
+        ("sigmoid", 12),
+        ("silu", 13),
+    ],
+)
 def test_unary(op: str, per_elem: int) -> None:
     assert cost(op, [(4, 8), (4, 8)]) == CostEstimate(32 * per_elem, 2 * 32 * 4, 50)
 
@@ -83,8 +96,10 @@ def test_gelu_exact_costs_more_than_tanh() -> None:
     assert cost("gelu", [(4, 8), (4, 8)]).flops == 23 * 32  # erf form is the default
 
 
-@pytest.mark.parametrize(("op", "per_elem"), [("add", 1), ("sub", 1), ("mul", 1), ("div", 1),
-                                              ("max", 1), ("min", 1), ("pow", 20)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("op", "per_elem"),
+    [("add", 1), ("sub", 1), ("mul", 1), ("div", 1), ("max", 1), ("min", 1), ("pow", 20)],
+)
 def test_binary_reads_a_broadcast_operand_once(op: str, per_elem: int) -> None:
     # (4,8) + (8,) -> (4,8): the bias row is 8 elements, not 32
     assert cost(op, [(4, 8), (8,), (4, 8)]) == CostEstimate(32 * per_elem, (32 + 8 + 32) * 4, 50)

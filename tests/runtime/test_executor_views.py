@@ -23,8 +23,9 @@ def kv_update() -> FuelModule:
     cache = g.input("cache", (L, 1, H, S, D))
     pos = g.input("pos", (1,), "i64")
     new = g.input("new", (1, H, 1, D))
-    hit = g.reshape(g.compare("eq", g.weight("arange", (S,), "i64", np.arange(S)), pos),
-                    (1, 1, S, 1))  # fmt: skip
+    hit = g.reshape(
+        g.compare("eq", g.weight("arange", (S,), "i64", np.arange(S)), pos), (1, 1, S, 1)
+    )
     layers, reads = [], []
     for i in range(L):
         sel = g.gather(cache, g.constant(i, "i64"), axis=0)
@@ -145,8 +146,10 @@ def test_concat_in_place_inputs_outlive_the_concat() -> None:
     m = g.build({"cc": cc, "f": filler, "late": g.mul(u0, 3.0)})
     ex = Executor(m)
     rng = np.random.default_rng(0)
-    f = {"x0": rng.standard_normal((2, 32)).astype(np.float32),
-         "x1": rng.standard_normal((2, 32)).astype(np.float32)}  # fmt: skip
+    f = {
+        "x0": rng.standard_normal((2, 32)).astype(np.float32),
+        "x1": rng.standard_normal((2, 32)).astype(np.float32),
+    }
     got = ex.run(f)
     both = np.concatenate([f["x0"], f["x1"]])
     assert got["cc"].tobytes() == both.tobytes()
@@ -167,14 +170,18 @@ def test_concat_of_a_returned_value_is_not_elided() -> None:
     assert got["c"].tobytes() == np.concatenate([-x_, x_ + 1]).tobytes()
 
 
-@pytest.mark.parametrize(("shape", "perm", "view"), [
-    ((1, 1, 8, 4), (0, 2, 1, 3), True),  # decode's heads transpose: only unit dims move
-    ((2, 1, 3), (1, 0, 2), True),
-    ((1, 2, 8, 4), (0, 2, 1, 3), False),  # 2 and 8 swap: a real transpose
-    ((3, 4), (1, 0), False),
-])  # fmt: skip
-def test_transpose_of_unit_dims_is_a_view(shape: tuple[int, ...], perm: tuple[int, ...],
-                                          view: bool) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("shape", "perm", "view"),
+    [
+        ((1, 1, 8, 4), (0, 2, 1, 3), True),  # decode's heads transpose: only unit dims move
+        ((2, 1, 3), (1, 0, 2), True),
+        ((1, 2, 8, 4), (0, 2, 1, 3), False),  # 2 and 8 swap: a real transpose
+        ((3, 4), (1, 0), False),
+    ],
+)
+def test_transpose_of_unit_dims_is_a_view(
+    shape: tuple[int, ...], perm: tuple[int, ...], view: bool
+) -> None:
     g = GraphBuilder(seed=0)
     x = g.input("x", shape)
     m = g.build({"y": g.neg(g.transpose(g.neg(x), perm))})  # a planned buffer: no view step

@@ -49,8 +49,15 @@ def fake_table(costs: dict[str, dict[str, float]]) -> KernelBindingTable:
             def k(ins, outs, params):  # a distinct function per registration
                 outs[0][...] = ins[0]
 
-            t.register(op, ("f32", "f32"), backend, k, cost=fixed_ns(ns), kernel_source=backend,
-                       precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+            t.register(
+                op,
+                ("f32", "f32"),
+                backend,
+                k,
+                cost=fixed_ns(ns),
+                kernel_source=backend,
+                precision=PrecisionGuarantee(bit_stable=True, max_ulp=0),
+            )
     return t
 
 
@@ -69,9 +76,17 @@ def mixed():
     exp/tanh/sin save 25 us each on the GPU (one crossing ~30 us): a segment moves; neg saves
     10 ms so it moves alone; abs saves 100 ns so it stays; relu and cos are slow on the GPU."""
     mid = {"cpu": 30_000, "cuda": 5_000}
-    t = fake_table({"relu": {"cpu": 100, "cuda": 200_000}, "exp": mid, "tanh": mid, "sin": mid,
-                    "cos": {"cpu": 100, "cuda": 200_000}, "abs": {"cpu": 500, "cuda": 400},
-                    "neg": {"cpu": 10_000_000, "cuda": 1_000}})  # fmt: skip
+    t = fake_table(
+        {
+            "relu": {"cpu": 100, "cuda": 200_000},
+            "exp": mid,
+            "tanh": mid,
+            "sin": mid,
+            "cos": {"cpu": 100, "cuda": 200_000},
+            "abs": {"cpu": 500, "cuda": 400},
+            "neg": {"cpu": 10_000_000, "cuda": 1_000},
+        }
+    )
     g = GraphBuilder()
     x = g.input("x", (64,))
     a = g.relu(x)
@@ -83,8 +98,12 @@ def mixed():
 
 def test_units_are_human() -> None:
     assert [fmt_ns(x) for x in (0, 980, 1_234, 45_000_000, 2e9)] == [
-        "0", "980 ns", "1.2 µs", "45.0 ms", "2.0 s"
-    ]  # fmt: skip
+        "0",
+        "980 ns",
+        "1.2 µs",
+        "45.0 ms",
+        "2.0 s",
+    ]
     assert [fmt_bytes(x) for x in (512, 24 * 1024, 3 << 20)] == ["512 B", "24.0 KiB", "3.0 MiB"]
 
 
@@ -93,8 +112,14 @@ def test_text_lists_every_decision_point_winner_first() -> None:
     opts = PlanOptions(SystemTopology.cpu_only())
     plan = compile_plan(module.op, opts)
     text = explain_text(plan, "decoder_block.mlir", opts)
-    for field in ("fuel explain: decoder_block.mlir", "topology", "judge      none",
-                  "precision  unconstrained", "total", "planned"):  # fmt: skip
+    for field in (
+        "fuel explain: decoder_block.mlir",
+        "topology",
+        "judge      none",
+        "precision  unconstrained",
+        "total",
+        "planned",
+    ):
         assert field in text
     assert "verdict" in text.splitlines()[7]  # the column header
     ops = op_lines(text)
@@ -119,13 +144,15 @@ def test_cli_two_gpu_topology_in_header_and_honest_stay(capsys) -> None:
     if set(global_bindings().backends()) & {"cuda", "triton"}:
         pytest.skip("GPU kernels are registered: decisions may legitimately move")
     # the real table has CPU kernels only: the GPUs lose for lack of a kernel, not on cost
-    assert all(w.startswith("stays on cpu: no kernel for ") and "on cuda:0, cuda:1" in w
-               for w in whys)  # fmt: skip
+    assert all(
+        w.startswith("stays on cpu: no kernel for ") and "on cuda:0, cuda:1" in w for w in whys
+    )
 
 
 def test_op_flag_shows_only_that_decision(capsys) -> None:
-    rc = main(["explain", str(DECODER), "--topology", str(CPU_2GPU), "--judge", "none",
-               "--op", "9"])  # fmt: skip
+    rc = main(
+        ["explain", str(DECODER), "--topology", str(CPU_2GPU), "--judge", "none", "--op", "9"]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert [ln.split()[0] for ln in op_lines(out)] == ["#9"]
@@ -138,8 +165,15 @@ def test_synthetic_why_lines_name_moves_and_transfers(mixed) -> None:
     ops, whys = op_lines(text), why_lines(text)
     why = {ln.split()[3].removeprefix("fuel."): w for ln, w in zip(ops, whys, strict=True)}
     devices = {ln.split()[3].removeprefix("fuel."): ln.split("@")[-1] for ln in ops}
-    assert devices == {"relu": "cpu", "exp": "cuda:0", "tanh": "cuda:0", "sin": "cuda:0",
-                       "cos": "cpu", "abs": "cpu", "neg": "cuda:0"}  # fmt: skip
+    assert devices == {
+        "relu": "cpu",
+        "exp": "cuda:0",
+        "tanh": "cuda:0",
+        "sin": "cuda:0",
+        "cos": "cpu",
+        "abs": "cpu",
+        "neg": "cuda:0",
+    }
     assert why["neg"].startswith("moved to cuda:0: compute saves 10.0 ms")
     assert "> transfer 60.1 µs (in 30.0 µs, exit 30.0 µs)" in why["neg"]
     # the segment start loses locally and says what repays it
@@ -156,8 +190,15 @@ def test_synthetic_why_lines_name_moves_and_transfers(mixed) -> None:
 
 def test_pins_judge_and_rejected_candidates_are_explained() -> None:
     t = fake_table({"exp": {"cpu": 900, "cuda": 1}})
-    t.register("exp", ("f32", "f32"), "cpu", lambda i, o, p: None, cost=fixed_ns(500),
-               kernel_source="sloppy", precision=PrecisionGuarantee(max_ulp=4))  # fmt: skip
+    t.register(
+        "exp",
+        ("f32", "f32"),
+        "cpu",
+        lambda i, o, p: None,
+        cost=fixed_ns(500),
+        kernel_source="sloppy",
+        precision=PrecisionGuarantee(max_ulp=4),
+    )
     g = GraphBuilder()
     m = g.build(outputs=[g.exp(g.input("x", (64,)))])
     op = next(o for o in m.op.walk() if o.name == "fuel.exp")
@@ -179,20 +220,30 @@ def test_siblings_are_ranked_and_a_tie_is_explained() -> None:
     t = KernelBindingTable()
     for name, ns, ulp in (("slow", 900, 0), ("loose", 500, 4), ("exact", 500, 0)):
         claim = PrecisionGuarantee(bit_stable=True, max_ulp=ulp)
-        t.register("exp", ("f32", "f32"), "cpu", lambda i, o, p: None, cost=fixed_ns(ns),
-                   kernel_source=name, precision=claim)  # fmt: skip
+        t.register(
+            "exp",
+            ("f32", "f32"),
+            "cpu",
+            lambda i, o, p: None,
+            cost=fixed_ns(ns),
+            kernel_source=name,
+            precision=claim,
+        )
     g = GraphBuilder()
     m = g.build(outputs=[g.exp(g.input("x", (64,)))])
     opts = PlanOptions(SystemTopology(devices=(CPU,)), table=t)
     text = explain_text(compile_plan(m.op, opts), "ties", opts)
     rows = [ln.split() for ln in text.splitlines() if ln.startswith("      ") and "why:" not in ln]
     assert [(r[0], r[-1]) for r in rows[1:]] == [
-        ("exact", "winner"), ("loose", "pruned:frontier"), ("slow", "pruned:frontier")
-    ]  # fmt: skip
+        ("exact", "winner"),
+        ("loose", "pruned:frontier"),
+        ("slow", "pruned:frontier"),
+    ]
     (why,) = why_lines(text)
     assert why.startswith("on cpu: the only device; exact ranks first of 3 admissible on cpu")
-    assert why.endswith("ties loose on time, wins on precision (bit_stable, ulp<=0 vs "
-                        "bit_stable, ulp<=4)")  # fmt: skip
+    assert why.endswith(
+        "ties loose on time, wins on precision (bit_stable, ulp<=0 vs bit_stable, ulp<=4)"
+    )
 
 
 class _Balance(HTMLParser):
@@ -231,8 +282,11 @@ def test_html_graph_legend_and_cross_device_edges(mixed) -> None:
     nodes = [g for g in svg.iter(f"{SVG_NS}g") if g.get("class") == "op"]
     assert len(nodes) == len(plan.decisions) == 7
     assert {g.get("data-i") for g in nodes} == {str(i) for i in range(7)}
-    dashed = [p for p in svg.iter(f"{SVG_NS}path")
-              if "xdev" in (p.get("class") or "") and p.get("stroke-dasharray")]  # fmt: skip
+    dashed = [
+        p
+        for p in svg.iter(f"{SVG_NS}path")
+        if "xdev" in (p.get("class") or "") and p.get("stroke-dasharray")
+    ]
     assert len(dashed) == 4  # x->neg, relu->exp, sin->cos, neg->out
     labels = [t.text for t in svg.iter(f"{SVG_NS}text") if t.get("class") == "xlabel"]
     assert labels.count("30.0 µs") == 4
@@ -266,8 +320,18 @@ def test_120_op_chain_renders_quickly() -> None:
 
 def test_cli_html_writes_the_page(tmp_path: Path, capsys) -> None:
     out = tmp_path / "sub" / "decoder.html"
-    rc = main(["explain", str(DECODER), "--topology", str(CPU_2GPU), "--judge", "none",
-               "--html", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "explain",
+            str(DECODER),
+            "--topology",
+            str(CPU_2GPU),
+            "--judge",
+            "none",
+            "--html",
+            str(out),
+        ]
+    )
     assert rc == 0 and f"wrote {out}" in capsys.readouterr().out
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and len(svg_of(page)) > 20
@@ -307,12 +371,15 @@ def test_cli_errors_are_one_message(case: str, expect: str, tmp_path: Path, caps
         "missing": [str(tmp_path / "nope.mlir"), "--judge", "none"],
         "bad_ir": [_write(tmp_path, "bad.mlir", BAD_IR), "--topology", str(CPU_2GPU)],
         "bad_op": [*base, "--op", "20"],
-        "bad_topology": [str(DECODER), "--topology",
-                         _write(tmp_path, "bad.toml", "[[devices]]\nname = 3\n")],
+        "bad_topology": [
+            str(DECODER),
+            "--topology",
+            _write(tmp_path, "bad.toml", "[[devices]]\nname = 3\n"),
+        ],
         "precision_floor": [*base, "--precision", "ulp=0,rel=0"],
         "bad_precision": [*base, "--precision", "fast"],
         "unwritable_html": [*base, "--html", str(tmp_path)],  # a directory
-    }[case]  # fmt: skip
+    }[case]
     rc = main(["explain", *argv])
     err = capsys.readouterr().err
     assert rc == 1

@@ -66,10 +66,21 @@ def k_add_slow(ins, outs, params):
 
 def _entry(**kw) -> ProfileEntry:
     base = dict(
-        op="add", dtype="f32", size_class=6, backend="cpu", device="cpu", kernel_source="numpy",
-        revision_hash=0, latency_ns=100.0, p10_ns=90.0, p90_ns=110.0, iterations=7,
-        max_rel_error=0.0, shape=((8, 8), (8, 8)), dtypes=F32x3,
-    )  # fmt: skip
+        op="add",
+        dtype="f32",
+        size_class=6,
+        backend="cpu",
+        device="cpu",
+        kernel_source="numpy",
+        revision_hash=0,
+        latency_ns=100.0,
+        p10_ns=90.0,
+        p90_ns=110.0,
+        iterations=7,
+        max_rel_error=0.0,
+        shape=((8, 8), (8, 8)),
+        dtypes=F32x3,
+    )
     return ProfileEntry(**(base | kw))
 
 
@@ -388,9 +399,13 @@ def test_cli_writes_a_report(tmp_path: Path, monkeypatch, capsys) -> None:
     report = load_report(out, table)
     # every sibling of every cell is timed: one entry per (cell, sibling)
     cells = {"matmul": 2, "softmax": 1}  # TINY's cells per op (f32)
-    expected = sum(n * len(table.lookup_alternatives(op, d, "cpu"))
-                   for op, n, d in (("matmul", cells["matmul"], ("f32",) * 3),
-                                    ("softmax", cells["softmax"], ("f32",) * 2)))  # fmt: skip
+    expected = sum(
+        n * len(table.lookup_alternatives(op, d, "cpu"))
+        for op, n, d in (
+            ("matmul", cells["matmul"], ("f32",) * 3),
+            ("softmax", cells["softmax"], ("f32",) * 2),
+        )
+    )
     assert report is not None and len(report.entries) == expected and report.complete
     stdout, stderr = capsys.readouterr()
     assert "[1,8]x[8,8]" in stdout and "max rel err" in stdout and str(out) in stdout

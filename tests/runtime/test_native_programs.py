@@ -40,9 +40,11 @@ def block(seed: int = 0) -> FuelModule:
 
 def feeds(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"x": rng.standard_normal((1, D)).astype(np.float32),
-            "k": rng.standard_normal((1, H, 8, HD)).astype(np.float32),
-            "v": rng.standard_normal((1, H, 8, HD)).astype(np.float32)}  # fmt: skip
+    return {
+        "x": rng.standard_normal((1, D)).astype(np.float32),
+        "k": rng.standard_normal((1, H, 8, HD)).astype(np.float32),
+        "v": rng.standard_normal((1, H, 8, HD)).astype(np.float32),
+    }
 
 
 def optimized() -> FuelModule:
@@ -111,8 +113,7 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
     z = g.add(g.matmul(h, g.weight("w1", (D, F))), g.weight("b", (F,)))
     z = g.sub(g.mul(g.relu(z), g.weight("s", (F,))), g.weight("t", (F,)))  # one C group
     y = g.matmul(z, g.weight("w2", (F, D)))
-    path = write_bundle(g.build({"y": y}), tmp_path / "b.bundle",
-                        options={"cpu": {"codegen": "c"}})  # fmt: skip
+    path = write_bundle(g.build({"y": y}), tmp_path / "b.bundle", options={"cpu": {"codegen": "c"}})
     fused = load_bundle(path).executor()
     programs = [n for n in fused.op_names if n.startswith("native program")]
     assert any("c_launch" in n for n in programs), fused.op_names

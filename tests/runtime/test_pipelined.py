@@ -91,8 +91,9 @@ def cuda_table() -> KernelBindingTable:
     t = global_bindings().copy()
     for op, fn in (("add", triton_add), ("mul", triton_mul)):
         t.register(op, ("f32", "f32", "f32"), "cuda", fn, kernel_source="triton", cost=cheap)
-    t.register("reduce_sum", ("f32", "f32"), "cuda", triton_row_sum, kernel_source="triton",
-               cost=cheap)  # fmt: skip
+    t.register(
+        "reduce_sum", ("f32", "f32"), "cuda", triton_row_sum, kernel_source="triton", cost=cheap
+    )
     return t
 
 
@@ -125,9 +126,11 @@ def host_only(text: str) -> FuelModule:
     for line in text.splitlines():
         if "fuel.copy" in line:
             dst, src = line.split("=")[0].strip(), line.split("fuel.copy")[1].split()[0]
-            lines.append(f"  {dst} = fuel.reshape {src} : {T} -> {T}" if "4x1" not in line
-                         else f"  {dst} = fuel.reshape {src} : tensor<4x1xf32> -> "
-                              "tensor<4x1xf32>")  # fmt: skip
+            lines.append(
+                f"  {dst} = fuel.reshape {src} : {T} -> {T}"
+                if "4x1" not in line
+                else f"  {dst} = fuel.reshape {src} : tensor<4x1xf32> -> tensor<4x1xf32>"
+            )
         else:
             lines.append(line.replace(D0, "").replace(D1, ""))
     return FuelModule.parse("\n".join(lines))
@@ -176,8 +179,11 @@ def test_memory_peak_by_device_counts_residents_and_live_buffers() -> None:
 
 def test_a_host_op_reading_a_device_value_without_a_copy_is_refused() -> None:
     bad = TWO_DEVICES.replace("%n = fuel.neg %h", "%n = fuel.neg %s")
-    with pytest.raises(ExecutionError, match=r"'fuel.neg' runs on cpu but reads a value resident "
-                                             r"on cuda:1; a fuel.copy must move it"):  # fmt: skip
+    with pytest.raises(
+        ExecutionError,
+        match=r"'fuel.neg' runs on cpu but reads a value resident "
+        r"on cuda:1; a fuel.copy must move it",
+    ):
         Executor(FuelModule.parse(bad), cuda_table(), topology=TOPO)
 
 

@@ -41,8 +41,15 @@ def table(costs: dict[str, dict[str, float]]) -> KernelBindingTable:
             def k(ins, outs, params):  # a distinct function per registration
                 outs[0][...] = ins[0]
 
-            t.register(op, ("f32", "f32"), backend, k, cost=ns_cost(ns), kernel_source=backend,
-                       precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+            t.register(
+                op,
+                ("f32", "f32"),
+                backend,
+                k,
+                cost=ns_cost(ns),
+                kernel_source=backend,
+                precision=PrecisionGuarantee(bit_stable=True, max_ulp=0),
+            )
     return t
 
 
@@ -77,8 +84,15 @@ def test_large_work_moves_to_the_gpu_and_comes_back() -> None:
 def test_mid_sequence_gpu_segment_beats_all_cpu_and_all_gpu() -> None:
     # each middle op saves 25 us < one crossing (~30 us), but three save more than two crossings
     mid = {"cpu": 30_000, "cuda": 5_000}
-    t = table({"relu": {"cpu": 100, "cuda": 200_000}, "exp": mid, "tanh": mid, "sin": mid,
-               "cos": {"cpu": 100, "cuda": 200_000}})  # fmt: skip
+    t = table(
+        {
+            "relu": {"cpu": 100, "cuda": 200_000},
+            "exp": mid,
+            "tanh": mid,
+            "sin": mid,
+            "cos": {"cpu": 100, "cuda": 200_000},
+        }
+    )
     plan = compile_plan(chain(["relu", "exp", "tanh", "sin", "cos"]).op, PlanOptions(TOPO, table=t))
     assert devices(plan) == ["cpu", "cuda:0", "cuda:0", "cuda:0", "cpu"]
     all_cpu = 100 + 3 * 30_000 + 100
@@ -127,8 +141,15 @@ def test_cost_placement_off_keeps_everything_on_the_default_device() -> None:
 
 def test_single_device_plan_picks_the_cheapest_sibling() -> None:
     t = table({"exp": {"cpu": 500}})
-    t.register("exp", ("f32", "f32"), "cpu", kern, cost=ns_cost(100), kernel_source="fast",
-               precision=PrecisionGuarantee(bit_stable=True, max_ulp=4))  # fmt: skip
+    t.register(
+        "exp",
+        ("f32", "f32"),
+        "cpu",
+        kern,
+        cost=ns_cost(100),
+        kernel_source="fast",
+        precision=PrecisionGuarantee(bit_stable=True, max_ulp=4),
+    )
     plan = compile_plan(chain(["exp"]).op, PlanOptions(SystemTopology(devices=(CPU,)), table=t))
     assert next(iter(plan.decisions.values())).winner.kernel_source == "fast"
     strict = PlanOptions(SystemTopology(devices=(CPU,)), PrecisionRequirement(max_ulp=0), table=t)
@@ -140,8 +161,15 @@ def test_single_device_plan_picks_the_cheapest_sibling() -> None:
 
 def test_judge_figure_flips_the_layer1_winner() -> None:
     t = table({"exp": {"cpu": 500}})
-    t.register("exp", ("f32", "f32"), "cpu", kern, cost=ns_cost(900), kernel_source="measured",
-               precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+    t.register(
+        "exp",
+        ("f32", "f32"),
+        "cpu",
+        kern,
+        cost=ns_cost(900),
+        kernel_source="measured",
+        precision=PrecisionGuarantee(bit_stable=True, max_ulp=0),
+    )
     judge = HashMapJudge()
     judge.insert("exp", "f32", size_class("exp", [(64,)]), "cpu", "measured", 50.0)
     opts = PlanOptions(SystemTopology(devices=(CPU,)), table=t, judge=judge)
@@ -151,8 +179,14 @@ def test_judge_figure_flips_the_layer1_winner() -> None:
 
 def test_no_admissible_candidate_is_a_readable_plan_error() -> None:
     t = KernelBindingTable()
-    t.register("exp", ("f32", "f32"), "cpu", kern, kernel_source="noisy",
-               precision=PrecisionGuarantee(max_relative=1e-2))  # fmt: skip
+    t.register(
+        "exp",
+        ("f32", "f32"),
+        "cpu",
+        kern,
+        kernel_source="noisy",
+        precision=PrecisionGuarantee(max_relative=1e-2),
+    )
     opts = PlanOptions(SystemTopology(devices=(CPU,)), PrecisionRequirement(max_ulp=1), table=t)
     with pytest.raises(PlanError, match="precision-floor rejected every candidate for op=exp"):
         compile_plan(chain(["exp"]).op, opts)
@@ -199,9 +233,15 @@ def test_plan_on_the_real_table_runs() -> None:
 
 def test_infinitely_priced_candidates_are_infeasible_not_chosen() -> None:
     t = table({"exp": {"cpu": 500}})
-    t.register("exp", ("f32", "f32"), "cpu", kern, kernel_source="never",
-               cost=lambda s, d, p: CostEstimate(overhead_ns=float("inf")),
-               precision=PrecisionGuarantee(bit_stable=True, max_ulp=0))  # fmt: skip
+    t.register(
+        "exp",
+        ("f32", "f32"),
+        "cpu",
+        kern,
+        kernel_source="never",
+        cost=lambda s, d, p: CostEstimate(overhead_ns=float("inf")),
+        precision=PrecisionGuarantee(bit_stable=True, max_ulp=0),
+    )
     opts = PlanOptions(SystemTopology(devices=(CPU,)), table=t)
     d = next(iter(compile_plan(chain(["exp"]).op, opts).decisions.values()))
     assert [c.kernel_source for c in d.considered] == ["cpu"]
@@ -209,7 +249,13 @@ def test_infinitely_priced_candidates_are_infeasible_not_chosen() -> None:
         ("never", "rejected:infeasible")
     ]
     only_inf = KernelBindingTable()
-    only_inf.register("exp", ("f32", "f32"), "cpu", kern, kernel_source="never",
-                      cost=lambda s, d, p: CostEstimate(overhead_ns=float("inf")))  # fmt: skip
+    only_inf.register(
+        "exp",
+        ("f32", "f32"),
+        "cpu",
+        kern,
+        kernel_source="never",
+        cost=lambda s, d, p: CostEstimate(overhead_ns=float("inf")),
+    )
     with pytest.raises(PlanError, match="infeasible"):
         compile_plan(chain(["exp"]).op, PlanOptions(SystemTopology(devices=(CPU,)), table=only_inf))

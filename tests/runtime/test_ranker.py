@@ -50,8 +50,16 @@ def table_of(
 ) -> KernelBindingTable:
     t = KernelBindingTable()
     for source, backend, prec, ns in specs:
-        t.register("add", D3, backend, _k(source), precision=prec, cost=_ns(ns),
-                   kernel_source=source, caps=caps)  # fmt: skip
+        t.register(
+            "add",
+            D3,
+            backend,
+            _k(source),
+            precision=prec,
+            cost=_ns(ns),
+            kernel_source=source,
+            caps=caps,
+        )
     return t
 
 
@@ -66,8 +74,11 @@ def test_enumerate_every_sibling_per_placement_in_order() -> None:
     t = table_of(("a", "cpu", EXACT, 1), ("b", "cpu", LOOSE, 1), ("g", "cuda", LOOSE, 1))
     cs = cands(t, [("cpu", "cpu"), ("cuda", "cuda:0"), ("cuda", "cuda:1"), ("vulkan", "v:0")])
     assert [(c.kernel_source, c.device) for c in cs] == [
-        ("a", "cpu"), ("b", "cpu"), ("g", "cuda:0"), ("g", "cuda:1"),
-    ]  # fmt: skip
+        ("a", "cpu"),
+        ("b", "cpu"),
+        ("g", "cuda:0"),
+        ("g", "cuda:1"),
+    ]
     assert enumerate_candidates("add", D3, [], t) == []
     assert enumerate_candidates("mul", D3, [("cpu", "cpu")], t) == []
 
@@ -79,8 +90,12 @@ def test_enumerate_skips_broadcast_baked_siblings() -> None:
 
 
 def test_precision_floor_admits_only_provable_claims() -> None:
-    t = table_of(("exact", "cpu", EXACT, 1), ("loose", "cpu", LOOSE, 1),
-                 ("noisy", "cpu", NOISY, 1), ("unaudited", "cpu", UNAUDITED, 1))  # fmt: skip
+    t = table_of(
+        ("exact", "cpu", EXACT, 1),
+        ("loose", "cpu", LOOSE, 1),
+        ("noisy", "cpu", NOISY, 1),
+        ("unaudited", "cpu", UNAUDITED, 1),
+    )
     cs = cands(t)
     floor = PrecisionFloorFilter(PrecisionRequirement(max_ulp=2))
     assert floor.klass is FilterClass.HARD
@@ -89,14 +104,18 @@ def test_precision_floor_admits_only_provable_claims() -> None:
     assert [cs[i].kernel_source for i in rel.keep(cs, CTX)] == ["noisy"]  # ulp claims prove no rel
     assert len(PrecisionFloorFilter(PrecisionRequirement()).keep(cs, CTX)) == 4
     assert [cs[i].kernel_source for i in PrecisionFloorFilter(BIT_STABLE).keep(cs, CTX)] == [
-        "exact", "loose",
-    ]  # fmt: skip
+        "exact",
+        "loose",
+    ]
 
 
 def test_hard_rejection_is_a_readable_error() -> None:
     cs = cands(table_of(("noisy", "cpu", NOISY, 1)))
-    with pytest.raises(FilterRejected, match=r"precision-floor rejected every candidate for "
-                       r"op=add dtypes=\(f32, f32, f32\); available: noisy@cpu"):  # fmt: skip
+    with pytest.raises(
+        FilterRejected,
+        match=r"precision-floor rejected every candidate for "
+        r"op=add dtypes=\(f32, f32, f32\); available: noisy@cpu",
+    ):
         apply_filter_chain(cs, CTX, default_chain(PrecisionRequirement(max_ulp=0)))
 
 
@@ -118,8 +137,14 @@ def test_bit_stable_preference_drops_unstable_when_a_stable_one_exists() -> None
 def test_strided_preference_only_applies_to_strided_inputs() -> None:
     t = KernelBindingTable()
     t.register("add", D3, "cpu", _k("contig"), kernel_source="contig")
-    t.register("add", D3, "cpu", _k("strided"), kernel_source="strided",
-               caps=KernelCaps(strided_input=True))  # fmt: skip
+    t.register(
+        "add",
+        D3,
+        "cpu",
+        _k("strided"),
+        kernel_source="strided",
+        caps=KernelCaps(strided_input=True),
+    )
     cs = cands(t)
     f = StridedInputPreferenceFilter()
     assert len(f.keep(cs, CTX)) == 2
@@ -129,8 +154,9 @@ def test_strided_preference_only_applies_to_strided_inputs() -> None:
 
 def _costed(t, judge=None, placements=(("cpu", "cpu"),)):
     rates = {"cpu": (1.0, 4.0), "cuda:0": (30.0, 40.0)}
-    return compute_static_costs(cands(t, placements), "add", [(64,), (64,), (64,)], D3, {},
-                                rates.__getitem__, _ns(0), judge)  # fmt: skip
+    return compute_static_costs(
+        cands(t, placements), "add", [(64,), (64,), (64,)], D3, {}, rates.__getitem__, _ns(0), judge
+    )
 
 
 def test_layer1_then_judge_replaces_and_flips_the_winner() -> None:
@@ -174,12 +200,23 @@ def test_rank_is_time_first_then_precision() -> None:
 
 def test_frontier_drops_dominated_keeps_winner_and_never_strands_a_backend() -> None:
     t = KernelBindingTable()
-    specs = [("best", 10, EXACT, "cpu"), ("dominated", 20, LOOSE, "cpu"),
-             ("precise-slow", 30, EXACT, "cpu"), ("mkl", 50, LOOSE, "mkl")]  # fmt: skip
+    specs = [
+        ("best", 10, EXACT, "cpu"),
+        ("dominated", 20, LOOSE, "cpu"),
+        ("precise-slow", 30, EXACT, "cpu"),
+        ("mkl", 50, LOOSE, "mkl"),
+    ]
     for name, ns, prec, backend in specs:
         t.register("add", D3, backend, _k(name), precision=prec, cost=_ns(ns), kernel_source=name)
-    cs = compute_static_costs(cands(t, [("cpu", "cpu"), ("mkl", "cpu")]), "add", [(1,)] * 3, D3,
-                              {}, lambda d: (1.0, 1.0), _ns(0))  # fmt: skip
+    cs = compute_static_costs(
+        cands(t, [("cpu", "cpu"), ("mkl", "cpu")]),
+        "add",
+        [(1,)] * 3,
+        D3,
+        {},
+        lambda d: (1.0, 1.0),
+        _ns(0),
+    )
     s = AlternativeSet(cs).rank().retain_per_device_frontier()
     kept = [c.kernel_source for c in s.candidates]
     assert kept[0] == "best"
@@ -192,8 +229,9 @@ def test_frontier_crowding_cap_keeps_the_extremes() -> None:
     # a Pareto front: faster <=> looser; every one non-dominated
     for i in range(10):
         prec = PrecisionGuarantee(bit_stable=True, max_relative=10.0 ** -(i + 1))
-        t.register("add", D3, "cpu", _k(f"k{i}"), cost=_ns(10 + i), kernel_source=f"k{i}",
-                   precision=prec)  # fmt: skip
+        t.register(
+            "add", D3, "cpu", _k(f"k{i}"), cost=_ns(10 + i), kernel_source=f"k{i}", precision=prec
+        )
     cs = compute_static_costs(cands(t), "add", [(1,)] * 3, D3, {}, lambda d: (1.0, 1.0), _ns(0))
     s = AlternativeSet(cs).rank().retain_per_device_frontier(keep=4)
     kept = [c.kernel_source for c in s.candidates]

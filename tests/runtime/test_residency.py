@@ -93,8 +93,7 @@ def spans(p: ResidencyPlanner) -> dict[str, tuple[int, int, tuple[int, ...]]]:
 
 def test_chain_live_ranges_and_peak() -> None:
     p = planner(CHAIN)
-    assert spans(p) == {"x": (-1, 0, (0,)), "a": (0, 1, (1,)), "b": (1, 2, (2,)),
-                        "c": (2, 3, (3,))}  # fmt: skip
+    assert spans(p) == {"x": (-1, 0, (0,)), "a": (0, 1, (1,)), "b": (1, 2, (2,)), "c": (2, 3, (3,))}
     assert p.usage == {"cpu": [2 * KIB, 2 * KIB, 2 * KIB, KIB]}
     peak = p.peak("cpu")
     assert (peak.bytes, peak.at, peak.op_name) == (2 * KIB, 0, "fuel.exp %a")
@@ -147,9 +146,16 @@ def test_views_share_storage_and_weights_are_resident_where_read() -> None:
 
 @pytest.mark.parametrize(
     ("text", "want"),
-    [("64KiB", 65536), ("1.5GB", 1_500_000_000), ("4096", 4096), ("2 gib", 2 << 30),
-     ("0.5kb", 500), (".5MiB", 1 << 19), ("3B", 3)],
-)  # fmt: skip
+    [
+        ("64KiB", 65536),
+        ("1.5GB", 1_500_000_000),
+        ("4096", 4096),
+        ("2 gib", 2 << 30),
+        ("0.5kb", 500),
+        (".5MiB", 1 << 19),
+        ("3B", 3),
+    ],
+)
 def test_parse_size(text: str, want: int) -> None:
     assert parse_size(text) == want
 
@@ -174,7 +180,11 @@ def test_parse_budgets() -> None:
 
 def test_format_bytes() -> None:
     assert [format_bytes(n) for n in (512, 1536, 3000, 2 << 30)] == [
-        "512 B", "1.5 KiB", "2.93 KiB (3000 B)", "2 GiB"]  # fmt: skip
+        "512 B",
+        "1.5 KiB",
+        "2.93 KiB (3000 B)",
+        "2 GiB",
+    ]
 
 
 # -- insertion -------------------------------------------------------------------------------
@@ -190,11 +200,16 @@ def test_two_rounds_fit_and_price_transfers() -> None:
     assert [e.value for e in entry.evictions] == ["%a (fuel.exp)", "%b (fuel.tanh)"]
     one_way = topo.estimate_transfer_ns("cuda:0", "cpu", KIB)
     assert entry.evictions[0].evict_ns == one_way > 0
-    assert entry.transfer_ns == pytest.approx(2 * one_way + 2 * topo.estimate_transfer_ns(
-        "cpu", "cuda:0", KIB))  # fmt: skip
+    assert entry.transfer_ns == pytest.approx(
+        2 * one_way + 2 * topo.estimate_transfer_ns("cpu", "cuda:0", KIB)
+    )
     copies = [op for op in function(m).walk() if RESIDENCY_ATTR in op.attributes]
     assert [op.attributes[RESIDENCY_ATTR].data for op in copies] == [  # type: ignore[attr-defined]
-        "evict", "evict", "reload", "reload"]  # fmt: skip
+        "evict",
+        "evict",
+        "reload",
+        "reload",
+    ]
     after = ResidencyPlanner(function(m), "cuda:0")
     assert after.peak("cuda:0").bytes == 3 * KIB
     assert after.peak("cpu").bytes == 2 * KIB  # the two evicted tensors wait on the host
@@ -213,7 +228,8 @@ def test_unreachable_budget_gives_a_clear_report() -> None:
     assert "evict %a (fuel.exp), 1 KiB, to cpu after fuel.tanh %b" in text
     with pytest.raises(PassFailedException, match="DOES NOT FIT"):
         InsertResidencyPass(budget="cuda:0=1.5KiB", device="cuda:0").apply(
-            fuel_context(), parse(IDLE))  # fmt: skip
+            fuel_context(), parse(IDLE)
+        )
 
 
 def test_an_idle_graph_input_is_evicted_at_the_entry() -> None:
@@ -252,13 +268,15 @@ def test_resident_weights_are_named_when_they_block_a_budget() -> None:
     }}""")
     report = insert_residency(m, {"cuda:0": 2 * KIB})
     assert not report.fits and not report.evictions
-    assert ("nothing live at fuel.mul %a is idle across it; 1 KiB of it resident "
-            "weights/constants") in str(report)  # fmt: skip
+    assert (
+        "nothing live at fuel.mul %a is idle across it; 1 KiB of it resident weights/constants"
+    ) in str(report)
 
 
 def test_round_limit_and_bad_options() -> None:
-    report = insert_residency(parse(TWO_IDLE), {"cuda:0": 3 * KIB}, rounds=1,
-                              default_device="cuda:0")  # fmt: skip
+    report = insert_residency(
+        parse(TWO_IDLE), {"cuda:0": 3 * KIB}, rounds=1, default_device="cuda:0"
+    )
     assert not report.fits and "the round limit (1) ran out" in str(report)
     with pytest.raises(ResidencyError, match="rounds must be >= 0"):
         insert_residency(parse(IDLE), {}, rounds=-1)
@@ -331,8 +349,9 @@ def cuda_table() -> KernelBindingTable:
     return t
 
 
-def measured_peak(m: FuelModule, table: KernelBindingTable, feed: dict[str, np.ndarray]) -> tuple[
-        dict[str, np.ndarray], int]:  # fmt: skip
+def measured_peak(
+    m: FuelModule, table: KernelBindingTable, feed: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], int]:
     ex = Executor(m, table, topology=TOPOLOGY)
     out = ex.run(feed)
     return out, ex.memory_peak_by_device()["cuda:0"]

@@ -112,8 +112,9 @@ def test_judge_picks_the_faster_arm_unless_cuda_memory_is_short(tmp_path: Path) 
         tight = Executor(module(t), t, topology=topology(tmp_path, cuda_bytes), judge=judge(t))
         np.testing.assert_allclose(tight.run(feed())["s"], expected(), rtol=1e-6)
         assert tight.last_route() == (0,)
-    slow_cuda = Executor(module(t), t, topology=topology(tmp_path, 1 << 30),
-                         judge=judge(t, cpu_ns=50_000.0))  # fmt: skip
+    slow_cuda = Executor(
+        module(t), t, topology=topology(tmp_path, 1 << 30), judge=judge(t, cpu_ns=50_000.0)
+    )
     slow_cuda.run(feed())
     assert slow_cuda.last_route() == (0,)
 

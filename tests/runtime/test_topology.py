@@ -99,10 +99,13 @@ def test_example_file(two_gpus: SystemTopology) -> None:
 def test_json_and_toml_agree(tmp_path: Path, two_gpus: SystemTopology) -> None:
     data = {
         "peer_groups": [["cuda:0", "cuda:1"]],
-        "devices": [{"name": "cpu", "cores": 32}, {"name": "cuda:0", "class": "h200"},
-                    {"name": "cuda:1", "class": "h200"}],
+        "devices": [
+            {"name": "cpu", "cores": 32},
+            {"name": "cuda:0", "class": "h200"},
+            {"name": "cuda:1", "class": "h200"},
+        ],
         "transfers": [{"src": "cuda:0", "dst": "cuda:1", "latency_ns": 10000, "gb_per_s": 300}],
-    }  # fmt: skip
+    }
     j = SystemTopology.from_file(write(tmp_path, json.dumps(data), "t.json"))
     assert j.devices == two_gpus.devices
     assert dict(j.transfers) == dict(two_gpus.transfers)
@@ -159,8 +162,9 @@ def test_host_staging_uses_the_real_legs(tmp_path: Path) -> None:
 
 
 def test_unified_memory_device_uses_shared_memory(tmp_path: Path) -> None:
-    t = SystemTopology.from_file(write(tmp_path, '[[devices]]\nname = "metal:0"\n'
-                                                 'unified_memory = true\n'))  # fmt: skip
+    t = SystemTopology.from_file(
+        write(tmp_path, '[[devices]]\nname = "metal:0"\nunified_memory = true\n')
+    )
     assert t.transfer_path("cpu", "metal:0") is TransferPath.SHARED_MEMORY
     assert t.substrate("metal") == "metal"
 
@@ -230,22 +234,43 @@ BAD_FILES = [
     ("topo.toml", 'peer_groups = [["cpu", "cuda:0"]]\n' + DEV, "two or more distinct non-cpu"),
     ("topo.toml", 'peer_groups = [["cuda:0"]]\n' + DEV, "two or more distinct non-cpu"),
     ("topo.toml", 'peer_groups = "all"\n', "peer_groups must be a list"),
-    ("topo.toml", DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:9"\ngb_per_s = 1\n',
-     "unknown device 'cuda:9'"),
-    ("topo.toml", DEV + '[[transfers]]\nsrc = "cuda:0"\ndst = "cuda:0"\ngb_per_s = 1\n',
-     "src and dst are both 'cuda:0'"),
-    ("topo.toml", DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\nlatency_ns = -1\n',
-     "latency_ns must be a non-negative finite"),
-    ("topo.toml", DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\n',
-     "needs latency_ns or gb_per_s"),
-    ("topo.toml", DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\ngb_per_s = 1\npath = "pcie"\n',
-     "unknown path 'pcie'"),
-    ("topo.toml", DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\ngb_per_s = 1\nhops = 2\n',
-     "unknown key 'hops'"),
-    ("topo.toml", DEV + ('[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\ngb_per_s = 1\n') * 2,
-     "transfer cpu -> cuda:0 is declared twice"),
+    (
+        "topo.toml",
+        DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:9"\ngb_per_s = 1\n',
+        "unknown device 'cuda:9'",
+    ),
+    (
+        "topo.toml",
+        DEV + '[[transfers]]\nsrc = "cuda:0"\ndst = "cuda:0"\ngb_per_s = 1\n',
+        "src and dst are both 'cuda:0'",
+    ),
+    (
+        "topo.toml",
+        DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\nlatency_ns = -1\n',
+        "latency_ns must be a non-negative finite",
+    ),
+    (
+        "topo.toml",
+        DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\n',
+        "needs latency_ns or gb_per_s",
+    ),
+    (
+        "topo.toml",
+        DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\ngb_per_s = 1\npath = "pcie"\n',
+        "unknown path 'pcie'",
+    ),
+    (
+        "topo.toml",
+        DEV + '[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\ngb_per_s = 1\nhops = 2\n',
+        "unknown key 'hops'",
+    ),
+    (
+        "topo.toml",
+        DEV + ('[[transfers]]\nsrc = "cpu"\ndst = "cuda:0"\ngb_per_s = 1\n') * 2,
+        "transfer cpu -> cuda:0 is declared twice",
+    ),
     ("topo.toml", '[substrates]\n"Bad Name" = "host"\n', "substrates: bad entry"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("name", "text", "problem"), BAD_FILES)
@@ -291,10 +316,12 @@ def _fake_torch(monkeypatch, names=("NVIDIA H200", "NVIDIA A100-SXM4-80GB"), pee
     )
     fake = SimpleNamespace(cuda=cuda)
     real_spec, real_import = importlib.util.find_spec, importlib.import_module
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda n, *a: object() if n == "torch" else real_spec(n, *a))  # fmt: skip
-    monkeypatch.setattr(importlib, "import_module",
-                        lambda n, *a: fake if n == "torch" else real_import(n, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: object() if n == "torch" else real_spec(n, *a)
+    )
+    monkeypatch.setattr(
+        importlib, "import_module", lambda n, *a: fake if n == "torch" else real_import(n, *a)
+    )
     monkeypatch.setattr(topo_mod, "gpu_driver_present", lambda: True)
     return fake
 
@@ -317,7 +344,10 @@ def test_detect_with_cuda_devices(monkeypatch) -> None:
     _fake_torch(monkeypatch)
     t = SystemTopology.detect(calibrate=False)
     assert [(d.name, d.device_class) for d in t.devices] == [
-        ("cpu", "cpu"), ("cuda:0", "h200"), ("cuda:1", "a100")]  # fmt: skip
+        ("cpu", "cpu"),
+        ("cuda:0", "h200"),
+        ("cuda:1", "a100"),
+    ]
     assert t.device("cuda:1").memory_bytes == 2 << 30
     assert t.transfer_path("cuda:0", "cuda:1") is TransferPath.PEER
 

@@ -27,19 +27,24 @@ ELF = b"\x7fELF"
 
 REPRESENTATIVE = [  # (op, dtypes, source, shapes, params): one launch per family + flash decode
     ("matmul", ("f16",) * 3, "triton", [(256, 128), (128, 64), (256, 64)], {}),
-    ("attention", ("bf16",) * 3 + ("i64", "bf16"), "triton-flashdecode",
-     [(1, 32, 1, 128), (1, 8, 8192, 128), (1, 8, 8192, 128), (), (1, 32, 1, 128)],
-     {"causal": True, "scale": 0.088}),
+    (
+        "attention",
+        ("bf16",) * 3 + ("i64", "bf16"),
+        "triton-flashdecode",
+        [(1, 32, 1, 128), (1, 8, 8192, 128), (1, 8, 8192, 128), (), (1, 32, 1, 128)],
+        {"causal": True, "scale": 0.088},
+    ),
     ("add", ("bf16",) * 3, "triton", [(1000, 64), (64,), (1000, 64)], {}),  # row broadcast
     ("transpose", ("bf16",) * 2, "triton", [(2, 64, 48), (48, 2, 64)], {"perm": (2, 0, 1)}),
-]  # fmt: skip
+]
 
 
 def _specs(rows):
     out = []
     for op, dtypes, source, shapes, params in rows:
-        e = next(x for x in table().lookup_alternatives(op, dtypes, "cuda")
-                 if x.kernel_source == source)  # fmt: skip
+        e = next(
+            x for x in table().lookup_alternatives(op, dtypes, "cuda") if x.kernel_source == source
+        )
         out.extend(kernel_specs(e, shapes, dtypes, params))
     return out
 
@@ -109,9 +114,19 @@ def _all_specs():
             sh = [(4, 100), (4,)]
         elif op in ("rms_norm", "layer_norm"):
             sh = [(4, 100)] + [(100,)] * (len(dtypes) - 2) + [(4, 100)]
-        params = {"axes": (1,), "keepdim": False, "axis": 1, "eps": 1e-5, "causal": True,
-                  "scale": 0.125, "interleaved": False, "perm": (1, 0), "starts": (0, 0),
-                  "limits": (4, 100), "steps": (2, 2)}  # fmt: skip
+        params = {
+            "axes": (1,),
+            "keepdim": False,
+            "axis": 1,
+            "eps": 1e-5,
+            "causal": True,
+            "scale": 0.125,
+            "interleaved": False,
+            "perm": (1, 0),
+            "starts": (0, 0),
+            "limits": (4, 100),
+            "steps": (2, 2),
+        }
         for s in kernel_specs(e, sh, dtypes, params):
             k = (s.fn.fn.__name__, tuple(s.signature.items()), tuple(s.constexprs.items()))
             if k not in seen:
@@ -137,8 +152,9 @@ def test_movement_walks_compile() -> None:
     for rank in range(1, 7):
         shape = tuple(range(2, rank + 2))
         perm = tuple(range(rank))[::-1] if rank > 1 else (0,)
-        specs += kernel_specs(e, [shape, tuple(shape[p] for p in perm)], ("f16",) * 2,
-                              {"perm": perm})  # fmt: skip
+        specs += kernel_specs(
+            e, [shape, tuple(shape[p] for p in perm)], ("f16",) * 2, {"perm": perm}
+        )
     big = [(2**16, 2**15 + 1), (2**15 + 1, 2**16)]
     specs += kernel_specs(e, big, ("f16",) * 2, {"perm": (1, 0)})
     g = table().lookup("gather", ("f32", "i32", "f32"), "cuda")
@@ -193,8 +209,9 @@ def test_specialisation_vectorises_global_loads(target: str, tmp_path, monkeypat
 
 
 def test_specialisation_rule_follows_the_spec_values() -> None:
-    (mm,) = kernel_specs(entry("matmul", ("f16",) * 3), [(64, 40), (40, 32), (64, 32)],
-                         ("f16",) * 3)  # fmt: skip
+    (mm,) = kernel_specs(
+        entry("matmul", ("f16",) * 3), [(64, 40), (40, 32), (64, 32)], ("f16",) * 3
+    )
     got = specialization_of(mm)
     assert {n for n, k in got.items() if k == ("aligned16",)} == {"a", "b", "c"}
     assert {n for n, k in got.items() if k == ("div16",)} == {"M", "N"}  # K = 40, B1 unknown
@@ -204,12 +221,22 @@ def test_specialisation_rule_follows_the_spec_values() -> None:
 
 def _kernel(specialization) -> AotKernel:
     return AotKernel(
-        name="scale", kernel_name="scale_kernel", target="sm_90", ptx=".entry scale_kernel",
-        cubin=b"\x7fELF" + bytes(range(40)), signature={"x": "*fp32", "n": "i32"},
-        constexprs={"BLOCK": 1024}, num_warps=4, num_stages=2, shared_bytes=0,
-        grid=("cdiv(n, 1024)",), sizes={"n": 4096}, launch_grid=(4,),
-        scratch={"global_scratch_size": 0}, specialization=specialization,
-    )  # fmt: skip
+        name="scale",
+        kernel_name="scale_kernel",
+        target="sm_90",
+        ptx=".entry scale_kernel",
+        cubin=b"\x7fELF" + bytes(range(40)),
+        signature={"x": "*fp32", "n": "i32"},
+        constexprs={"BLOCK": 1024},
+        num_warps=4,
+        num_stages=2,
+        shared_bytes=0,
+        grid=("cdiv(n, 1024)",),
+        sizes={"n": 4096},
+        launch_grid=(4,),
+        scratch={"global_scratch_size": 0},
+        specialization=specialization,
+    )
 
 
 def test_specialisation_round_trips_through_json() -> None:
@@ -248,8 +275,7 @@ def test_launch_meta_records_specialisation(tmp_path, monkeypatch) -> None:
     )
     gen = next(a for a in lower(module, "sm_90") if a.meta.get("kind") == "generated")
     (launch,) = gen.meta["launches"]
-    assert launch["specialization"] == {"in0": ["aligned16"], "out0": ["aligned16"],
-                                        "N": ["div16"]}  # fmt: skip
+    assert launch["specialization"] == {"in0": ["aligned16"], "out0": ["aligned16"], "N": ["div16"]}
     ptx = next(v.decode() for f, v in gen.files.items() if f.endswith(".ptx"))
     assert V4_LOAD.search(ptx)
 
@@ -262,22 +288,40 @@ FAMILIES = [  # (op, dtypes, source, shapes, params): every kernel function, siz
     ("softmax", ("f32",) * 2, "triton", [(32, 64), (32, 64)], {"axis": 1}),
     ("rms_norm", ("f32",) * 3, "triton", [(32, 64), (64,), (32, 64)], {"eps": 1e-5}),
     ("layer_norm", ("f32",) * 4, "triton", [(32, 64), (64,), (64,), (32, 64)], {"eps": 1e-5}),
-    ("rope", ("f32",) * 4, "triton", [(1, 2, 16, 32), (16, 16), (16, 16), (1, 2, 16, 32)],
-     {"interleaved": False}),
-    ("attention", ("f32",) * 4, "triton",
-     [(1, 4, 16, 32), (1, 2, 16, 32), (1, 2, 16, 32), (1, 4, 16, 32)],
-     {"causal": True, "scale": 0.125}),
-    ("attention", ("f32",) * 3 + ("i64", "f32"), "triton-flashdecode",
-     [(1, 4, 1, 32), (1, 2, 64, 32), (1, 2, 64, 32), (), (1, 4, 1, 32)],
-     {"causal": True, "scale": 0.125}),
+    (
+        "rope",
+        ("f32",) * 4,
+        "triton",
+        [(1, 2, 16, 32), (16, 16), (16, 16), (1, 2, 16, 32)],
+        {"interleaved": False},
+    ),
+    (
+        "attention",
+        ("f32",) * 4,
+        "triton",
+        [(1, 4, 16, 32), (1, 2, 16, 32), (1, 2, 16, 32), (1, 4, 16, 32)],
+        {"causal": True, "scale": 0.125},
+    ),
+    (
+        "attention",
+        ("f32",) * 3 + ("i64", "f32"),
+        "triton-flashdecode",
+        [(1, 4, 1, 32), (1, 2, 64, 32), (1, 2, 64, 32), (), (1, 4, 1, 32)],
+        {"causal": True, "scale": 0.125},
+    ),
     ("transpose", ("f32",) * 2, "triton", [(32, 64), (64, 32)], {"perm": (1, 0)}),
-    ("slice", ("f32",) * 2, "triton", [(32, 64), (16, 32)],
-     {"starts": (0, 0), "limits": (32, 64), "steps": (2, 2)}),
+    (
+        "slice",
+        ("f32",) * 2,
+        "triton",
+        [(32, 64), (16, 32)],
+        {"starts": (0, 0), "limits": (32, 64), "steps": (2, 2)},
+    ),
     ("broadcast", ("f32",) * 2, "triton", [(1, 64), (32, 64)], {}),
     ("concat", ("f32",) * 2, "triton", [(32, 64), (32, 64), (32, 128)], {"axis": 1}),
     ("gather", ("f32", "i64", "f32"), "triton", [(32, 64), (16,), (16, 64)], {"axis": 0}),
     ("where", ("i1",) + ("f32",) * 3, "triton", [(32, 64), (64,), (32, 64), (32, 64)], {}),
-]  # fmt: skip
+]
 
 
 def _operand(shape, dtype: str) -> torch.Tensor:
@@ -288,8 +332,11 @@ def _operand(shape, dtype: str) -> torch.Tensor:
     return torch.randn(shape)
 
 
-@pytest.mark.parametrize(("op", "dtypes", "source", "shapes", "params"), FAMILIES,
-                         ids=[f"{r[0]}-{r[2]}" for r in FAMILIES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("op", "dtypes", "source", "shapes", "params"),
+    FAMILIES,
+    ids=[f"{r[0]}-{r[2]}" for r in FAMILIES],
+)
 def test_launches_honour_the_specialisation(op, dtypes, source, shapes, params, monkeypatch):
     """What `specialization_of` assumes holds when a kernel runs on fresh operands: each integer
     argument a size names is passed that size, and every pointer is 16-byte aligned."""
@@ -298,8 +345,12 @@ def test_launches_honour_the_specialisation(op, dtypes, source, shapes, params, 
 
     def spy(spec: TritonKernelSpec, *args) -> None:
         names = [n for n, t in spec.signature.items() if t != "constexpr"]
-        launched.append({n: a.data_ptr() if isinstance(a, torch.Tensor) else a
-                         for n, a in zip(names, args, strict=True)})  # fmt: skip
+        launched.append(
+            {
+                n: a.data_ptr() if isinstance(a, torch.Tensor) else a
+                for n, a in zip(names, args, strict=True)
+            }
+        )
         real(spec, *args)
 
     monkeypatch.setattr(TritonKernelSpec, "launch", spy)

@@ -108,8 +108,10 @@ def unary_module(dt: str) -> str:
         outs.append(f"%p{i}")
     sig = ", ".join([t] * len(outs))
     body = "\n  ".join(lines)
-    return (f"func.func @main(%x: {t}, %p: {t}) -> ({sig}) {{\n  {body}\n"
-            f"  func.return {', '.join(outs)} : {sig}\n}}")  # fmt: skip
+    return (
+        f"func.func @main(%x: {t}, %p: {t}) -> ({sig}) {{\n  {body}\n"
+        f"  func.return {', '.join(outs)} : {sig}\n}}"
+    )
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "f64"])
@@ -135,9 +137,12 @@ def test_binary_compare_where_with_broadcasting(dt: str) -> None:
     lines.append(f"%w = fuel.where %c2, %b0, %y : {c}, {o}, {b} -> {o}")
     outs = [f"%b{i}" for i in range(len(BINARY))] + [f"%c{i}" for i in range(len(COMPARE))]
     types = [o] * len(BINARY) + [c] * len(COMPARE)
-    text = (f"func.func @main(%x: {a}, %y: {b}) -> ({', '.join([*types, o])}) {{\n  "
-            + "\n  ".join(lines) + f"\n  func.return {', '.join([*outs, '%w'])} : "
-            f"{', '.join([*types, o])}\n}}")  # fmt: skip
+    text = (
+        f"func.func @main(%x: {a}, %y: {b}) -> ({', '.join([*types, o])}) {{\n  "
+        + "\n  ".join(lines)
+        + f"\n  func.return {', '.join([*outs, '%w'])} : "
+        f"{', '.join([*types, o])}\n}}"
+    )
     ref, _ = lowered(text)
     ins = random_inputs(ref)
     ins["x"][1] = np.abs(ins["x"][1])  # pow: positive bases, and negative ones below
@@ -222,8 +227,10 @@ def test_random_chains_match_the_executor() -> None:
             (n1, s1), (n2, s2) = (vals[int(k)] for k in rng.integers(0, len(vals), 2))
             op = str(rng.choice(["add", "sub", "mul", "max", "min", "tanh", "sigmoid", "neg"]))
             if s1 == (3, 4) and rng.random() < 0.3:  # a reduction between fusible ops
-                lines.append(f"%v{j} = fuel.reduce_max {n1} axes = [1] keepdim : "
-                             f"{_t(s1, dt)} -> {_t((3, 1), dt)}")  # fmt: skip
+                lines.append(
+                    f"%v{j} = fuel.reduce_max {n1} axes = [1] keepdim : "
+                    f"{_t(s1, dt)} -> {_t((3, 1), dt)}"
+                )
                 vals.append((f"%v{j}", (3, 1)))
                 continue
             if op in ("tanh", "sigmoid", "neg"):
@@ -231,13 +238,17 @@ def test_random_chains_match_the_executor() -> None:
                 vals.append((f"%v{j}", s1))
                 continue
             so = np.broadcast_shapes(s1, s2)
-            lines.append(f"%v{j} = fuel.{op} {n1}, {n2} : {_t(s1, dt)}, {_t(s2, dt)} -> "
-                         f"{_t(so, dt)}")  # fmt: skip
+            lines.append(
+                f"%v{j} = fuel.{op} {n1}, {n2} : {_t(s1, dt)}, {_t(s2, dt)} -> {_t(so, dt)}"
+            )
             vals.append((f"%v{j}", so))
         outs = vals[-3:]
-        text = (f"func.func @main({args}) -> ({', '.join(_t(s, dt) for _, s in outs)}) {{\n  "
-                + "\n  ".join(lines) + f"\n  func.return {', '.join(n for n, _ in outs)} : "
-                f"{', '.join(_t(s, dt) for _, s in outs)}\n}}")  # fmt: skip
+        text = (
+            f"func.func @main({args}) -> ({', '.join(_t(s, dt) for _, s in outs)}) {{\n  "
+            + "\n  ".join(lines)
+            + f"\n  func.return {', '.join(n for n, _ in outs)} : "
+            f"{', '.join(_t(s, dt) for _, s in outs)}\n}}"
+        )
         check(text)
 
 
@@ -280,8 +291,9 @@ func.func @main(%x: tensor<4x8xf16>, %b: tensor<8xf16>, %w: tensor<8x8xf16>)
     module = FuelModule.parse(text)
     groups = fusion_groups(module.entry.body.block, lambda op: True)
     assert [[op.name for op in g.ops] for g in groups] == [
-        ["fuel.exp", "fuel.add"], ["fuel.silu", "fuel.add"]
-    ]  # fmt: skip
+        ["fuel.exp", "fuel.add"],
+        ["fuel.silu", "fuel.add"],
+    ]
     check(text, launches=2)
 
 

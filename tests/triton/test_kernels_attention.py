@@ -27,9 +27,11 @@ def sdpa64(q, k, v, kv_len: int, causal: bool, scale: float) -> np.ndarray:
 
 def _qkv(b, hq, hkv, sq, sk, d, dv, dtype, seed=0):
     rng = np.random.default_rng(seed)
-    return (quantize(rng.normal(size=(b, hq, sq, d)), dtype),
-            quantize(rng.normal(size=(b, hkv, sk, d)), dtype),
-            quantize(rng.normal(size=(b, hkv, sk, dv)), dtype))  # fmt: skip
+    return (
+        quantize(rng.normal(size=(b, hq, sq, d)), dtype),
+        quantize(rng.normal(size=(b, hkv, sk, d)), dtype),
+        quantize(rng.normal(size=(b, hkv, sk, dv)), dtype),
+    )
 
 
 def _attend(source, dtype, q, k, v, kv_len, causal, scale=0.3):
@@ -76,8 +78,9 @@ def test_flash_attention_strided_inputs() -> None:
     q, k, v = _qkv(1, 4, 2, 16, 40, 16, 16, "f32", seed=5)
     qt = to_torch(q.transpose(0, 2, 1, 3).copy()).transpose(1, 2)  # (B, Hq, Sq, D) view
     out = torch.empty((1, 4, 16, 16))
-    entry("attention", ("f32",) * 4).kernel([qt, to_torch(k), to_torch(v)], [out],
-                                             {"causal": True, "scale": 0.25})  # fmt: skip
+    entry("attention", ("f32",) * 4).kernel(
+        [qt, to_torch(k), to_torch(v)], [out], {"causal": True, "scale": 0.25}
+    )
     err = np.abs(out.numpy() - sdpa64(q, k, v, 40, True, 0.25)).max()
     assert err <= TOLERANCE["f32"]
 

@@ -19,20 +19,39 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 
 UNARY_REF = {
-    "neg": np.negative, "abs": np.abs, "relu": lambda x: np.maximum(x, 0.0), "exp": np.exp,
-    "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "recip": lambda x: 1.0 / x, "tanh": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "silu": lambda x: x / (1.0 + np.exp(-x)), "sin": np.sin, "cos": np.cos, "erf": _erf,
+    "neg": np.negative,
+    "abs": np.abs,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "recip": lambda x: 1.0 / x,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "sin": np.sin,
+    "cos": np.cos,
+    "erf": _erf,
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
-}  # fmt: skip
+}
 POSITIVE = {"log", "sqrt", "rsqrt"}
 
 BINARY_REF = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "max": np.maximum, "min": np.minimum, "pow": np.power,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
-}  # fmt: skip
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "pow": np.power,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
 COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
 
 

@@ -63,8 +63,14 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
-def _check(op: str, key: tuple[str, ...], ins: Sequence[np.ndarray], out_shape: Sequence[int],
-           params: dict[str, Any], strided: bool = False) -> None:  # fmt: skip
+def _check(
+    op: str,
+    key: tuple[str, ...],
+    ins: Sequence[np.ndarray],
+    out_shape: Sequence[int],
+    params: dict[str, Any],
+    strided: bool = False,
+) -> None:
     """Run the CPU kernel and the Triton kernel at `key`; assert identical bytes."""
     want = np.empty(tuple(out_shape), NUMPY_DTYPES[key[-1]])
     cpu = global_bindings().lookup_alternatives(op, key, "cpu")[0]
@@ -126,15 +132,17 @@ TILED = [  # (shape, perm, tiled): tiled = the launch is `transpose_kernel`
 
 def _transpose_fns(shape: tuple[int, ...], perm: tuple[int, ...], dtype: str) -> list[Any]:
     out = tuple(shape[p] for p in perm)
-    specs = kernel_specs(entry("transpose", (dtype, dtype)), [shape, out], (dtype, dtype),
-                         {"perm": perm})  # fmt: skip
+    specs = kernel_specs(
+        entry("transpose", (dtype, dtype)), [shape, out], (dtype, dtype), {"perm": perm}
+    )
     return [s.fn for s in specs]
 
 
 @pytest.mark.parametrize("dtype", ["i1", "u8", "f16", "bf16", "f32", "i64"])
 @pytest.mark.parametrize(("shape", "perm", "tiled"), TILED)
-def test_tiled_transpose(shape: tuple[int, ...], perm: tuple[int, ...], tiled: bool,
-                         dtype: str) -> None:  # fmt: skip
+def test_tiled_transpose(
+    shape: tuple[int, ...], perm: tuple[int, ...], tiled: bool, dtype: str
+) -> None:
     fns = _transpose_fns(shape, perm, dtype)
     assert fns == [transpose_kernel] if tiled else set(fns) == {copy_kernel}
     out = tuple(shape[p] for p in perm)
@@ -213,16 +221,23 @@ SLICES = [  # (shape, starts, limits, steps), normalised like SliceOp.kernel_par
 @pytest.mark.parametrize("dtype", SOME)
 @pytest.mark.parametrize(("shape", "starts", "limits", "steps"), SLICES)
 @pytest.mark.parametrize("strided", [False, True])
-def test_slice(shape: tuple[int, ...], starts: tuple[int, ...], limits: tuple[int, ...],
-               steps: tuple[int, ...], dtype: str, strided: bool) -> None:  # fmt: skip
+def test_slice(
+    shape: tuple[int, ...],
+    starts: tuple[int, ...],
+    limits: tuple[int, ...],
+    steps: tuple[int, ...],
+    dtype: str,
+    strided: bool,
+) -> None:
     out = tuple(len(range(a, b, c)) for a, b, c in zip(starts, limits, steps, strict=True))
     params = {"starts": starts, "limits": limits, "steps": steps}
     _check("slice", (dtype, dtype), [_data(shape, dtype)], out, params, strided)
 
 
 @pytest.mark.parametrize("dtype", SOME)
-@pytest.mark.parametrize(("shape", "out"), [((1, 5), (4, 5)), ((3, 1, 2), (2, 3, 4, 2)),
-                                            ((), (3, 4)), ((6, 1), (6, 1))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("shape", "out"), [((1, 5), (4, 5)), ((3, 1, 2), (2, 3, 4, 2)), ((), (3, 4)), ((6, 1), (6, 1))]
+)
 def test_broadcast(shape: tuple[int, ...], out: tuple[int, ...], dtype: str) -> None:
     _check("broadcast", (dtype, dtype), [_data(shape, dtype)], out, {}, strided=True)
 
@@ -283,8 +298,9 @@ def test_gather_names_the_first_bad_index_along_any_axis() -> None:
     with pytest.raises(IndexError, match=r"axis 1 of size 7 .*: indices\[1, 0\] = 7$"):
         entry("gather", ("bf16", "i64", "bf16")).kernel(
             [_torch(data, strided=True), _torch(idx)],
-            [torch.empty((3, 2, 3, 4), dtype=torch.bfloat16, device=DEVICE)], {"axis": 1}
-        )  # fmt: skip
+            [torch.empty((3, 2, 3, 4), dtype=torch.bfloat16, device=DEVICE)],
+            {"axis": 1},
+        )
 
 
 @pytest.mark.parametrize("ix", ["i64", "i32"])
@@ -322,8 +338,9 @@ def test_gather_kernel_flags_the_first_bad_position(ix: str) -> None:
 
 def test_gather_with_an_empty_output_reads_no_index() -> None:
     """Nothing to gather (an empty dim before `axis`), nothing checked, as numpy's `take`."""
-    _check("gather", ("f32", "i64", "f32"), [_data((0, 5), "f32"), np.array([7])], (0, 1),
-           {"axis": 1})  # fmt: skip
+    _check(
+        "gather", ("f32", "i64", "f32"), [_data((0, 5), "f32"), np.array([7])], (0, 1), {"axis": 1}
+    )
 
 
 WHERES = [  # (cond, lhs, rhs, out)
@@ -361,11 +378,19 @@ def test_launches_describe_every_launch() -> None:
     for s in specs:
         scalars = [a for a, t in s.signature.items() if t in ("i32", "i64")]
         assert set(scalars) == set(s.sizes)
-    (g,) = kernel_specs(entry("gather", ("bf16", "i32", "bf16")), [(10, 4), (2, 3), (2, 3, 4)],
-                        ("bf16", "i32", "bf16"), {"axis": 0})  # fmt: skip
+    (g,) = kernel_specs(
+        entry("gather", ("bf16", "i32", "bf16")),
+        [(10, 4), (2, 3), (2, 3, 4)],
+        ("bf16", "i32", "bf16"),
+        {"axis": 0},
+    )
     assert g.signature["ix"] == "*i32" and g.launch_grid() == (1,)
-    deep = kernel_specs(entry("transpose", ("f32", "f32")), [(2,) * 7, (2,) * 7], ("f32", "f32"),
-                        {"perm": (6, 4, 2, 0, 3, 1, 5)})  # fmt: skip
+    deep = kernel_specs(
+        entry("transpose", ("f32", "f32")),
+        [(2,) * 7, (2,) * 7],
+        ("f32", "f32"),
+        {"perm": (6, 4, 2, 0, 3, 1, 5)},
+    )
     assert len(deep) == 2 and deep[1].sizes["x_off"] == 1 and deep[0].constexprs["NDIM"] == 6
     shapes = list(WHERES[2])
     assert len(kernel_specs(entry("where", ("i1",) * 4), shapes, ("i1",) * 4, {})) > 1

@@ -8,8 +8,12 @@ from triton_helpers import check, check_stable, entry, quantize, run
 
 DTYPES = ["f32", "f16", "bf16"]
 REF = {"reduce_sum": np.sum, "reduce_mean": np.mean, "reduce_max": np.max, "reduce_min": np.min}
-CASES = [((3, 5, 7), (2,), False), ((3, 5, 7), (0, 2), True), ((4, 6), (0,), False),
-         ((2, 2500), (1,), True)]  # fmt: skip
+CASES = [
+    ((3, 5, 7), (2,), False),
+    ((3, 5, 7), (0, 2), True),
+    ((4, 6), (0,), False),
+    ((2, 2500), (1,), True),
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -40,13 +40,36 @@ def test_entries_carry_audited_claims_costs_and_revisions() -> None:
 
 def test_family_coverage() -> None:
     ops = {op for op, _, _ in table().iter_keys()}
-    want = {"exp", "gelu", "add", "pow", "lt", "cast", "matmul", "softmax", "rms_norm",
-            "layer_norm", "rope", "attention", "reduce_sum", "reduce_mean", "reduce_max",
-            "reduce_min", "transpose", "slice", "broadcast", "concat", "gather",
-            "where"}  # fmt: skip
+    want = {
+        "exp",
+        "gelu",
+        "add",
+        "pow",
+        "lt",
+        "cast",
+        "matmul",
+        "softmax",
+        "rms_norm",
+        "layer_norm",
+        "rope",
+        "attention",
+        "reduce_sum",
+        "reduce_mean",
+        "reduce_max",
+        "reduce_min",
+        "transpose",
+        "slice",
+        "broadcast",
+        "concat",
+        "gather",
+        "where",
+    }
     assert want <= ops
-    for key in (("transpose", ("i1", "i1")), ("gather", ("f64", "i32", "f64")),
-                ("where", ("i1", "u8", "u8", "u8"))):  # fmt: skip
+    for key in (
+        ("transpose", ("i1", "i1")),
+        ("gather", ("f64", "i32", "f64")),
+        ("where", ("i1", "u8", "u8", "u8")),
+    ):
         assert table().lookup_alternatives(*key, "cuda"), key
     for t in ("f32", "f16", "bf16"):
         flash = table().lookup_alternatives("attention", (t, t, t, "i64", t), "cuda")
@@ -71,8 +94,14 @@ def test_import_selects_the_interpreter_without_a_gpu() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "FUEL_GPU")}
 
     def interp(extra: dict[str, str]) -> str:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=ROOT, env=env | extra, check=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env | extra,
+            check=True,
+        )
         return done.stdout.strip()
 
     assert interp({}) == "1"  # torch is CPU-only here

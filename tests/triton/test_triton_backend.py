@@ -66,8 +66,12 @@ def test_lower_produces_ptx_cubin_and_launch_meta(target: str, ptx_target: str) 
     assert gen.meta["target"] == target and gen.meta["space"] == [4, 8]
     (launch,) = gen.meta["launches"]
     assert launch["signature"] == {
-        "in0": "*fp16", "in1": "*fp16", "out0": "*fp16", "N": "i32", "BLOCK": "constexpr"
-    }  # fmt: skip
+        "in0": "*fp16",
+        "in1": "*fp16",
+        "out0": "*fp16",
+        "N": "i32",
+        "BLOCK": "constexpr",
+    }
     assert launch["grid"] == [1] and launch["grid_expr"] == ["cdiv(N, 1024)"]
     assert launch["sizes"] == {"N": 32} and launch["num_warps"] == 2
     assert isinstance(launch["shared_bytes"], int)

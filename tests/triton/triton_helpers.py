@@ -25,8 +25,13 @@ NP = {
     "i64": np.dtype(np.int64),
     "i1": np.dtype(np.bool_),
 }
-TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-         "i64": torch.int64, "i1": torch.bool}  # fmt: skip
+TORCH = {
+    "f32": torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "i64": torch.int64,
+    "i1": torch.bool,
+}
 
 TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
 """Relative tolerance (of the reference's scale) for claims that make no static bound."""
@@ -108,7 +113,7 @@ def check_stable(
     params: Mapping[str, Any] | None,
     first: np.ndarray,
 ) -> None:
-    """A bit-stable claim: a second run writes the same bytes."""  # fmt: skip
+    """A bit-stable claim: a second run writes the same bytes."""
     if e.precision.bit_stable:
         again = run(e, inputs, out_shape, out_dtype, params)
         assert again.tobytes() == first.tobytes()

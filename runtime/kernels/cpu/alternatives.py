@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
+from runtime.cost import CostEstimate, CostFn
 from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import (
     ALL,
@@ -45,15 +47,17 @@ from runtime.kernels.cpu._common import (
     ulp,
 )
 from runtime.kernels.cpu.linalg import matmul_cost
-from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
-from runtime.cost import CostEstimate, CostFn
 from runtime.precision import PrecisionGuarantee
 from runtime.rounding import REVISION_CODE, apply_into, narrow, store
 
 F16 = np.dtype(np.float16)
 FAST, F64ACC, EINSUM, CONTIG, BCAST_ROW = (
-    "numpy-fast", "numpy-f64acc", "numpy-einsum", "numpy-contig", "numpy-bcast-row",
-)  # fmt: skip
+    "numpy-fast",
+    "numpy-f64acc",
+    "numpy-einsum",
+    "numpy-contig",
+    "numpy-bcast-row",
+)
 
 
 def _register(
@@ -253,11 +257,17 @@ def _composite_fast(op: str, dtype: str) -> Kernel:
 FAST_COST: dict[str, tuple[float, str]] = {
     # op: (flops per element, overhead): the default sibling's formula (10 per transcendental,
     # 14 per composite, 80 for gelu) times the measured fast/default time on 1M f32 elements.
-    "exp": (3.0, "ufunc"), "log": (2.5, "ufunc"), "tanh": (1.5, "ufunc"),
-    "sin": (0.4, "ufunc"), "cos": (0.4, "ufunc"), "rsqrt": (3.0, "ufunc"),
-    "sigmoid": (2.7, "composite"), "silu": (2.2, "composite"), "gelu": (40.0, "gelu"),
+    "exp": (3.0, "ufunc"),
+    "log": (2.5, "ufunc"),
+    "tanh": (1.5, "ufunc"),
+    "sin": (0.4, "ufunc"),
+    "cos": (0.4, "ufunc"),
+    "rsqrt": (3.0, "ufunc"),
+    "sigmoid": (2.7, "composite"),
+    "silu": (2.2, "composite"),
+    "gelu": (40.0, "gelu"),
     "softmax": (4.2, "composite"),
-}  # fmt: skip
+}
 _FAST_HELPERS = (sigmoid_f32, x_sigmoid_f32, gelu_erf_f32, gelu_tanh_f32, *REVISION_CODE)
 
 
@@ -348,12 +358,17 @@ _F64ACC_SUM_NOTE = (
     "sum|x| / |sum| <= 2^28 / n; cancellation beyond that leaves no relative bound"
 )
 F64ACC_CLAIMS: dict[tuple[str, str], PrecisionGuarantee] = {
-    ("reduce_sum", "f16"): exact("f16 sums are exact in f64 blocks of 2^13, blocks summed in "
-                                 "integers: one rounding, correctly rounded"),
+    ("reduce_sum", "f16"): exact(
+        "f16 sums are exact in f64 blocks of 2^13, blocks summed in "
+        "integers: one rounding, correctly rounded"
+    ),
     ("reduce_mean", "f16"): ulp(1, "exact f16 sum, f64 divide, then f16 rounding: faithful"),
-    **{(op, t): deterministic(_F64ACC_SUM_NOTE)
-       for op in ("reduce_sum", "reduce_mean") for t in ("f32", "bf16")},
-}  # fmt: skip
+    **{
+        (op, t): deterministic(_F64ACC_SUM_NOTE)
+        for op in ("reduce_sum", "reduce_mean")
+        for t in ("f32", "bf16")
+    },
+}
 
 
 def _f64acc_reduce_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.kernels.cpu._common import ALL, Arrays, Params, add, exact, per_element_cost
 from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.kernels.cpu._common import ALL, Arrays, Params, add, exact, per_element_cost
 from runtime.rounding import HALF, narrow_into, widen_into
 
 

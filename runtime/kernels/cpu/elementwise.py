@@ -297,5 +297,12 @@ def register_elementwise(table: KernelBindingTable) -> None:
             kernel = _compare(uf, cdt)
             add(table, op, (t, t, "i1"), kernel, exact("exact comparison"), cheap, direct=direct)
     for t in ALL:
-        add(table, "where", ("i1", t, t, t), _where(), exact("exact selection"), cheap,
-            also=(_where_axis,))  # fmt: skip
+        add(
+            table,
+            "where",
+            ("i1", t, t, t),
+            _where(),
+            exact("exact selection"),
+            cheap,
+            also=(_where_axis,),
+        )

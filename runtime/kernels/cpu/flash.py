@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.cost import CostEstimate, dtype_bytes
 from runtime.kernels.cpu._common import (
     F32,
     OVERHEAD_NS,
@@ -34,8 +36,6 @@ from runtime.kernels.cpu._common import (
     add,
     deterministic,
 )
-from runtime.binding_table import Kernel, KernelBindingTable
-from runtime.cost import CostEstimate, dtype_bytes
 from runtime.rounding import store
 
 SOURCE = "numpy-flashdecode"
@@ -121,7 +121,23 @@ def register_flash(table: KernelBindingTable) -> None:
         "to the f64 reference on f32 inputs (tests/passes/test_decode_flash.py)"
     )
     for t in DTYPES:
-        add(table, "attention", (t, t, t, t), _kernel(False), claim, flash_cost, source=SOURCE,
-            also=(flash_decode, _partial))  # fmt: skip
-        add(table, "attention", (t, t, t, "i64", t), _kernel(True), claim, flash_cost,
-            source=SOURCE, also=(flash_decode, _partial))  # fmt: skip
+        add(
+            table,
+            "attention",
+            (t, t, t, t),
+            _kernel(False),
+            claim,
+            flash_cost,
+            source=SOURCE,
+            also=(flash_decode, _partial),
+        )
+        add(
+            table,
+            "attention",
+            (t, t, t, "i64", t),
+            _kernel(True),
+            claim,
+            flash_cost,
+            source=SOURCE,
+            also=(flash_decode, _partial),
+        )

@@ -23,6 +23,9 @@ from functools import cache
 
 import numpy as np
 
+from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.cost import CostEstimate
+from runtime.dtypes import compute_dtype
 from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import (
     F64_COMPUTE,
@@ -45,9 +48,6 @@ from runtime.kernels.cpu.torch_blas import (
     _torch,
 )
 from runtime.kernels.cpu.torch_blas import available as torch_available
-from runtime.binding_table import Kernel, KernelBindingTable
-from runtime.cost import CostEstimate
-from runtime.dtypes import compute_dtype
 from runtime.rounding import apply_into, store
 
 _Act = Callable[[np.ndarray, np.ndarray], None]
@@ -125,11 +125,15 @@ def _part_costs(table: KernelBindingTable, t: str) -> dict[str, Callable[..., Co
 _ACT_PART = {"none": None, "relu": "relu", "silu": "silu", "gelu": "gelu", "gelu_tanh": "gelu"}
 
 
-def _composed(parts: list[tuple[str, Shapes, Params]], costs: dict, shapes: Shapes,
-              dtypes: Sequence[str]) -> CostEstimate:  # fmt: skip
+def _composed(
+    parts: list[tuple[str, Shapes, Params]], costs: dict, shapes: Shapes, dtypes: Sequence[str]
+) -> CostEstimate:
     estimates = [costs[op](s, [dtypes[-1]] * len(s), p) for op, s, p in parts]
-    return CostEstimate(sum(e.flops for e in estimates), operand_bytes(shapes, dtypes),
-                        sum(e.overhead_ns for e in estimates))  # fmt: skip
+    return CostEstimate(
+        sum(e.flops for e in estimates),
+        operand_bytes(shapes, dtypes),
+        sum(e.overhead_ns for e in estimates),
+    )
 
 
 def _mba_cost(costs: dict) -> Callable[..., CostEstimate]:
@@ -148,8 +152,13 @@ def _gated_cost(costs: dict) -> Callable[..., CostEstimate]:
     def cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
         x, wg, wu, wd, out = shapes
         h = (*x[:-1], wg[-1])
-        parts = [("matmul", [x, wg, h], {}), ("matmul", [x, wu, h], {}), ("silu", [h, h], {}),
-                 ("mul", [h, h, h], {}), ("matmul", [h, wd, out], {})]  # fmt: skip
+        parts = [
+            ("matmul", [x, wg, h], {}),
+            ("matmul", [x, wu, h], {}),
+            ("silu", [h, h], {}),
+            ("mul", [h, h, h], {}),
+            ("matmul", [h, wd, out], {}),
+        ]
         return _composed(parts, costs, shapes, dtypes)
 
     return cost
@@ -163,11 +172,41 @@ def register_fused(table: KernelBindingTable) -> None:
     for t in F:
         costs = _part_costs(table, t)
         if t == "f32" and torch_available():  # vendor BLAS first: the tie-breaker (torch_blas)
-            add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act_torch, claim,
-                _mba_cost(costs), also=(_mm, _torch, *acts), source=TORCH_BLAS)  # fmt: skip
-            add(table, "gated_mlp", (t,) * 5, _gated_mlp_torch, claim, _gated_cost(costs),
-                also=(_mm, _torch, special.silu), source=TORCH_BLAS)  # fmt: skip
-        add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act(t), claim, _mba_cost(costs),
-            also=acts)  # fmt: skip
-        add(table, "gated_mlp", (t,) * 5, _gated_mlp(t), claim, _gated_cost(costs),
-            also=(special.silu,))  # fmt: skip
+            add(
+                table,
+                "matmul_bias_act",
+                (t,) * 4,
+                _matmul_bias_act_torch,
+                claim,
+                _mba_cost(costs),
+                also=(_mm, _torch, *acts),
+                source=TORCH_BLAS,
+            )
+            add(
+                table,
+                "gated_mlp",
+                (t,) * 5,
+                _gated_mlp_torch,
+                claim,
+                _gated_cost(costs),
+                also=(_mm, _torch, special.silu),
+                source=TORCH_BLAS,
+            )
+        add(
+            table,
+            "matmul_bias_act",
+            (t,) * 4,
+            _matmul_bias_act(t),
+            claim,
+            _mba_cost(costs),
+            also=acts,
+        )
+        add(
+            table,
+            "gated_mlp",
+            (t,) * 5,
+            _gated_mlp(t),
+            claim,
+            _gated_cost(costs),
+            also=(special.silu,),
+        )

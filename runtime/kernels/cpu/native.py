@@ -91,9 +91,13 @@ def _gemv_shape(a: np.ndarray, b: np.ndarray) -> bool:
 def _weights_2d(x: np.ndarray, wg: np.ndarray, wu: np.ndarray, wd: np.ndarray) -> bool:
     """f32 x [..., k] times 2-D f32 weights wg, wu [k, f] and wd [f, n]."""
     arrays = (x, wg, wu, wd)
-    return (all(a.dtype == F32 for a in arrays) and wg.ndim == wd.ndim == 2
-            and wu.shape == wg.shape and x.shape[-1] == wg.shape[0]
-            and wd.shape[0] == wg.shape[1])  # fmt: skip
+    return (
+        all(a.dtype == F32 for a in arrays)
+        and wg.ndim == wd.ndim == 2
+        and wu.shape == wg.shape
+        and x.shape[-1] == wg.shape[0]
+        and wd.shape[0] == wg.shape[1]
+    )
 
 
 def _writable(out: np.ndarray) -> bool:
@@ -146,8 +150,9 @@ def _fma_gemm(
 
 def _gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     y = out if _writable(out) else np.empty(out.shape, F32)
-    rc = native.library().fuel_native_gemm(native.ptr(a), native.ptr(b), native.ptr(y),
-                                           _rows(a), a.shape[-1], b.shape[1])  # fmt: skip
+    rc = native.library().fuel_native_gemm(
+        native.ptr(a), native.ptr(b), native.ptr(y), _rows(a), a.shape[-1], b.shape[1]
+    )
     if rc:
         raise MemoryError("fuel native gemm: out of memory for its partial sums")
     if y is not out:
@@ -173,8 +178,9 @@ def _bias_1d(b: np.ndarray, n: int) -> bool:
     return b.dtype == F32 and b.shape == (n,)
 
 
-def _matmul_bias_act_native(inputs: Arrays, outputs: Arrays, params: Params,
-                            packed: np.ndarray | None = None) -> None:  # fmt: skip
+def _matmul_bias_act_native(
+    inputs: Arrays, outputs: Arrays, params: Params, packed: np.ndarray | None = None
+) -> None:
     """`fused._matmul_bias_act` (f32): the product in C, bias [n] (and relu) added as the
     packed GEMM stores; other activations (and GEMV shapes) as the numpy kernel: `out += b`,
     then the activation in place."""
@@ -197,8 +203,12 @@ def _matmul_bias_act_native(inputs: Arrays, outputs: Arrays, params: Params,
         store(out, y)
 
 
-def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params,
-                      packed: Sequence[np.ndarray | None] = (None,) * 3) -> None:  # fmt: skip
+def _gated_mlp_native(
+    inputs: Arrays,
+    outputs: Arrays,
+    params: Params,
+    packed: Sequence[np.ndarray | None] = (None,) * 3,
+) -> None:
     """silu(x @ wg) * (x @ wu) @ wd: GEMV shapes in one C call; more rows (f32, 2-D weights):
     the three products on the packed GEMM and silu * up in one vectorized C pass; anything
     else in the numpy kernel."""
@@ -219,8 +229,9 @@ def _gated_mlp_native(inputs: Arrays, outputs: Arrays, params: Params,
     g, u = np.empty((m, f), F32), np.empty((m, f), F32)
     y = out if _writable(out) else np.empty(out.shape, F32)
     p = native.ptr
-    rc = native.library().fuel_native_gated_mlp(p(x), p(wg), p(wu), p(wd), p(g), p(u), p(y),
-                                                m, k, f, n)  # fmt: skip
+    rc = native.library().fuel_native_gated_mlp(
+        p(x), p(wg), p(wu), p(wd), p(g), p(u), p(y), m, k, f, n
+    )
     if rc:
         raise MemoryError("fuel native gated_mlp: out of memory for its partial sums")
     if y is not out:
@@ -235,8 +246,9 @@ def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         _numpy_rms(inputs, outputs, params)
         return
     y = out if _writable(out) else np.empty(out.shape, F32)
-    native.library().fuel_native_rms_norm(native.ptr(x), native.ptr(w), native.ptr(y), _rows(x),
-                                          x.shape[-1], float(params["eps"]))  # fmt: skip
+    native.library().fuel_native_rms_norm(
+        native.ptr(x), native.ptr(w), native.ptr(y), _rows(x), x.shape[-1], float(params["eps"])
+    )
     if y is not out:
         np.copyto(out, y)
 
@@ -248,8 +260,9 @@ def _flash_decode_native(with_kv_len: bool) -> Kernel:
         """One query per head over the live prefix of the keys, split-KV, in C (f32): the
         native attention's one-query path, refusing any other query count."""
         if inputs[0].shape[2] != 1:
-            raise ValueError("flash decoding takes one query per head (Sq == 1), got q "
-                             f"{inputs[0].shape}")  # fmt: skip
+            raise ValueError(
+                f"flash decoding takes one query per head (Sq == 1), got q {inputs[0].shape}"
+            )
         attention(inputs, outputs, params)
 
     flash_decode_native.encode = _encode_flash  # type: ignore[attr-defined]
@@ -259,8 +272,9 @@ def _flash_decode_native(with_kv_len: bool) -> Kernel:
 def _flash_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
     """`flash.flash_cost`'s FLOPs and bytes (infeasible unless Sq == 1), one C call."""
     base = flash_cost(shapes, dtypes, params)
-    return CostEstimate(base.flops, base.bytes_moved, math.inf if math.isinf(base.flops)
-                        else CALL_NS)  # fmt: skip
+    return CostEstimate(
+        base.flops, base.bytes_moved, math.inf if math.isinf(base.flops) else CALL_NS
+    )
 
 
 def _attention_native(with_kv_len: bool) -> Kernel:
@@ -275,13 +289,15 @@ def _attention_native(with_kv_len: bool) -> Kernel:
         y = out if _writable(out) else np.empty(out.shape, F32)
         p, causal, scale = native.ptr, int(bool(params["causal"])), float(params["scale"])
         if sq > 1:
-            if lib.fuel_native_attention_gemm(p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d,
-                                              dv, kv_len, causal, scale):  # fmt: skip
+            if lib.fuel_native_attention_gemm(
+                p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale
+            ):
                 raise MemoryError("fuel native attention: out of memory for its scores")
         else:
             part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2))
-            lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk,
-                                            d, dv, kv_len, causal, scale)  # fmt: skip
+            lib.fuel_native_flash_attention(
+                p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale
+            )
         if y is not out:
             store(out, y)
 
@@ -295,8 +311,9 @@ def _attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> Co
     the flash kernel: about torch's time."""
     base = attention_cost(shapes, dtypes, params)
     portable = shapes[0][2] > 1 and not native.simd_fma()
-    return CostEstimate(base.flops * (PORTABLE_SLOWDOWN if portable else 1.0), base.bytes_moved,
-                        CALL_NS)  # fmt: skip
+    return CostEstimate(
+        base.flops * (PORTABLE_SLOWDOWN if portable else 1.0), base.bytes_moved, CALL_NS
+    )
 
 
 def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
@@ -338,8 +355,12 @@ def _encode_matmul(ins: Arrays, outs: Arrays, params: Params) -> native.Record |
 
 def _encode_gated(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (x, wg, wu, wd), out = ins, outs[0]
-    if not (native.contiguous_f32(x, wg, wu, wd, out) and _gemv_shape(x, wg)
-            and wu.shape == wg.shape and _gemv_shape(x, wd)):  # fmt: skip
+    if not (
+        native.contiguous_f32(x, wg, wu, wd, out)
+        and _gemv_shape(x, wg)
+        and wu.shape == wg.shape
+        and _gemv_shape(x, wd)
+    ):
         return None
     m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
     g, u = np.empty((m, f), F32), np.empty((m, f), F32)
@@ -372,8 +393,22 @@ def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | 
         return None
     (bsz, hq, _, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
     part = np.empty(bsz * hq * native.library().fuel_native_flash_splits(sk) * (dv + 2))
-    words = [native.OP_FLASH, _p(q), _p(k), _p(v), _p(out), _p(part), bsz, hq, hkv, sk, d, dv,
-             0 if n is None else _p(n), native.f64_bits(float(params["scale"]))]  # fmt: skip
+    words = [
+        native.OP_FLASH,
+        _p(q),
+        _p(k),
+        _p(v),
+        _p(out),
+        _p(part),
+        bsz,
+        hq,
+        hkv,
+        sk,
+        d,
+        dv,
+        0 if n is None else _p(n),
+        native.f64_bits(float(params["scale"])),
+    ]
     return R(words, [part])
 
 
@@ -392,12 +427,22 @@ def encode_ufunc(fn: object, arrays: Arrays) -> native.Record | None:
     return R([op, _p(a), _p(b), _p(out), a.size])
 
 
-def _encode_packed(x: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
-                   relu: bool) -> native.Record | None:  # fmt: skip
+def _encode_packed(
+    x: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray, relu: bool
+) -> native.Record | None:
     if not native.contiguous_f32(x, out, *(() if bias is None else (bias,))):
         return None
-    words = [native.OP_GEMM_PACKED, _p(x), _p(packed), 0 if bias is None else _p(bias), _p(out),
-             _rows(x), x.shape[-1], out.shape[-1], int(relu)]  # fmt: skip
+    words = [
+        native.OP_GEMM_PACKED,
+        _p(x),
+        _p(packed),
+        0 if bias is None else _p(bias),
+        _p(out),
+        _rows(x),
+        x.shape[-1],
+        out.shape[-1],
+        int(relu),
+    ]
     return R(words, [packed])
 
 
@@ -421,8 +466,9 @@ def _fma_rows(shapes: Shapes) -> bool:
     return numel(shapes[0][:-1]) >= GEMV_ROWS and len(shapes[1]) == 2
 
 
-def _packed_weight(constants: Sequence[np.ndarray | None], shapes: Shapes,
-                   cache: dict) -> np.ndarray | None:  # fmt: skip
+def _packed_weight(
+    constants: Sequence[np.ndarray | None], shapes: Shapes, cache: dict
+) -> np.ndarray | None:
     """Operand 1 packed, where it is an f32 constant and the product takes the packed GEMM."""
     w = constants[1]
     if w is None or w.dtype != F32 or not _fma_rows(shapes):
@@ -430,8 +476,9 @@ def _packed_weight(constants: Sequence[np.ndarray | None], shapes: Shapes,
     return pack(w, cache)
 
 
-def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
-                    cache: dict) -> Prepared | None:  # fmt: skip
+def _prepare_matmul(
+    constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params, cache: dict
+) -> Prepared | None:
     packed = _packed_weight(constants, shapes, cache)
     if packed is None:
         return None
@@ -450,8 +497,9 @@ def _prepare_matmul(constants: Sequence[np.ndarray | None], shapes: Shapes, para
     return matmul_packed
 
 
-def _prepare_mba(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
-                 cache: dict) -> Prepared | None:  # fmt: skip
+def _prepare_mba(
+    constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params, cache: dict
+) -> Prepared | None:
     packed = _packed_weight(constants, shapes, cache)
     if packed is None:
         return None
@@ -461,8 +509,13 @@ def _prepare_mba(constants: Sequence[np.ndarray | None], shapes: Shapes, params:
 
     def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
         (x, w, b), out, act = ins, outs[0], params["act"]
-        if not (act in ("none", "relu") and isinstance(x, np.ndarray) and _fma_shape(x, w)
-                and isinstance(b, np.ndarray) and _bias_1d(b, w.shape[1])):  # fmt: skip
+        if not (
+            act in ("none", "relu")
+            and isinstance(x, np.ndarray)
+            and _fma_shape(x, w)
+            and isinstance(b, np.ndarray)
+            and _bias_1d(b, w.shape[1])
+        ):
             return None
         return _encode_packed(x, packed, b, out, act == "relu")
 
@@ -470,8 +523,9 @@ def _prepare_mba(constants: Sequence[np.ndarray | None], shapes: Shapes, params:
     return matmul_bias_act_packed
 
 
-def _prepare_gated(constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params,
-                   cache: dict) -> Prepared | None:  # fmt: skip
+def _prepare_gated(
+    constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params, cache: dict
+) -> Prepared | None:
     ws = constants[1:4]
     if any(w is None or w.dtype != F32 or w.ndim != 2 for w in ws) or not _fma_rows(shapes):
         return None
@@ -520,8 +574,9 @@ def _mba_native_cost(costs: dict) -> CostFn:
         est = _product_cost(base, rows)
         fused = ("none",) if rows < GEMV_ROWS else ("none", "relu")
         passes = (rows < GEMV_ROWS) + (act not in fused)
-        return CostEstimate(est.flops, est.bytes_moved,
-                            est.overhead_ns + passes * OVERHEAD_NS["ufunc"])  # fmt: skip
+        return CostEstimate(
+            est.flops, est.bytes_moved, est.overhead_ns + passes * OVERHEAD_NS["ufunc"]
+        )
 
     return cost
 
@@ -534,8 +589,9 @@ def _gated_native_cost(costs: dict) -> CostFn:
         base = composed(shapes, dtypes, params)
         rows = numel(shapes[0][:-1])
         est = _product_cost(base, rows)
-        return CostEstimate(est.flops, est.bytes_moved, CALL_NS if rows < GEMV_ROWS
-                            else 4 * CALL_NS)  # fmt: skip
+        return CostEstimate(
+            est.flops, est.bytes_moved, CALL_NS if rows < GEMV_ROWS else 4 * CALL_NS
+        )
 
     return cost
 
@@ -556,31 +612,98 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         return
     code = native.revision_text()
     t = "f32"
-    claim = PrecisionGuarantee(bit_stable=True, notes="matmul accumulation (cancellation): "
-                               "no bound; bits fixed by the shapes")  # fmt: skip
+    claim = PrecisionGuarantee(
+        bit_stable=True,
+        notes="matmul accumulation (cancellation): no bound; bits fixed by the shapes",
+    )
     packed = (_fma_shape, _fma_gemm, _fma_rows, _packed_weight, pack, _encode_packed, _writable)
-    add(table, "matmul", (t, t, t), _matmul_native, matmul_claim(t), _matmul_cost,
-        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul), source=NATIVE,
-        code=code)  # fmt: skip
+    add(
+        table,
+        "matmul",
+        (t, t, t),
+        _matmul_native,
+        matmul_claim(t),
+        _matmul_cost,
+        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul),
+        source=NATIVE,
+        code=code,
+    )
     costs = _part_costs(table, t)
-    add(table, "matmul_bias_act", (t,) * 4, _matmul_bias_act_native, claim, _mba_native_cost(costs),
-        also=(*packed, _gemv_shape, _gemv, _matmul, _bias_1d, _prepare_mba), source=NATIVE,
-        code=code)  # fmt: skip
-    add(table, "gated_mlp", (t,) * 5, _gated_mlp_native, claim, _gated_native_cost(costs),
-        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated), source=NATIVE,
-        code=code)  # fmt: skip
-    add(table, "rms_norm", (t, t, t), _rms_norm_native, PrecisionGuarantee(bit_stable=True,
-        notes=_NO_BOUND), _rms_cost, also=(_numpy_rms,), source=NATIVE, code=code)  # fmt: skip
-    add(table, "rope", (t,) * 4, _rope_native, ulp(1, "computed in f64: exact products, one "
-        "rounding, then the final one (the numpy kernel's operations)"), _rope_cost,
-        also=(_numpy_rope,), source=NATIVE, code=code)  # fmt: skip
-    attn = PrecisionGuarantee(bit_stable=True, notes="softmax-weighted sums (cancellation): "
-                              "no bound; exponentials and sums in f64")  # fmt: skip
+    add(
+        table,
+        "matmul_bias_act",
+        (t,) * 4,
+        _matmul_bias_act_native,
+        claim,
+        _mba_native_cost(costs),
+        also=(*packed, _gemv_shape, _gemv, _matmul, _bias_1d, _prepare_mba),
+        source=NATIVE,
+        code=code,
+    )
+    add(
+        table,
+        "gated_mlp",
+        (t,) * 5,
+        _gated_mlp_native,
+        claim,
+        _gated_native_cost(costs),
+        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated),
+        source=NATIVE,
+        code=code,
+    )
+    add(
+        table,
+        "rms_norm",
+        (t, t, t),
+        _rms_norm_native,
+        PrecisionGuarantee(bit_stable=True, notes=_NO_BOUND),
+        _rms_cost,
+        also=(_numpy_rms,),
+        source=NATIVE,
+        code=code,
+    )
+    add(
+        table,
+        "rope",
+        (t,) * 4,
+        _rope_native,
+        ulp(
+            1,
+            "computed in f64: exact products, one "
+            "rounding, then the final one (the numpy kernel's operations)",
+        ),
+        _rope_cost,
+        also=(_numpy_rope,),
+        source=NATIVE,
+        code=code,
+    )
+    attn = PrecisionGuarantee(
+        bit_stable=True,
+        notes="softmax-weighted sums (cancellation): no bound; exponentials and sums in f64",
+    )
     for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
-        add(table, "attention", key, _flash_decode_native(with_kv_len), attn, _flash_native_cost,
-            also=(_writable, _attention_native), source=NATIVE_FLASH, code=code)  # fmt: skip
-        add(table, "attention", key, _attention_native(with_kv_len), attn, _attention_cost,
-            also=(_writable,), source=NATIVE, code=code)  # fmt: skip
+        add(
+            table,
+            "attention",
+            key,
+            _flash_decode_native(with_kv_len),
+            attn,
+            _flash_native_cost,
+            also=(_writable, _attention_native),
+            source=NATIVE_FLASH,
+            code=code,
+        )
+        add(
+            table,
+            "attention",
+            key,
+            _attention_native(with_kv_len),
+            attn,
+            _attention_cost,
+            also=(_writable,),
+            source=NATIVE,
+            code=code,
+        )
 
 
 __all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "pack", "register_native"]

@@ -23,6 +23,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.cost import CostEstimate, CostFn
+from runtime.dtypes import compute_dtype
 from runtime.kernels.cpu._common import (
     F64,
     OVERHEAD_NS,
@@ -37,9 +40,6 @@ from runtime.kernels.cpu._common import (
     per_element_cost,
     ulp,
 )
-from runtime.binding_table import Kernel, KernelBindingTable
-from runtime.cost import CostEstimate, CostFn
-from runtime.dtypes import compute_dtype
 from runtime.rounding import apply_into, store
 
 _NO_BOUND = "reduction over the last dim (cancellation): no relative bound"
@@ -101,8 +101,14 @@ def _mask(sq: int, sk: int, kv_len: int, causal: bool) -> np.ndarray:
     return valid
 
 
-def _sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, params: Params,
-          mm: Callable[..., np.ndarray] = np.matmul) -> np.ndarray:  # fmt: skip
+def _sdpa(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    kv_len: int,
+    params: Params,
+    mm: Callable[..., np.ndarray] = np.matmul,
+) -> np.ndarray:
     """(B, Hq, Sq, Dv) attention in the dtype of q (f32 or f64); see the module docstring. `mm`
     computes the two batched products (numpy's BLAS, or torch's for the torch-blas sibling)."""
     bsz, hq, sq, d = q.shape
@@ -124,8 +130,9 @@ def _sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, params: Para
     return out.reshape(bsz, hq, sq, v.shape[-1])
 
 
-def _attention(cdt: np.dtype, with_kv_len: bool,
-               mm: Callable[..., np.ndarray] = np.matmul) -> Kernel:  # fmt: skip
+def _attention(
+    cdt: np.dtype, with_kv_len: bool, mm: Callable[..., np.ndarray] = np.matmul
+) -> Kernel:
     def attention(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         q, k, v = (_compute(a, cdt) for a in inputs[:3])
         sk = k.shape[2]

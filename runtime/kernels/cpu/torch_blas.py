@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from runtime.kernels.cpu._common import F32, Arrays, Params, add, deterministic
-from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts.entry import BuiltKernel
+from runtime.kernels.cpu._common import F32, Arrays, Params, add, deterministic
+from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
 from runtime.rounding import store
 
 TORCH_BLAS = "torch-blas"
@@ -142,13 +142,29 @@ def register_torch_blas_matmul(table: KernelBindingTable) -> None:
     from runtime.kernels.cpu.nn import attention_cost
 
     for t in MATMUL_DTYPES:
-        add(table, "matmul", (t, t, t), _matmul_torch, matmul_claim(t), matmul_cost,
-            also=(_mm, _torch), source=TORCH_BLAS)  # fmt: skip
+        add(
+            table,
+            "matmul",
+            (t, t, t),
+            _matmul_torch,
+            matmul_claim(t),
+            matmul_cost,
+            also=(_mm, _torch),
+            source=TORCH_BLAS,
+        )
     claim = deterministic("softmax-weighted sums (cancellation): no bound")
     for key, kv_len in ((("f32",) * 4, False), (("f32", "f32", "f32", "i64", "f32"), True)):
         built = attention_torch(key, kv_len)
-        add(table, "attention", key, built.kernel, claim, attention_cost,
-            also=built.depends_on, source=TORCH_BLAS)  # fmt: skip
+        add(
+            table,
+            "attention",
+            key,
+            built.kernel,
+            claim,
+            attention_cost,
+            also=built.depends_on,
+            source=TORCH_BLAS,
+        )
 
 
 __all__ = [

@@ -37,12 +37,38 @@ BLOCK_N = 64
 
 @triton.jit
 def attention_kernel(
-    q, k, v, o, kv_len, scale, Sq, Sk, HQ, G, D, DV,
-    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, sob, soh, som,
-    HAS_KV_LEN: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    q,
+    k,
+    v,
+    o,
+    kv_len,
+    scale,
+    Sq,
+    Sk,
+    HQ,
+    G,
+    D,
+    DV,
+    sqb,
+    sqh,
+    sqm,
+    skb,
+    skh,
+    skn,
+    svb,
+    svh,
+    svn,
+    sob,
+    soh,
+    som,
+    HAS_KV_LEN: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
     PRECISION: tl.constexpr,
-):  # fmt: skip
+):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // HQ).to(tl.int64)
@@ -124,10 +150,14 @@ class AttentionKernel:
         types |= {f"s{t}{a}": "i64" for t in "qkvo" for a in ("b", "h")}
         types |= {"sqm": "i64", "skn": "i64", "svn": "i64", "som": "i64"}
         const = {
-            "HAS_KV_LEN": self.with_kv_len, "CAUSAL": bool(params.get("causal")),
-            "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_D": dot_block(int(d)),
-            "BLOCK_DV": dot_block(int(dv)), "PRECISION": "ieee",
-        }  # fmt: skip
+            "HAS_KV_LEN": self.with_kv_len,
+            "CAUSAL": bool(params.get("causal")),
+            "BLOCK_M": BLOCK_M,
+            "BLOCK_N": BLOCK_N,
+            "BLOCK_D": dot_block(int(d)),
+            "BLOCK_DV": dot_block(int(dv)),
+            "PRECISION": "ieee",
+        }
         grid = (f"cdiv(Sq, {BLOCK_M})", "B * Hq")
         sizes = {"B": int(bsz), "Hq": int(hq), "Hkv": int(hkv), "Sq": int(sq), "Sk": int(sk)}
         fn = attention_kernel
@@ -151,7 +181,21 @@ class AttentionKernel:
         bsz, hq, sq, d = q.shape
         hkv, sk, dv = k.shape[1], k.shape[2], v.shape[3]
         spec.launch(
-            q, k, v, o, kv_len, float(params["scale"]), sq, sk, hq, hq // hkv, d, dv,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-        )  # fmt: skip
+            q,
+            k,
+            v,
+            o,
+            kv_len,
+            float(params["scale"]),
+            sq,
+            sk,
+            hq,
+            hq // hkv,
+            d,
+            dv,
+            *q.stride()[:3],
+            *k.stride()[:3],
+            *v.stride()[:3],
+            *o.stride()[:3],
+        )
         finish(out, o)

@@ -34,16 +34,40 @@ MAX_DIMS = 4
 BLOCK = 1024
 
 UNARY_CODES = {
-    "neg": 0, "abs": 1, "relu": 2, "exp": 3, "log": 4, "sqrt": 5, "rsqrt": 6, "recip": 7,
-    "tanh": 8, "sigmoid": 9, "silu": 10, "sin": 11, "cos": 12, "erf": 13, "gelu": 14,
+    "neg": 0,
+    "abs": 1,
+    "relu": 2,
+    "exp": 3,
+    "log": 4,
+    "sqrt": 5,
+    "rsqrt": 6,
+    "recip": 7,
+    "tanh": 8,
+    "sigmoid": 9,
+    "silu": 10,
+    "sin": 11,
+    "cos": 12,
+    "erf": 13,
+    "gelu": 14,
     "gelu_tanh": 15,
-}  # fmt: skip
+}
 """Unary op -> constexpr code (`gelu_tanh` is gelu with params approximate="tanh")."""
 
 BINARY_CODES = {
-    "add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "max": 5, "min": 6,
-    "eq": 10, "ne": 11, "lt": 12, "le": 13, "gt": 14, "ge": 15,
-}  # fmt: skip
+    "add": 0,
+    "sub": 1,
+    "mul": 2,
+    "div": 3,
+    "pow": 4,
+    "max": 5,
+    "min": 6,
+    "eq": 10,
+    "ne": 11,
+    "lt": 12,
+    "le": 13,
+    "gt": 14,
+    "ge": 15,
+}
 """Binary op -> constexpr code; codes >= 10 are compares (i1 result)."""
 
 
@@ -149,9 +173,21 @@ def _binary(a, b, OP: tl.constexpr):
 
 @triton.jit
 def unary_kernel(
-    x, y, n, S1, S2, S3, xs0, xs1, xs2, xs3,
-    OP: tl.constexpr, NDIM: tl.constexpr, BIG: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    x,
+    y,
+    n,
+    S1,
+    S2,
+    S3,
+    xs0,
+    xs1,
+    xs2,
+    xs3,
+    OP: tl.constexpr,
+    NDIM: tl.constexpr,
+    BIG: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     i = flat_index(BLOCK, BIG)
     m = i < n
     v = tl.load(x + offset4(i, S1, S2, S3, xs0, xs1, xs2, xs3, NDIM), mask=m, other=1.0)
@@ -161,9 +197,26 @@ def unary_kernel(
 
 @triton.jit
 def binary_kernel(
-    a, b, y, n, S1, S2, S3, as0, as1, as2, as3, bs0, bs1, bs2, bs3,
-    OP: tl.constexpr, NDIM: tl.constexpr, BIG: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    a,
+    b,
+    y,
+    n,
+    S1,
+    S2,
+    S3,
+    as0,
+    as1,
+    as2,
+    as3,
+    bs0,
+    bs1,
+    bs2,
+    bs3,
+    OP: tl.constexpr,
+    NDIM: tl.constexpr,
+    BIG: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     i = flat_index(BLOCK, BIG)
     m = i < n
     va = tl.load(a + offset4(i, S1, S2, S3, as0, as1, as2, as3, NDIM), mask=m, other=1.0)
@@ -174,9 +227,20 @@ def binary_kernel(
 
 @triton.jit
 def cast_kernel(
-    x, y, n, S1, S2, S3, xs0, xs1, xs2, xs3,
-    NDIM: tl.constexpr, BIG: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    x,
+    y,
+    n,
+    S1,
+    S2,
+    S3,
+    xs0,
+    xs1,
+    xs2,
+    xs3,
+    NDIM: tl.constexpr,
+    BIG: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     i = flat_index(BLOCK, BIG)
     m = i < n
     v = tl.load(x + offset4(i, S1, S2, S3, xs0, xs1, xs2, xs3, NDIM), mask=m)

@@ -48,11 +48,37 @@ def split_plan(bsz: int, hkv: int, sk: int) -> tuple[int, int]:
 
 @triton.jit
 def decode_split_kernel(
-    q, k, v, kv_len, mp, lp, ap, scale, Sk, HQ, HKV, G, D, DV, SPLIT, NS,
-    sqb, sqh, skb, skh, skn, svb, svh, svn,
-    HAS_KV_LEN: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, PRECISION: tl.constexpr,
-):  # fmt: skip
+    q,
+    k,
+    v,
+    kv_len,
+    mp,
+    lp,
+    ap,
+    scale,
+    Sk,
+    HQ,
+    HKV,
+    G,
+    D,
+    DV,
+    SPLIT,
+    NS,
+    sqb,
+    sqh,
+    skb,
+    skh,
+    skn,
+    svb,
+    svh,
+    svn,
+    HAS_KV_LEN: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     sid = tl.program_id(0)
     bk = tl.program_id(1)
     b = (bk // HKV).to(tl.int64)
@@ -109,9 +135,18 @@ def decode_split_kernel(
 
 @triton.jit
 def decode_reduce_kernel(
-    mp, lp, ap, o, HQ, NS, DV, sob, soh,
-    BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr,
-):  # fmt: skip
+    mp,
+    lp,
+    ap,
+    o,
+    HQ,
+    NS,
+    DV,
+    sob,
+    soh,
+    BLOCK_S: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
+):
     bh = tl.program_id(0).to(tl.int64)
     rs = tl.arange(0, BLOCK_S)
     rdv = tl.arange(0, BLOCK_DV)
@@ -154,24 +189,39 @@ class FlashDecodeKernel:
         t1 |= {nm: "i32" for nm in ("Sk", "HQ", "HKV", "G", "D", "DV", "SPLIT", "NS")}
         t1 |= {f"s{t}{a}": "i64" for t in "qkv" for a in "bh"} | {"skn": "i64", "svn": "i64"}
         c1 = {
-            "HAS_KV_LEN": self.with_kv_len, "BLOCK_G": dot_block(int(hq) // int(hkv)),
-            "BLOCK_N": BLOCK_N, "BLOCK_D": dot_block(int(d)), "BLOCK_DV": dot_block(dv),
+            "HAS_KV_LEN": self.with_kv_len,
+            "BLOCK_G": dot_block(int(hq) // int(hkv)),
+            "BLOCK_N": BLOCK_N,
+            "BLOCK_D": dot_block(int(d)),
+            "BLOCK_DV": dot_block(dv),
             "PRECISION": "ieee",
-        }  # fmt: skip
+        }
         t2 = {"mp": "*fp32", "lp": "*fp32", "ap": "*fp32", "o": TRITON_PTR[dtypes[-1]]}
         t2 |= {"HQ": "i32", "NS": "i32", "DV": "i32", "sob": "i64", "soh": "i64"}
         c2 = {"BLOCK_S": next_pow2(ns), "BLOCK_DV": next_pow2(dv)}
         f1, f2 = decode_split_kernel, decode_reduce_kernel
         return (
             TritonKernelSpec(
-                f"flash_decode_split_{dtypes[0]}", f1, signature(f1, t1), c1,
-                ("NS", "B * Hkv"), sizes | {"SPLIT": per}, 4, 2,
+                f"flash_decode_split_{dtypes[0]}",
+                f1,
+                signature(f1, t1),
+                c1,
+                ("NS", "B * Hkv"),
+                sizes | {"SPLIT": per},
+                4,
+                2,
             ),
             TritonKernelSpec(
-                f"flash_decode_reduce_{dtypes[0]}", f2, signature(f2, t2), c2, ("B * Hq",), sizes,
-                4, 1,
+                f"flash_decode_reduce_{dtypes[0]}",
+                f2,
+                signature(f2, t2),
+                c2,
+                ("B * Hq",),
+                sizes,
+                4,
+                1,
             ),
-        )  # fmt: skip
+        )
 
     def __call__(
         self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], params: Params
@@ -190,9 +240,26 @@ class FlashDecodeKernel:
         ap = torch.empty((bsz, hq, ns, dv), **f32)
         kv_len = inputs[3] if self.with_kv_len else k
         split.launch(
-            q, k, v, kv_len, mp, lp, ap, float(params["scale"]), sk, hq, hkv, hq // hkv, d, dv,
-            per, ns, *q.stride()[:2], *k.stride()[:3], *v.stride()[:3],
-        )  # fmt: skip
+            q,
+            k,
+            v,
+            kv_len,
+            mp,
+            lp,
+            ap,
+            float(params["scale"]),
+            sk,
+            hq,
+            hkv,
+            hq // hkv,
+            d,
+            dv,
+            per,
+            ns,
+            *q.stride()[:2],
+            *k.stride()[:3],
+            *v.stride()[:3],
+        )
         o = out_target(out)
         reduce.launch(mp, lp, ap, o, hq, ns, dv, *o.stride()[:2])
         finish(out, o)

@@ -57,11 +57,31 @@ CONFIGS = (
 
 @triton.jit
 def matmul_kernel(
-    a, b, c, M, N, K, B1,
-    sa0, sa1, sam, sak, sb0, sb1, sbk, sbn, sc0, sc1, scm, scn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, PRECISION: tl.constexpr,
-):  # fmt: skip
+    a,
+    b,
+    c,
+    M,
+    N,
+    K,
+    B1,
+    sa0,
+    sa1,
+    sam,
+    sak,
+    sb0,
+    sb1,
+    sbk,
+    sbn,
+    sc0,
+    sc1,
+    scm,
+    scn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     pid = tl.program_id(0)
     bid = tl.program_id(1)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -139,9 +159,12 @@ class MatmulKernel:
         types |= {f"s{o}{i}": "i64" for o in "abc" for i in ("0", "1")}
         types |= {s: "i64" for s in ("sam", "sak", "sbk", "sbn", "scm", "scn")}
         const = {
-            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
-            "GROUP_M": cfg.group_m, "PRECISION": "ieee",
-        }  # fmt: skip
+            "BLOCK_M": cfg.block_m,
+            "BLOCK_N": cfg.block_n,
+            "BLOCK_K": cfg.block_k,
+            "GROUP_M": cfg.group_m,
+            "PRECISION": "ieee",
+        }
         grid = (f"cdiv(M, {cfg.block_m}) * cdiv(N, {cfg.block_n})", "B")
         fn = matmul_kernel
         return (
@@ -173,7 +196,18 @@ class MatmulKernel:
         (spec,) = self.launches([tuple(a.shape), tuple(b.shape), tuple(c.shape)], ["f32"] * 3, {})
         m, n, k = c.shape[-2], c.shape[-1], a.shape[-1]
         spec.launch(
-            av, bv, c, m, n, k, b1, *st[0], *av.stride()[-2:], *st[1], *bv.stride()[-2:],
-            *st[2], *c.stride()[-2:],
-        )  # fmt: skip
+            av,
+            bv,
+            c,
+            m,
+            n,
+            k,
+            b1,
+            *st[0],
+            *av.stride()[-2:],
+            *st[1],
+            *bv.stride()[-2:],
+            *st[2],
+            *c.stride()[-2:],
+        )
         finish(out, c)

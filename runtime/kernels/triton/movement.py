@@ -129,10 +129,32 @@ def _offset(c, s0, s1, s2, s3, s4, s5, NDIM: tl.constexpr):
 
 @triton.jit
 def copy_kernel(
-    x, y, n, x_off, y_off, S1, S2, S3, S4, S5,
-    xs0, xs1, xs2, xs3, xs4, xs5, ys0, ys1, ys2, ys3, ys4, ys5,
-    NDIM: tl.constexpr, BIG: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    x,
+    y,
+    n,
+    x_off,
+    y_off,
+    S1,
+    S2,
+    S3,
+    S4,
+    S5,
+    xs0,
+    xs1,
+    xs2,
+    xs3,
+    xs4,
+    xs5,
+    ys0,
+    ys1,
+    ys2,
+    ys3,
+    ys4,
+    ys5,
+    NDIM: tl.constexpr,
+    BIG: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     i = flat_index(BLOCK, BIG)
     m = i < n
     c = _coords(i, S1, S2, S3, S4, S5, NDIM)
@@ -142,10 +164,31 @@ def copy_kernel(
 
 @triton.jit
 def transpose_kernel(
-    x, y, M, N, x_off, y_off, xn, ym, S2, S3, S4, S5,
-    xs2, xs3, xs4, xs5, ys2, ys3, ys4, ys5,
-    NDIM: tl.constexpr, BIG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):  # fmt: skip
+    x,
+    y,
+    M,
+    N,
+    x_off,
+    y_off,
+    xn,
+    ym,
+    S2,
+    S3,
+    S4,
+    S5,
+    xs2,
+    xs3,
+    xs4,
+    xs5,
+    ys2,
+    ys3,
+    ys4,
+    ys5,
+    NDIM: tl.constexpr,
+    BIG: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     """y[b, m, n] = x[b, m, n] for one BLOCK_M x BLOCK_N tile of a batched [B, M, N] transpose:
     x has unit stride along m, y along n; the NDIM - 2 batch dims are the walk S2..S5 (S2 only
     sizes the grid). Programs run n-tiles fastest, so neighbours write neighbouring tiles."""
@@ -167,11 +210,48 @@ def transpose_kernel(
 
 @triton.jit
 def where_kernel(
-    c, a, b, y, n, c_off, a_off, b_off, y_off, S1, S2, S3, S4, S5,
-    cs0, cs1, cs2, cs3, cs4, cs5, as0, as1, as2, as3, as4, as5,
-    bs0, bs1, bs2, bs3, bs4, bs5, ys0, ys1, ys2, ys3, ys4, ys5,
-    NDIM: tl.constexpr, BIG: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+    c,
+    a,
+    b,
+    y,
+    n,
+    c_off,
+    a_off,
+    b_off,
+    y_off,
+    S1,
+    S2,
+    S3,
+    S4,
+    S5,
+    cs0,
+    cs1,
+    cs2,
+    cs3,
+    cs4,
+    cs5,
+    as0,
+    as1,
+    as2,
+    as3,
+    as4,
+    as5,
+    bs0,
+    bs1,
+    bs2,
+    bs3,
+    bs4,
+    bs5,
+    ys0,
+    ys1,
+    ys2,
+    ys3,
+    ys4,
+    ys5,
+    NDIM: tl.constexpr,
+    BIG: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     i = flat_index(BLOCK, BIG)
     m = i < n
     k = _coords(i, S1, S2, S3, S4, S5, NDIM)
@@ -184,9 +264,7 @@ def where_kernel(
 
 
 @triton.jit
-def gather_kernel(
-    d, ix, y, err, n, M, Q, A, ds0, ds1, ds2, BIG: tl.constexpr, BLOCK: tl.constexpr
-):  # fmt: skip
+def gather_kernel(d, ix, y, err, n, M, Q, A, ds0, ds1, ds2, BIG: tl.constexpr, BLOCK: tl.constexpr):
     """y[p, j, q] = d[p, ix[j], q]; `err[0]` is maxed with M - j for this program's first
     out-of-range position j (it stays 0 when every index is in range)."""
     i = flat_index(BLOCK, BIG)
@@ -249,8 +327,9 @@ def strided_specs(
     return [TritonKernelSpec(name, fn, signature(fn, types), const, grid, sizes)]
 
 
-def transpose_spec(name: str, ptr: str, shape: Sequence[int], layouts: Sequence[Layout]
-                   ) -> TritonKernelSpec | None:  # fmt: skip
+def transpose_spec(
+    name: str, ptr: str, shape: Sequence[int], layouts: Sequence[Layout]
+) -> TritonKernelSpec | None:
     """The tiled launch (`transpose_kernel`) of the copy of `layouts[0]` into `layouts[1]` over
     `shape`, or None when the copy is not a wide transpose (see the module docstring)."""
     dims, (xs, ys) = collapse_dims(shape, [st for _, st in layouts])
@@ -263,26 +342,45 @@ def transpose_spec(name: str, ptr: str, shape: Sequence[int], layouts: Sequence[
     if min(m, n) < MIN_TILE:
         return None
     big = max([math.prod(dims)] + [_extent(lay, shape) for lay in layouts]) >= 2**31
-    const = {"NDIM": len(dims), "BIG": big, "BLOCK_M": min(TILE, next_pow2(m)),
-             "BLOCK_N": min(TILE, next_pow2(n))}  # fmt: skip
+    const = {
+        "NDIM": len(dims),
+        "BIG": big,
+        "BLOCK_M": min(TILE, next_pow2(m)),
+        "BLOCK_N": min(TILE, next_pow2(n)),
+    }
     # the batch walk S2..S5: the other dims in order, padded in front with a size-1, stride-0
     # dim appended past the walk's end
     batch = [len(dims)] * (MAX_DIMS - len(dims)) + [d for d in range(len(dims) - 1) if d != k]
-    sizes = {"M": m, "N": n, "x_off": layouts[0][0], "y_off": layouts[1][0], "xn": xs[-1],
-             "ym": ys[k]}  # fmt: skip
+    sizes = {
+        "M": m,
+        "N": n,
+        "x_off": layouts[0][0],
+        "y_off": layouts[1][0],
+        "xn": xs[-1],
+        "ym": ys[k],
+    }
     dims, xs, ys = [*dims, 1], [*xs, 0], [*ys, 0]
     sizes |= {f"S{j}": dims[d] for j, d in enumerate(batch, 2)}
     sizes |= {f"{p}s{j}": st[d] for p, st in (("x", xs), ("y", ys)) for j, d in enumerate(batch, 2)}
     types = {"x": ptr, "y": ptr} | dict.fromkeys(sizes, "i64" if big else "i32")
     tiles = f"cdiv(M, {const['BLOCK_M']}) * cdiv(N, {const['BLOCK_N']})"
     grid = (f"{tiles} * S2 * S3 * S4 * S5",)
-    return TritonKernelSpec(name, transpose_kernel, signature(transpose_kernel, types), const,
-                            grid, sizes)  # fmt: skip
+    return TritonKernelSpec(
+        name, transpose_kernel, signature(transpose_kernel, types), const, grid, sizes
+    )
 
 
 def _renamed(spec: TritonKernelSpec, name: str) -> TritonKernelSpec:
-    return TritonKernelSpec(name, spec.fn, spec.signature, spec.constexprs, spec.grid, spec.sizes,
-                            spec.num_warps, spec.num_stages)  # fmt: skip
+    return TritonKernelSpec(
+        name,
+        spec.fn,
+        spec.signature,
+        spec.constexprs,
+        spec.grid,
+        spec.sizes,
+        spec.num_warps,
+        spec.num_stages,
+    )
 
 
 def launch(spec: TritonKernelSpec, *ptrs: torch.Tensor) -> None:
@@ -339,8 +437,9 @@ class CopyKernel:
             dst = out.narrow(axis, start, x.shape[axis])
             start += x.shape[axis]
             layouts = [(0, x.stride()), _layout(dst, out)]
-            plan += [(k, s) for s in strided_specs(copy_kernel, f"{name}_{k}", ptrs, x.shape,
-                                                   layouts)]  # fmt: skip
+            plan += [
+                (k, s) for s in strided_specs(copy_kernel, f"{name}_{k}", ptrs, x.shape, layouts)
+            ]
         return plan
 
     def launches(
@@ -414,8 +513,14 @@ class GatherKernel:
         self.__qualname__ = "triton_gather"
 
     @staticmethod
-    def _spec(data: torch.Tensor, strides: Sequence[int], m: int, types: tuple[str, str],
-              axis: int, name: str) -> TritonKernelSpec | None:  # fmt: skip
+    def _spec(
+        data: torch.Tensor,
+        strides: Sequence[int],
+        m: int,
+        types: tuple[str, str],
+        axis: int,
+        name: str,
+    ) -> TritonKernelSpec | None:
         shape = data.shape
         q, a = math.prod(shape[axis + 1 :]), shape[axis]
         n = math.prod(shape[:axis]) * m * q
@@ -474,5 +579,7 @@ def _out_of_range(ix: torch.Tensor, j: int, axis: int, size: int) -> IndexError:
     element, only on this path)."""
     at = ", ".join(str(int(c)) for c in np.unravel_index(j, tuple(ix.shape)))
     bad = int(ix.reshape(-1)[j])
-    return IndexError(f"gather: index out of range for axis {axis} of size {size} (valid: "
-                      f"-{size} .. {size - 1}): indices[{at}] = {bad}")  # fmt: skip
+    return IndexError(
+        f"gather: index out of range for axis {axis} of size {size} (valid: "
+        f"-{size} .. {size - 1}): indices[{at}] = {bad}"
+    )

@@ -76,12 +76,43 @@ _SUMS = "fixed-order f32 accumulation (cancellation): no static bound"
 
 CLAIMS: dict[tuple[str, str], PrecisionGuarantee] = {}
 """(op, 'f32' | 'narrow') -> claim, where 'narrow' is f16 and bf16; see the module docstring."""
-for _op in ("neg", "abs", "relu", "sqrt", "recip", "add", "sub", "mul", "div", "max", "min",
-            "eq", "ne", "lt", "le", "gt", "ge", "cast", "reduce_max", "reduce_min"):  # fmt: skip
+for _op in (
+    "neg",
+    "abs",
+    "relu",
+    "sqrt",
+    "recip",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "max",
+    "min",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "cast",
+    "reduce_max",
+    "reduce_min",
+):
     for _k in ("f32", "narrow"):
         CLAIMS[(_op, _k)] = _exact("IEEE correctly rounded (f32 op, then one rounding), or exact")
-for _op in ("exp", "log", "tanh", "sigmoid", "silu", "erf", "sin", "cos", "softmax", "rms_norm",
-            "rope"):  # fmt: skip
+for _op in (
+    "exp",
+    "log",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "erf",
+    "sin",
+    "cos",
+    "softmax",
+    "rms_norm",
+    "rope",
+):
     CLAIMS[(_op, "narrow")] = _ulp(1, _NARROW_1ULP)
 for _op in ("exp", "tanh", "sigmoid", "silu", "pow"):
     CLAIMS[(_op, "f32")] = _det(_FAST_MATH)
@@ -136,8 +167,9 @@ def concat_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEs
 def _revision(kernel: Any) -> int:
     """Source of the kernel's module and the shared helpers, plus its variant name."""
     module = sys.modules[type(kernel).__module__]
-    return source_revision(module, _common, sys.modules[source_revision.__module__],
-                           kernel.__qualname__)  # fmt: skip
+    return source_revision(
+        module, _common, sys.modules[source_revision.__module__], kernel.__qualname__
+    )
 
 
 def _rows() -> list[tuple[str, tuple[str, ...], Any, str, PrecisionGuarantee, Any]]:
@@ -161,26 +193,59 @@ def _rows() -> list[tuple[str, tuple[str, ...], Any, str, PrecisionGuarantee, An
             rows.append(("matmul", (t, t, t), k, src, claim("matmul", t), cost_fn_for("matmul")))
         for op in OP_CODES:
             rows.append((op, (t, t), ReduceKernel(op), SOURCE, claim(op, t), cost_fn_for(op)))
-        rows.append(("softmax", (t, t), SoftmaxKernel(), SOURCE, claim("softmax", t),
-                     cost_fn_for("softmax")))  # fmt: skip
+        rows.append(
+            (
+                "softmax",
+                (t, t),
+                SoftmaxKernel(),
+                SOURCE,
+                claim("softmax", t),
+                cost_fn_for("softmax"),
+            )
+        )
         for op, n in (("rms_norm", 3), ("layer_norm", 4)):
             rows.append((op, (t,) * n, NormKernel(op), SOURCE, claim(op, t), cost_fn_for(op)))
         rows.append(("rope", (t,) * 4, RopeKernel(), SOURCE, claim("rope", t), cost_fn_for("rope")))
         for kv in (False, True):
             key = (t, t, t, "i64", t) if kv else (t, t, t, t)
-            rows.append(("attention", key, AttentionKernel(kv), SOURCE, claim("attention", t),
-                         cost_fn_for("attention")))  # fmt: skip
-            rows.append(("attention", key, FlashDecodeKernel(kv), f"{SOURCE}-flashdecode",
-                         claim("flash_decode", t), flash_decode_cost))  # fmt: skip
+            rows.append(
+                (
+                    "attention",
+                    key,
+                    AttentionKernel(kv),
+                    SOURCE,
+                    claim("attention", t),
+                    cost_fn_for("attention"),
+                )
+            )
+            rows.append(
+                (
+                    "attention",
+                    key,
+                    FlashDecodeKernel(kv),
+                    f"{SOURCE}-flashdecode",
+                    claim("flash_decode", t),
+                    flash_decode_cost,
+                )
+            )
     for t in ALL_DTYPES:
         for op in COPY_OPS:
             cost = concat_cost if op == "concat" else cost_fn_for(op)
             rows.append((op, (t, t), CopyKernel(op), SOURCE, MOVEMENT_CLAIM, cost))
         for ix in ("i64", "i32"):
-            rows.append(("gather", (t, ix, t), GatherKernel(), SOURCE, MOVEMENT_CLAIM,
-                         cost_fn_for("gather")))  # fmt: skip
-        rows.append(("where", ("i1", t, t, t), WhereKernel(), SOURCE, MOVEMENT_CLAIM,
-                     cost_fn_for("where")))  # fmt: skip
+            rows.append(
+                (
+                    "gather",
+                    (t, ix, t),
+                    GatherKernel(),
+                    SOURCE,
+                    MOVEMENT_CLAIM,
+                    cost_fn_for("gather"),
+                )
+            )
+        rows.append(
+            ("where", ("i1", t, t, t), WhereKernel(), SOURCE, MOVEMENT_CLAIM, cost_fn_for("where"))
+        )
     return rows
 
 

@@ -28,15 +28,29 @@ Shapes = Sequence[tuple[int, ...]]
 Params = Mapping[str, Any]
 
 TORCH_DTYPES: Mapping[str, torch.dtype] = {
-    "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
-    "i64": torch.int64, "i32": torch.int32, "i8": torch.int8, "u8": torch.uint8, "i1": torch.bool,
-}  # fmt: skip
+    "f32": torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f64": torch.float64,
+    "i64": torch.int64,
+    "i32": torch.int32,
+    "i8": torch.int8,
+    "u8": torch.uint8,
+    "i1": torch.bool,
+}
 """fuel dtype name -> torch dtype."""
 
 TRITON_PTR: Mapping[str, str] = {
-    "f32": "*fp32", "f16": "*fp16", "bf16": "*bf16", "f64": "*fp64",
-    "i64": "*i64", "i32": "*i32", "i8": "*i8", "u8": "*u8", "i1": "*i1",
-}  # fmt: skip
+    "f32": "*fp32",
+    "f16": "*fp16",
+    "bf16": "*bf16",
+    "f64": "*fp64",
+    "i64": "*i64",
+    "i32": "*i32",
+    "i8": "*i8",
+    "u8": "*u8",
+    "i1": "*i1",
+}
 """fuel dtype name -> Triton pointer type in a signature."""
 
 FLOAT_DTYPES = ("f32", "f16", "bf16")

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime.contracts.entry import BuiltKernel
+from runtime.dtypes import compute_dtype
 from runtime.kernels.cpu import alternatives as _alt
 from runtime.kernels.cpu import cast as _cast
 from runtime.kernels.cpu import flash as _flash
@@ -34,8 +36,6 @@ from runtime.kernels.cpu.elementwise import (
     composite_for,
 )
 from runtime.kernels.cpu.linalg import _matmul
-from runtime.contracts.entry import BuiltKernel
-from runtime.dtypes import compute_dtype
 from runtime.rounding import REVISION_CODE
 
 Dtypes = Sequence[str]
