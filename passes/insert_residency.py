@@ -25,7 +25,8 @@ from passes.picker.residency import (
     parse_budgets,
     transfer_ns,
 )
-from runtime.topology import SystemTopology, TopologyError, TransferEstimator
+from runtime.topology import TopologyError, TransferEstimator
+from runtime.topology_file import load_file
 
 RESIDENCY_ATTR = "fuel.residency"
 """Discardable attribute on the copies this pass inserts: `"evict"` or `"reload"`."""
@@ -61,7 +62,7 @@ class InsertResidencyPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
             budgets = parse_budgets(self.budget, self.device)
-            topo = SystemTopology.from_file(self.topology) if self.topology else None
+            topo = load_file(self.topology) if self.topology else None
             report = insert_residency(
                 op,
                 budgets,

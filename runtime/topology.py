@@ -7,12 +7,12 @@ matrix, and per-pair transfer estimates (declared, probed, or class defaults). T
 * `SystemTopology.cpu_only()`: the host alone, rates derived from `os.cpu_count()`.
 * `SystemTopology.detect()`: the host plus every CUDA device torch can see (torch is imported
   lazily and only when present; never required), optionally with timed host<->device copies.
-* `SystemTopology.from_file(path)`: a declared topology in TOML or JSON, e.g.
+* `runtime.topology_file.load_file(path)`: a declared topology in TOML or JSON, e.g.
   `examples/topologies/cpu_2gpu.toml`; this is how a CPU-only machine plans for several GPUs.
 
-`current_topology()` returns a process-wide snapshot, rebuilt when the binding-table generation
-moves or `refresh()` is called. Rates are peak-ish *priors*, directionally right and
-deliberately conservative; the Judge (Layer 2) supplies calibration.
+`runtime.system.current_topology()` returns a process-wide snapshot. Rates are peak-ish
+*priors*, directionally right and deliberately conservative; the Judge (Layer 2) supplies
+calibration.
 
 Units: time in ns, bandwidth in bytes/ns (numerically equal to GB/s), rates in FLOP/ns.
 """
@@ -27,7 +27,6 @@ import os
 import re
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -35,7 +34,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from runtime.cost import BASELINE_BYTES_PER_NS, BASELINE_FLOPS_PER_NS, CostEstimate, composite_ns
-from runtime.kernels import bindings_generation
 
 if TYPE_CHECKING:
     from runtime.binding_table import KernelBindingTable
@@ -391,13 +389,6 @@ class SystemTopology:
         devices = (cpu_device(), *found.gpus)
         return cls(devices, found.peer_pairs, found.legs, generation=generation, source="detect")
 
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str], generation: int = 0) -> SystemTopology:
-        """A declared topology (TOML or JSON); any problem is a `TopologyError` naming the file."""
-        from runtime.topology_file import load_file  # the TOML/JSON reader
-
-        return load_file(path, generation)
-
     def with_generation(self, generation: int) -> SystemTopology:
         """The same snapshot relabelled with another generation."""
         return replace(self, generation=generation)
@@ -526,64 +517,6 @@ class Divergence:
 
     def __str__(self) -> str:
         return self.message
-
-
-# -- the process-wide snapshot ---------------------------------------------------------------
-
-
-@dataclass
-class _Current:
-    snapshot: SystemTopology | None = None
-    refreshes: int = 0
-    declared: str | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_CURRENT = _Current()
-
-
-def _live_generation() -> int:
-    # Both counters only grow, so their sum moves whenever either does.
-    return bindings_generation() + _CURRENT.refreshes
-
-
-def current_topology() -> SystemTopology:
-    """The process-wide snapshot: cached until the binding-table generation moves or
-    `refresh()` is called; built by `detect()` or from the file given to `use_topology_file`."""
-    snap = _CURRENT.snapshot
-    if snap is not None and snap.generation == _live_generation():
-        return snap
-    with _CURRENT.lock:
-        # Read the generation before building: the label may lag the content (forcing one
-        # extra rebuild later) but is never newer than it.
-        gen = _live_generation()
-        snap = _CURRENT.snapshot
-        if snap is None or snap.generation != gen:
-            declared = _CURRENT.declared
-            snap = (
-                SystemTopology.from_file(declared, gen)
-                if declared
-                else SystemTopology.detect(generation=gen)
-            )
-            _CURRENT.snapshot = snap
-        return snap
-
-
-def refresh() -> int:
-    """Invalidate the process-wide snapshot; returns the new generation."""
-    with _CURRENT.lock:
-        _CURRENT.refreshes += 1
-    return _live_generation()
-
-
-def use_topology_file(path: str | os.PathLike[str] | None) -> int:
-    """Build future snapshots from a declared file (`None`: detect again); validates the file
-    now and returns the new generation."""
-    if path is not None:
-        SystemTopology.from_file(path)
-    with _CURRENT.lock:
-        _CURRENT.declared = None if path is None else os.fspath(path)
-    return refresh()
 
 
 def declared_pairs(groups: Iterable[Iterable[str]]) -> frozenset[frozenset[str]]:

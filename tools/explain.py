@@ -25,6 +25,7 @@ from runtime.judge import ProfileJudgeOracle, default_report_path, try_load_repo
 from runtime.kernels import global_bindings
 from runtime.module import FuelModule, ModuleError
 from runtime.topology import SystemTopology, TopologyError
+from runtime.topology_file import load_file
 from tools.explain_html import explain_html
 from tools.explain_text import ExplainError, explain_text
 
@@ -60,7 +61,7 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
         req = PrecisionRequirement.parse(args.precision or "")
     except ValueError as e:
         raise ExplainError(f"--precision: {e}") from None
-    topo = SystemTopology.from_file(args.topology) if args.topology else SystemTopology.detect()
+    topo = load_file(args.topology) if args.topology else SystemTopology.detect()
     topology_kernels(topo)  # the cuda kernels join the table before the Judge's snapshot
     oracle, label = _judge(args.judge or "")
     return PlanOptions(topology=topo, precision=req, judge=oracle), label

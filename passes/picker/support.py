@@ -32,6 +32,7 @@ from passes.picker.ranker import Candidate, PrecisionRequirement
 from runtime.judge import ProfileJudgeOracle, default_report_path, load_report
 from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology, TopologyError
+from runtime.topology_file import load_file
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,7 @@ class PickerOptions:
 
     def plan_options(self) -> PlanOptions:
         try:
-            topo = (
-                SystemTopology.from_file(self.topology)
-                if self.topology
-                else SystemTopology.detect()
-            )
+            topo = load_file(self.topology) if self.topology else SystemTopology.detect()
             req = PrecisionRequirement.parse(self.precision)
         except (TopologyError, ValueError) as e:
             raise PassFailedException(str(e)) from None

@@ -30,6 +30,7 @@ from runtime.cost import CostEstimate
 from runtime.executor import Executor
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
+from runtime.topology_file import load_file
 
 CPU = Device("cpu", "cpu", ("cpu",), 1.0, 4.0)
 GPU = Device("cuda:0", "cuda", ("cuda",), 30.0, 40.0)
@@ -252,7 +253,7 @@ def test_a_gpu_topology_plans_cuda_routes_that_run_emulated() -> None:
     stamps = [op.attributes[KERNEL_ATTR] for op in m.op.walk() if KERNEL_ATTR in op.attributes]
     assert any(s.backend.data == "cuda" for s in stamps)  # type: ignore[attr-defined]
     assert any(isinstance(op, CopyOp) and op.target.data == "cuda:0" for op in m.op.walk())
-    topo = SystemTopology.from_file(CPU_2GPU)
+    topo = load_file(CPU_2GPU)
     np.testing.assert_allclose(
         Executor(m, topology=topo).run({"x": x})["y"], want, rtol=1e-4, atol=1e-4
     )
@@ -299,7 +300,7 @@ def test_a_budget_inserts_residency_copies_that_fit_and_run() -> None:
     ]
     assert roles == ["evict", "reload"]
     x = np.linspace(-1, 1, 256, dtype=np.float32)
-    ex = Executor(m, topology=SystemTopology.from_file(CPU_2GPU))
+    ex = Executor(m, topology=load_file(CPU_2GPU))
     b = np.tanh(np.exp(x))
     np.testing.assert_allclose(ex.run({"x": x})["out0"], np.exp(x) + (b - b), rtol=1e-6)
     assert ex.memory_peak_by_device()["cuda:0"] <= 3072

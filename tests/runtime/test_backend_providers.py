@@ -17,7 +17,7 @@ from passes.picker.plan import PlanError, PlanOptions, compile_plan
 from runtime.compiled import ExecutionError
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from runtime.topology import SystemTopology
+from runtime.topology_file import load_file
 
 CPU_2GPU = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "cpu_2gpu.toml"
 ON_CUDA = """
@@ -79,12 +79,12 @@ def test_loading_is_once_per_backend_even_from_many_threads(fresh: bt._GlobalSta
 def test_a_gpu_topology_plans_onto_the_lazily_loaded_cuda_kernels(fresh: bt._GlobalState) -> None:
     m = _big_matmul()
     cpu_only = bt.global_bindings()  # a snapshot: it keeps what it held
-    plan = compile_plan(m.op, PlanOptions(SystemTopology.from_file(CPU_2GPU)))
+    plan = compile_plan(m.op, PlanOptions(load_file(CPU_2GPU)))
     (d,) = plan.decisions.values()
     assert (d.device, d.winner.backend, plan.notes) == ("cuda:0", "cuda", [])
     # an explicit table is used as given: CPU kernels only, so the cpu
     assert cpu_only.backends() == ["cpu"]
-    plan = compile_plan(m.op, PlanOptions(SystemTopology.from_file(CPU_2GPU), table=cpu_only))
+    plan = compile_plan(m.op, PlanOptions(load_file(CPU_2GPU), table=cpu_only))
     assert [d.device for d in plan.decisions.values()] == ["cpu"]
 
 
@@ -93,7 +93,7 @@ def test_an_unavailable_backend_is_a_note_and_a_clear_error_when_pinned(
 ) -> None:
     monkeypatch.setitem(bt.BACKEND_PROVIDERS, "cuda", MISSING)
     m = _big_matmul()
-    opts = PlanOptions(SystemTopology.from_file(CPU_2GPU))
+    opts = PlanOptions(load_file(CPU_2GPU))
     plan = compile_plan(m.op, opts)
     assert [d.device for d in plan.decisions.values()] == ["cpu"]
     (note,) = plan.notes
@@ -112,7 +112,7 @@ def test_the_executor_loads_a_devices_backend_or_says_why_not(
     fresh: bt._GlobalState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     m = FuelModule.parse(ON_CUDA)
-    topo = SystemTopology.from_file(CPU_2GPU)
+    topo = load_file(CPU_2GPU)
     monkeypatch.setitem(bt.BACKEND_PROVIDERS, "cuda", MISSING)
     with pytest.raises(ExecutionError, match="cannot run on cuda:0: backend 'cuda' has no kernels"):
         Executor(m, topology=topo)

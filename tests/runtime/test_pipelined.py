@@ -29,8 +29,9 @@ from runtime.executor import Executor  # noqa: E402
 from runtime.kernels import global_bindings  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
 from runtime.topology import SystemTopology  # noqa: E402
+from runtime.topology_file import load_file  # noqa: E402
 
-TOPO = SystemTopology.from_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")
+TOPO = load_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")
 
 
 # -- test-local Triton kernels in fuel's destination-passing protocol --------------------------

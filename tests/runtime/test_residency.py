@@ -30,10 +30,10 @@ from runtime.binding_table import KernelBindingTable
 from runtime.executor import Executor
 from runtime.kernels import global_bindings
 from runtime.module import FuelModule
-from runtime.topology import SystemTopology
+from runtime.topology_file import load_file
 
 KIB = 1024
-TOPOLOGY = SystemTopology.from_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")
+TOPOLOGY = load_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")
 T = "tensor<256xf32>"  # 1 KiB
 T2 = f"{T}, {T} -> {T}"
 

@@ -22,6 +22,7 @@ from runtime.kernels import global_bindings  # noqa: E402
 from runtime.module import FuelModule  # noqa: E402
 from runtime.route import ArmProfile, RoutePicker, bucket, pressure_tier  # noqa: E402
 from runtime.topology import SystemTopology  # noqa: E402
+from runtime.topology_file import load_file
 
 T = "tensor<64x64xf32>"
 F = 64 * 64 * 4  # bytes of one value
@@ -80,7 +81,7 @@ def topology(tmp_path: Path, cuda_bytes: int) -> SystemTopology:
     p = tmp_path / f"topo_{cuda_bytes}.toml"
     cuda = f'name = "cuda:0"\nclass = "h100"\nmemory_bytes = {cuda_bytes}'
     p.write_text(f'[[devices]]\nname = "cpu"\ncores = 4\n\n[[devices]]\n{cuda}\n')
-    return SystemTopology.from_file(p)
+    return load_file(p)
 
 
 def feed() -> dict[str, np.ndarray]:

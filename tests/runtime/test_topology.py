@@ -13,9 +13,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from runtime import system as system_mod
 from runtime import topology as topo_mod
 from runtime.binding_table import KernelBindingTable
 from runtime.cost import CostEstimate
+from runtime.system import current_topology, refresh, use_topology_file
 from runtime.topology import (
     TRANSFER_DEFAULTS,
     SystemTopology,
@@ -24,11 +26,9 @@ from runtime.topology import (
     TransferPath,
     UnknownDevice,
     cpu_device,
-    current_topology,
     gpu_class_for,
-    refresh,
-    use_topology_file,
 )
+from runtime.topology_file import load_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "cpu_2gpu.toml"
 
@@ -41,13 +41,13 @@ def write(tmp_path: Path, text: str, name: str = "topo.toml") -> Path:
 
 @pytest.fixture
 def two_gpus() -> SystemTopology:
-    return SystemTopology.from_file(EXAMPLE)
+    return load_file(EXAMPLE)
 
 
 @pytest.fixture
 def unpeered(tmp_path: Path) -> SystemTopology:
     text = '[[devices]]\nname = "cuda:0"\n[[devices]]\nname = "cuda:1"\nclass = "a100"\n'
-    return SystemTopology.from_file(write(tmp_path, text))
+    return load_file(write(tmp_path, text))
 
 
 # -- the host --------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def test_json_and_toml_agree(tmp_path: Path, two_gpus: SystemTopology) -> None:
         ],
         "transfers": [{"src": "cuda:0", "dst": "cuda:1", "latency_ns": 10000, "gb_per_s": 300}],
     }
-    j = SystemTopology.from_file(write(tmp_path, json.dumps(data), "t.json"))
+    j = load_file(write(tmp_path, json.dumps(data), "t.json"))
     assert j.devices == two_gpus.devices
     assert dict(j.transfers) == dict(two_gpus.transfers)
 
@@ -154,7 +154,7 @@ def test_host_staging_uses_the_real_legs(tmp_path: Path) -> None:
         '[[transfers]]\nsrc = "cuda:0"\ndst = "cpu"\nlatency_ns = 1000\ngb_per_s = 24\n'
         "bidirectional = false\n"
     )
-    t = SystemTopology.from_file(write(tmp_path, text))
+    t = load_file(write(tmp_path, text))
     est = t.transfer_estimate("cuda:0", "cuda:1")
     assert est.latency_ns == 1000 + 30_000
     assert est.bytes_per_ns == pytest.approx(1 / (1 / 24 + 1 / 8))
@@ -162,9 +162,7 @@ def test_host_staging_uses_the_real_legs(tmp_path: Path) -> None:
 
 
 def test_unified_memory_device_uses_shared_memory(tmp_path: Path) -> None:
-    t = SystemTopology.from_file(
-        write(tmp_path, '[[devices]]\nname = "metal:0"\nunified_memory = true\n')
-    )
+    t = load_file(write(tmp_path, '[[devices]]\nname = "metal:0"\nunified_memory = true\n'))
     assert t.transfer_path("cpu", "metal:0") is TransferPath.SHARED_MEMORY
     assert t.substrate("metal") == "metal"
 
@@ -194,7 +192,7 @@ def test_declared_backends_and_substrates(tmp_path: Path) -> None:
         '[substrates]\nmkl = "host"\n'
         '[[devices]]\nname = "cpu"\nbackends = ["cpu", "mkl", "onednn"]\n'
     )
-    t = SystemTopology.from_file(write(tmp_path, text))
+    t = load_file(write(tmp_path, text))
     assert t.shares_storage(("cpu", "cpu"), ("mkl", "cpu"))
     assert t.substrate("onednn") == "host"  # unlisted: the substrate of the kind it runs on
     assert t.substrate("nowhere") == "nowhere"
@@ -279,7 +277,7 @@ def test_malformed_file_names_the_file_and_the_problem(
 ) -> None:
     path = write(tmp_path, text, name)
     with pytest.raises(TopologyError) as e:
-        SystemTopology.from_file(path)
+        load_file(path)
     assert e.value.path == str(path)
     assert str(e.value).startswith(f"{path}: ")
     assert problem in e.value.problem
@@ -287,14 +285,14 @@ def test_malformed_file_names_the_file_and_the_problem(
 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match="cannot read the file") as e:
-        SystemTopology.from_file(tmp_path / "absent.toml")
+        load_file(tmp_path / "absent.toml")
     assert e.value.path == str(tmp_path / "absent.toml")
 
 
 def test_nan_in_json_is_rejected(tmp_path: Path) -> None:
     path = write(tmp_path, '{"devices": [{"name": "cuda:0", "flops_per_ns": NaN}]}', "t.json")
     with pytest.raises(TopologyError, match="flops_per_ns must be a positive finite"):
-        SystemTopology.from_file(path)
+        load_file(path)
 
 
 # -- detection -------------------------------------------------------------------------------
@@ -401,9 +399,9 @@ def test_gpu_class_for() -> None:
 
 @pytest.fixture
 def fresh_current(monkeypatch):
-    monkeypatch.setattr(topo_mod, "_CURRENT", topo_mod._Current())
+    monkeypatch.setattr(system_mod, "_CURRENT", system_mod._Current())
     gen = {"bindings": 3}
-    monkeypatch.setattr(topo_mod, "bindings_generation", lambda: gen["bindings"])
+    monkeypatch.setattr(system_mod, "bindings_generation", lambda: gen["bindings"])
     return gen
 
 
