@@ -29,8 +29,8 @@ from runtime.binding_table import BindingEntry, KernelBindingTable
 from runtime.compiled import dispatched_kernel_source
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import ExecutionError, Executor
-from runtime.kernels.cpu import FAMILIES, register_cpu_kernels
 from runtime.kernels.cpu.alternatives import exact_f16_sum
+from runtime.kernels.cpu.library import FAMILIES, register_cpu_kernels
 from runtime.kernels.cpu.linalg import register_linalg
 from runtime.kernels.cpu.native import register_native
 from runtime.precision import measure_errors, ulp_distance

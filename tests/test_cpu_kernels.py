@@ -18,7 +18,7 @@ from runtime.binding_table import NoKernelForOp
 from runtime.cost import CostEstimate
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, SIGNED_INT_DTYPES
 from runtime.kernels import global_bindings
-from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.library import hand_registered_table
 
 F, I, SI, ALL = FLOAT_DTYPES, INT_DTYPES, SIGNED_INT_DTYPES, ALL_DTYPES  # noqa: E741
 

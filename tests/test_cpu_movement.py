@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from runtime.dtypes import ALL_DTYPES, NUMPY_DTYPES
-from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.library import hand_registered_table
 
 TABLE = hand_registered_table()
 

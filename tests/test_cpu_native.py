@@ -108,7 +108,7 @@ def test_gated_mlp_against_float64_and_numpy_kernel() -> None:
 def test_gated_mlp_many_rows_is_its_steps_bit_for_bit() -> None:
     """Prefill rows: the three products on the packed GEMM and a C silu * up that rounds
     exactly like numpy's f64 silu."""
-    from runtime.kernels.cpu.fused import f32_activations
+    from runtime.kernels.cpu.activations import f32_activations
 
     g = rng(4)
     x = g.standard_normal((16, 32)).astype(F32)
@@ -125,7 +125,7 @@ def test_gated_mlp_many_rows_is_its_steps_bit_for_bit() -> None:
 
 
 def test_silu_mul_rounds_like_the_numpy_silu() -> None:
-    from runtime.kernels.cpu.fused import f32_activations
+    from runtime.kernels.cpu.activations import f32_activations
 
     g = rng(13)
     x = np.concatenate(

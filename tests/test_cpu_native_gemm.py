@@ -14,7 +14,7 @@ from frontends.builder import GraphBuilder
 from runtime import native
 from runtime.executor import Executor
 from runtime.kernels.cpu import native as nk
-from runtime.kernels.cpu.fused import f32_activations
+from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.linalg import matmul_cost
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES
-from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.library import hand_registered_table
 
 F = FLOAT_DTYPES
 

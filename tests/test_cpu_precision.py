@@ -32,7 +32,7 @@ from runtime.contracts.references import (
 )
 from runtime.contracts.references import round_exact as round_to
 from runtime.dtypes import NUMPY_DTYPES
-from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.library import hand_registered_table
 from runtime.precision import measure_errors
 
 L = np.longdouble

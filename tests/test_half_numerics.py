@@ -22,7 +22,7 @@ import pytest
 from runtime.contracts.references import _HALF_GRID, round_exact
 from runtime.dtypes import NUMPY_DTYPES
 from runtime.executor import constant_array
-from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.library import hand_registered_table
 from runtime.module import FuelModule
 from runtime.rounding import FORMATS, narrow, narrow_into, widen_into
 

@@ -8,6 +8,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from runtime.kernels.cpu import special
+
 HELPERS = {
     "fuel_sigmoid": """
 /* 1 / (1 + exp(-x)) without overflow: exp only sees -|x| (special.sigmoid). */
@@ -97,7 +99,6 @@ HELPER_DEPS = {
 @functools.cache
 def _helper_constants() -> dict[str, Any]:
     """The numeric tables of the numpy kernels' special functions, as exact C literals."""
-    from runtime.kernels.cpu import special  # lazy: runtime.kernels.cpu imports runtime.native
 
     def arr(xs: Sequence[float]) -> str:
         return ", ".join(float(x).hex() for x in xs)

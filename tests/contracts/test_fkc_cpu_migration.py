@@ -14,7 +14,6 @@ from runtime.contracts import UnverifiedClaimWarning, contract_source
 from runtime.contracts.probes import probes_for
 from runtime.contracts.verify import _strided
 from runtime.dtypes import NUMPY_DTYPES
-from runtime.kernels.cpu import hand_registered_table
 from runtime.kernels.cpu.contracts import (
     PROVIDER_DIRS,
     register_cpu_contracts,
@@ -23,6 +22,7 @@ from runtime.kernels.cpu.contracts import (
     register_cpu_vendor_contracts,
     vendor_dirs,
 )
+from runtime.kernels.cpu.library import hand_registered_table
 
 
 def _hand() -> KernelBindingTable:

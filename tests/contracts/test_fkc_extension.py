@@ -17,7 +17,7 @@ from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import UnverifiedClaimWarning, contract_source, import_glob
 from runtime.contracts import errors as E
-from runtime.kernels.cpu import hand_registered_table
+from runtime.kernels.cpu.library import hand_registered_table
 from tools.kernels import main as contracts_cli
 
 MODULE = """

@@ -442,7 +442,7 @@ def test_register_is_idempotent_and_a_taken_name_is_an_error() -> None:
 
 def _table_without_fused_kernels():  # noqa: ANN202
     from runtime.binding_table import KernelBindingTable
-    from runtime.kernels.cpu import FAMILIES
+    from runtime.kernels.cpu.library import FAMILIES
 
     table = KernelBindingTable()
     for register in FAMILIES:

@@ -56,6 +56,7 @@ from runtime.kernels.cpu._common import (
     operand_bytes,
     ulp,
 )
+from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.flash import flash_cost
 from runtime.kernels.cpu.fused import _gated_cost, _gated_mlp, _mba_cost, _part_costs
 from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
@@ -184,8 +185,6 @@ def _matmul_bias_act_native(
     """`fused._matmul_bias_act` (f32): the product in C, bias [n] (and relu) added as the
     packed GEMM stores; other activations (and GEMV shapes) as the numpy kernel: `out += b`,
     then the activation in place."""
-    from runtime.kernels.cpu.fused import f32_activations
-
     x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
     out, act = outputs[0], params["act"]
     y = out if _writable(out) else np.empty(out.shape, F32)

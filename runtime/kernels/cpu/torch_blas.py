@@ -29,8 +29,11 @@ import numpy as np
 
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts.entry import BuiltKernel
+from runtime.kernels.cpu import nn
 from runtime.kernels.cpu._common import F32, Arrays, Params, add, deterministic
+from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
+from runtime.kernels.cpu.nn import attention_cost
 from runtime.rounding import store
 
 TORCH_BLAS = "torch-blas"
@@ -98,8 +101,6 @@ def _matmul_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
 
 def _matmul_bias_act_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """`fused._matmul_bias_act` (f32) with the matmul on torch's BLAS."""
-    from runtime.kernels.cpu.fused import f32_activations
-
     x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
     out, act = outputs[0], params["act"]
     if out.dtype == F32 and out.flags.c_contiguous and out.flags.writeable:
@@ -115,8 +116,6 @@ def _matmul_bias_act_torch(inputs: Arrays, outputs: Arrays, params: Params) -> N
 
 def _gated_mlp_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """`fused._gated_mlp` (f32) with the three matmuls on torch's BLAS."""
-    from runtime.kernels.cpu.fused import f32_activations
-
     x, wg, wu, wd = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
     g = _mm(x, wg)
     f32_activations()["silu"](g, g)
@@ -128,8 +127,6 @@ def attention_torch(dtypes: Sequence[str], kv_len: bool) -> BuiltKernel:
     """The numpy attention kernel (f32) with its two batched products on torch's BLAS: where
     torch-blas runs a graph's matmuls, its attentions must not wake numpy's OpenBLAS pool as
     well (two spinning BLAS pools on the same cores slowed a Llama prefill ~4x)."""
-    from runtime.kernels.cpu import nn
-
     kernel = nn._attention(F32, kv_len, _mm)
     return BuiltKernel(kernel, depends_on=(nn._sdpa, nn._mask, nn._compute, _mm, _torch))
 
@@ -139,8 +136,6 @@ def register_torch_blas_matmul(table: KernelBindingTable) -> None:
     (vendor BLAS first). No-op without torch."""
     if not available():
         return
-    from runtime.kernels.cpu.nn import attention_cost
-
     for t in MATMUL_DTYPES:
         add(
             table,

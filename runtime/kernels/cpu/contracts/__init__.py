@@ -37,6 +37,8 @@ from pathlib import Path
 
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import ImportResult, Ledger, import_glob
+from runtime.kernels.cpu.library import register_cpu_kernels
+from runtime.kernels.cpu.torch_blas import available
 
 CONTRACTS_DIR = Path(__file__).resolve().parent
 LEDGER_PATH = CONTRACTS_DIR / "ledger.json"
@@ -58,8 +60,6 @@ a key several of them share (matmul f32: f64acc, einsum), their sibling order is
 def vendor_dirs() -> tuple[Path, ...]:
     """The vendor-library providers registered before `numpy` (their kernels become sibling 0):
     `torch-blas` where torch is installed (found without importing it), else none."""
-    from runtime.kernels.cpu.torch_blas import available
-
     return (CONTRACTS_DIR / "torch-blas",) if available() else ()
 
 
@@ -96,8 +96,6 @@ def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
     today (those keys have no contract kernel), and
     `tests/contracts/test_fkc_cpu_migration.py` checks the order.
     """
-    from runtime.kernels.cpu import register_cpu_kernels
-
     results = [
         *register_cpu_vendor_contracts(table),
         register_cpu_contracts(table),
