@@ -39,6 +39,7 @@ def _xdsl_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 # pass name -> (module, class); imported on first use
 _FUEL_PASSES = {
+    "fuel-canonicalize": ("passes.canonicalize", "CanonicalizePass"),
     "fuel-enumerate-alternatives": ("passes.enumerate_alternatives", "EnumerateAlternativesPass"),
     "fuel-rank-alternatives": ("passes.rank_alternatives", "RankAlternativesPass"),
     "fuel-place": ("passes.place", "PlacePass"),

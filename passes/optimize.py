@@ -1,6 +1,6 @@
 """`fuel-optimize`: the driver — pathfinders add routes, optimizers prune them, in lock step.
 
-    fix dtypes -> plan -> (pathfinder, every optimizer)* -> stamp -> bake variants
+    fix dtypes -> canonicalize -> plan -> (pathfinder, every optimizer)* -> stamp -> bake variants
                -> residency copies -> fix layouts
 
 Residency copies are `fuel.copy` pairs that evict tensors to the host and reload them, inserted
@@ -28,6 +28,7 @@ from fuel_dialect.attrs import KERNEL_ATTR
 from fuel_dialect.branch import BranchOp, YieldOp
 from passes import get_all_passes
 from passes.bake_variants import BakeVariantsPass
+from passes.canonicalize import canonicalize
 from passes.converge_frontier import converge
 from passes.emit_decode_flash import EmitDecodeFlashPass
 from passes.fork_placements import fork_placements
@@ -251,6 +252,7 @@ def optimize_graph(
     """Optimize `module` in place (see the module doc for the stages) and return its view."""
     options = options if options is not None else PickerOptions()
     optional_pass("fuel-fix-dtypes")(module, options)
+    canonicalize(module)  # exporter variants -> the forms the fused-op matchers know
     plan_opts = options.plan_options()
     assert plan_opts.topology is not None
     budgets = _budgets(options, plan_opts.topology)  # a bad budget fails before any work
