@@ -55,8 +55,8 @@ class RecipSqrtToRsqrt(RewritePattern):
         sqrt = _lone_sqrt(op.operands[0])
         if sqrt is None or op.results[0].type != sqrt.results[0].type:
             return
-        rewriter.replace_matched_op(_rsqrt(sqrt))
-        rewriter.erase_op(sqrt)
+        rewriter.replace(op, _rsqrt(sqrt))
+        rewriter.erase(sqrt)
 
 
 class DivSqrtToMulRsqrt(RewritePattern):
@@ -74,8 +74,8 @@ class DivSqrtToMulRsqrt(RewritePattern):
             new.append(
                 MulOp.create(operands=[op.lhs, rsqrt.results[0]], result_types=[op.results[0].type])
             )
-        rewriter.replace_matched_op(new, [new[-1].results[0]])
-        rewriter.erase_op(sqrt)
+        rewriter.replace(op, new, [new[-1].results[0]])
+        rewriter.erase(sqrt)
 
 
 PATTERNS: tuple[type[RewritePattern], ...] = (RecipSqrtToRsqrt, DivSqrtToMulRsqrt)

@@ -28,6 +28,7 @@ TOLERANCE = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-5}
 """Relative (and absolute) tolerance by output dtype; any other dtype must match exactly."""
 
 COVERED = {
+    "fuel-canonicalize",
     "fuel-enumerate-alternatives",
     "fuel-rank-alternatives",
     "fuel-place",
@@ -101,12 +102,25 @@ def decode_attention(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
     return g.build({"y": g.attention(q, k, v, kv_len=n)}), feeds
 
 
+def exported_rms_norm(seed: int) -> tuple[FuelModule, dict[str, np.ndarray]]:
+    """RMSNorm as the ONNX exporters write it: x * (1 / sqrt(mean(x^2) + eps)) * w, and a
+    second one as x / sqrt(...) (what `fuel-canonicalize` rewrites)."""
+    g = GraphBuilder(seed=seed)
+    x = g.input("x", (4, 64))
+    ms = g.add(g.reduce_mean(g.mul(x, x), axes=-1, keepdim=True), 1e-6)
+    a = g.mul(g.mul(x, g.div(1.0, g.sqrt(ms))), g.weight("w", (64,)))
+    b = g.div(a, g.sqrt(g.add(g.reduce_mean(g.mul(a, a), axes=-1, keepdim=True), 1e-6)))
+    rng = np.random.default_rng(seed)
+    return g.build({"y": b}), {"x": rng.standard_normal((4, 64)).astype(np.float32)}
+
+
 GRAPHS: dict[str, Callable[[int], tuple[FuelModule, dict[str, np.ndarray]]]] = {
     "mlp": mlp,
     "decoder": decoder,
     "softmax": softmax,
     "casts": casts,
     "decode_attention": decode_attention,
+    "exported_rms_norm": exported_rms_norm,
 }
 
 
