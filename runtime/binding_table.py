@@ -143,6 +143,23 @@ class KernelBindingTable:
         self._rows[key] = (*self._rows.get(key, ()), entry)
         return entry
 
+    def register_entry(
+        self, op: str, dtypes: Sequence[str], backend: str, entry: BindingEntry
+    ) -> BindingEntry:
+        """Append a sibling another table holds (same kernel, facts and revision)."""
+        return self.register(
+            op,
+            dtypes,
+            backend,
+            entry.kernel,
+            caps=entry.caps,
+            precision=entry.precision,
+            cost=entry.cost,
+            kernel_source=entry.kernel_source,
+            revision=entry.revision_hash,
+            direct=entry.direct,
+        )
+
     def kernel(
         self, op: str, dtypes: Sequence[str], backend: str, **facts: Any
     ) -> Callable[[Kernel], Kernel]:

@@ -53,7 +53,7 @@ import numpy as np
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp
 from runtime import knobs, native
-from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.binding_table import KernelBindingTable
 from runtime.compiled import kernel_id, kernel_ops, library_kernel_id
 from runtime.devices import DeviceUnavailable, TorchDevice
 from runtime.executor import Executor, placed_device
@@ -523,7 +523,7 @@ def _add_cpu_kernels(path: Path, kernels: list[dict[str, Any]], table: KernelBin
                 f"{path}: kernel {kid} revision mismatch: the bundle was built with revision "
                 f"{want:016x}, this fuel has {entry.revision_hash:016x}; recompile the bundle"
             )
-        _register(table, op, dtypes, entry)
+        table.register_entry(op, dtypes, "cpu", entry)
 
 
 _NATIVE_TABLE: list[KernelBindingTable] = []
@@ -537,27 +537,6 @@ def _native_table() -> KernelBindingTable:
         register_native(table, force=True)
         _NATIVE_TABLE.append(table)
     return _NATIVE_TABLE[0]
-
-
-def _register(
-    table: KernelBindingTable,
-    op: str,
-    dtypes: tuple[str, ...],
-    e: BindingEntry,
-    backend: str = "cpu",
-) -> None:
-    table.register(
-        op,
-        dtypes,
-        backend,
-        e.kernel,
-        caps=e.caps,
-        precision=e.precision,
-        cost=e.cost,
-        kernel_source=e.kernel_source,
-        revision=e.revision_hash,
-        direct=e.direct,
-    )
 
 
 # -- a GPU target: its lowered IR, generated and library kernels --------------------------------
@@ -677,7 +656,7 @@ def _add_library_kernels(
     for key, ids in chosen.items():
         for e in full.lookup_alternatives(*key):
             if id(e) in ids:
-                _register(table, key[0], key[1], e, key[2])
+                table.register_entry(key[0], key[1], key[2], e)
 
 
 def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:

@@ -108,18 +108,7 @@ def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
         if (op, dtypes, backend, e.kernel_source) in replaced:
             continue
         # hand-registered on purpose: concat is variadic, a contract's operand list is fixed
-        table.register(
-            op,
-            dtypes,
-            backend,
-            e.kernel,
-            caps=e.caps,
-            precision=e.precision,
-            cost=e.cost,
-            kernel_source=e.kernel_source,
-            revision=e.revision_hash,
-            direct=e.direct,
-        )
+        table.register_entry(op, dtypes, backend, e)
     table.finalize()
 
 
