@@ -79,16 +79,24 @@ class BranchCanonicalization(HasCanonicalizationPatternsTrait):
         return (CollapseSingleArmBranch(),)
 
 
+def _kernel_ops() -> tuple[type[IRDLOperation], ...]:
+    from fuel_dialect.ops_cpu import CKernelOp  # noqa: PLC0415 (they import this module)
+    from fuel_dialect.ops_triton import TritonKernelOp  # noqa: PLC0415
+
+    return (CKernelOp, TritonKernelOp)
+
+
 @irdl_op_definition
 class YieldOp(IRDLOperation):
-    """Ends a branch arm, handing its results to the branch.
+    """Ends a branch arm, handing its results to the branch, or a generated kernel's body
+    (`fuel.c_kernel`, `fuel.triton_kernel`), naming the values it stores.
 
     Example: `%r = fuel.branch variant -> tensor<4xf32> arm { fuel.yield %x : tensor<4xf32> }`
     """
 
     name = "fuel.yield"
     values = var_operand_def()
-    traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(BranchOp), Pure()))
+    traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(BranchOp, *_kernel_ops()), Pure()))
     assembly_format = "($values^ `:` type($values))? attr-dict"
 
     def __init__(self, *values: SSAValue):

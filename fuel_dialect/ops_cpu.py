@@ -29,6 +29,7 @@ from xdsl.ir import Attribute
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
+    opt_region_def,
     prop_def,
     traits_def,
     var_operand_def,
@@ -38,6 +39,7 @@ from xdsl.traits import SymbolOpInterface
 
 from fuel_dialect.base import fail, verify_launch
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.kernel_body import verify_body
 
 C_DTYPES = ("f64", "f32", "f16", "bf16", "i64", "i32", "i8", "u8", "i1")
 """Element types a generated C kernel reads and writes (f16/bf16 as 16-bit storage computed in
@@ -61,9 +63,10 @@ class CKernelOp(IRDLOperation):
     space = prop_def(DenseArrayBase.constr(i64))
     function_type = prop_def(FunctionType)
     source = prop_def(StringAttr)
+    body = opt_region_def()
     traits = traits_def(SymbolOpInterface())
     assembly_format = (
-        "$sym_name `space` `=` $space attr-dict `:` $function_type `source` `=` $source"
+        "$sym_name `space` `=` $space attr-dict `:` $function_type `source` `=` $source ($body^)?"
     )
 
     def verify_(self) -> None:
@@ -86,6 +89,7 @@ class CKernelOp(IRDLOperation):
         sym = re.escape(self.sym_name.data)
         if not re.search(rf"\bvoid\s+{sym}\s*\(\s*void\s*\*\*", self.source.data):
             raise fail(self, f"source does not define 'void {self.sym_name.data}(void **args)'")
+        verify_body(self, self.body, self.function_type)
 
 
 @irdl_op_definition

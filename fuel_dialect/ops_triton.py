@@ -44,6 +44,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     opt_prop_def,
+    opt_region_def,
     prop_def,
     traits_def,
     var_operand_def,
@@ -53,6 +54,7 @@ from xdsl.traits import SymbolOpInterface
 
 from fuel_dialect.base import check_static, fail, verify_launch
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.kernel_body import verify_body
 
 MAX_BLOCK = 1 << 16
 """Largest BLOCK a generated elementwise kernel may use (Triton's tl.arange limit is 2**17)."""
@@ -78,10 +80,11 @@ class TritonKernelOp(IRDLOperation):
     block = prop_def(IntegerAttr[I64])
     function_type = prop_def(FunctionType)
     source = prop_def(StringAttr)
+    body = opt_region_def()
     traits = traits_def(SymbolOpInterface())
     assembly_format = (
         "$sym_name `space` `=` $space `block` `=` $block attr-dict `:` $function_type "
-        "`source` `=` $source"
+        "`source` `=` $source ($body^)?"
     )
 
     @property
@@ -113,6 +116,7 @@ class TritonKernelOp(IRDLOperation):
                 raise fail(self, f"operand {t} does not broadcast into space {list(space)}")
         if not re.search(rf"\bdef {re.escape(self.sym_name.data)}\(", self.source.data):
             raise fail(self, f"source does not define the kernel 'def {self.sym_name.data}('")
+        verify_body(self, self.body, self.function_type)
 
 
 @irdl_op_definition

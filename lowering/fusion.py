@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.attrs import DEVICE_ATTR
+from fuel_dialect.branch import YieldOp
 from fuel_dialect.dtypes import broadcast_shapes, shape_of
 from fuel_dialect.ops_elementwise import BinaryOp, CastOp, GeluOp, UnaryOp, WhereOp
 from fuel_dialect.ops_movement import BroadcastOp, ConstantOp
@@ -273,6 +274,54 @@ def emit_group(em: Any, group: FusionGroup) -> Any:
     for j, v in enumerate(group.outputs):
         em.store(j, v)
     return em
+
+
+def kernel_body(group: FusionGroup) -> Region:
+    """The body a generated kernel symbol keeps (`fuel_dialect.kernel_body`): block arguments
+    for `group.inputs`, clones of its splat constants and member ops (discardable attributes
+    dropped: they say where the op ran, not what it computes), `fuel.yield` of its outputs.
+    `body_group` reads it back."""
+    block = Block(arg_types=[v.type for v in group.inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(group.inputs, block.args, strict=True))
+    for v, arg in mapping.items():
+        arg.name_hint = v.name_hint
+    owners = [v.owner for v in group.splats]
+    for op in (*owners, *group.ops):
+        assert isinstance(op, Operation)
+        clone = op.clone(mapping)
+        clone.attributes.clear()
+        block.add_op(clone)
+        mapping.update(zip(op.results, clone.results, strict=True))
+    block.add_op(YieldOp(*(mapping[v] for v in group.outputs)))
+    return Region(block)
+
+
+def body_group(body: Region | None, space: Sequence[int]) -> FusionGroup:
+    """The fusion group a kernel body (`kernel_body`) was built from: its splat constants
+    (leading `fuel.constant`s) inlined, its block arguments the inputs, the yielded values
+    the outputs. `ValueError` if `body` is missing or is not a body `kernel_body` builds."""
+    if body is None or len(body.blocks) != 1:
+        raise ValueError("the kernel has no body to generate its source from")
+    block = body.block
+    term = block.last_op
+    if not isinstance(term, YieldOp):
+        raise ValueError("the kernel body does not end with fuel.yield")
+    group = FusionGroup([], tuple(space), None, list(block.args), list(term.values))
+    for op in block.ops:
+        if op is term:
+            break
+        if not group.ops and isinstance(op, ConstantOp):
+            value = splat_value(op)
+            if value is None:
+                raise ValueError("a constant in the kernel body is not a finite splat")
+            group.splats[op.result] = value
+        elif isinstance(op, FUSIBLE):
+            group.ops.append(op)
+        else:
+            raise ValueError(f"'{op.name}' cannot be part of a generated kernel")
+    if not group.ops:
+        raise ValueError("the kernel body computes nothing")
+    return group
 
 
 def schedule(block: Block, nodes: list[list[Operation]]) -> list[int]:

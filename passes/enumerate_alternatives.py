@@ -8,6 +8,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from fuel_dialect.kernel_body import program_ops
 from passes.picker.plan import is_decision_point
 from passes.picker.ranker import enumerate_candidates
 from passes.picker.support import PickerOptions, candidate_attr, clear_decisions, write_alternatives
@@ -31,7 +32,7 @@ class EnumerateAlternativesPass(ModulePass, PickerOptions):
         topo = opts.topology
         assert topo is not None
         clear_decisions(op)
-        for node in op.walk():
+        for node in program_ops(op):
             if is_decision_point(node):
                 placements = [(b, d.name) for d in topo.devices for b in d.backends]
                 cands = enumerate_candidates(

@@ -24,6 +24,7 @@ from xdsl.utils.exceptions import PassFailedException
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name
+from fuel_dialect.kernel_body import program_ops
 from fuel_dialect.ops_movement import ReshapeOp
 from runtime.binding_table import BindingEntry, KernelBindingTable
 from runtime.kernels import global_bindings
@@ -57,7 +58,7 @@ def stamped_entry(op: Operation, table: KernelBindingTable) -> BindingEntry | No
 def layout_violations(module: ModuleOp, table: KernelBindingTable) -> list[str]:
     """One line per stamped kernel lacking `strided_input` that reads a maybe-strided value."""
     out = []
-    for op in module.walk():
+    for op in program_ops(module):
         entry = stamped_entry(op, table)
         if entry is None or entry.caps.strided_input:
             continue

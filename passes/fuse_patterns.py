@@ -14,6 +14,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.branch import BranchOp, YieldOp
+from fuel_dialect.kernel_body import program_ops
 from passes.emit_decode_flash import inside_branch
 from passes.fused.patterns import known_weights
 from passes.fused.registry import (
@@ -71,7 +72,7 @@ def find_matches(
     entries = registry.entries()
     claimed: set[Operation] = set()
     found: list[Offer] = []
-    for root in reversed(list(module.walk())):
+    for root in reversed(list(program_ops(module))):
         if root in claimed:
             continue
         for entry in entries:

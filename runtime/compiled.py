@@ -12,6 +12,7 @@ from xdsl.ir import Operation
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dtypes import shape_of
+from fuel_dialect.kernel_body import program_ops
 from fuel_dialect.ops_triton import LibraryCallOp
 from runtime.binding_table import (
     BindingEntry,
@@ -158,7 +159,7 @@ def kernel_id(stamp: KernelRefAttr) -> str:
 
 def kernel_ops(module: FuelModule) -> Iterator[Operation]:
     """Every kernel op of the module, branch arms included, in program order."""
-    for op in module.op.walk():
+    for op in program_ops(module.op):
         if isinstance(op, KernelOp):
             yield op
 

@@ -15,7 +15,7 @@ from fuel_dialect.dispatch import PIN_ATTR
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp
 from lowering.cpu.codegen import c_groups, c_pays_off, c_source
-from lowering.fusion import FusionGroup, KernelSymbols, schedule
+from lowering.fusion import FusionGroup, KernelSymbols, kernel_body, schedule
 
 HOST = "cpu"
 LIBRARY_SOURCE = "numpy"
@@ -39,7 +39,8 @@ def host_eligible(op: Operation) -> bool:
 
 
 def c_kernel_op(group: FusionGroup, name: str) -> CKernelOp:
-    """The `fuel.c_kernel` symbol of `group`'s generated C function."""
+    """The `fuel.c_kernel` symbol of `group`'s generated C function, keeping the group's ops
+    as its body (what a loader regenerates the source from)."""
     ins, outs = [v.type for v in group.inputs], [v.type for v in group.outputs]
     return CKernelOp.create(
         properties={
@@ -47,7 +48,8 @@ def c_kernel_op(group: FusionGroup, name: str) -> CKernelOp:
             "space": DenseArrayBase.from_list(i64, group.space),
             "function_type": func.FunctionType.from_lists(ins, outs),
             "source": StringAttr(c_source(group, name)),
-        }
+        },
+        regions=[kernel_body(group)],
     )
 
 

@@ -40,6 +40,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.kernel_body import program_ops
 from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from fuel_dialect.ops_nn import MatmulOp
@@ -242,7 +243,7 @@ def _stamp_cpu(op: Operation) -> None:
 def _stamp_host_ops(module: ModuleOp) -> None:
     """Every kernel op left after conversion (host ops, branch arms) runs its stamped CPU
     kernel; unstamped ones get the default one, so the bundle declares it."""
-    for op in module.walk():
+    for op in program_ops(module):
         if isinstance(op, KernelOp) and KERNEL_ATTR not in op.attributes:
             _stamp_cpu(op)
 

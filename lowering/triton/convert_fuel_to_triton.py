@@ -26,7 +26,14 @@ from fuel_dialect.branch import BranchOp
 from fuel_dialect.dtypes import element_type
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchOp, encode_params
-from lowering.fusion import FUSIBLE, FusionGroup, KernelSymbols, fusion_groups, schedule
+from lowering.fusion import (
+    FUSIBLE,
+    FusionGroup,
+    KernelSymbols,
+    fusion_groups,
+    kernel_body,
+    schedule,
+)
 from lowering.triton.codegen import kernel_source
 
 BACKEND = "cuda"
@@ -63,7 +70,8 @@ def library_call(op: Operation) -> LibraryCallOp:
 
 
 def triton_kernel_op(group: FusionGroup, name: str, block_size: int) -> TritonKernelOp:
-    """The `fuel.triton_kernel` symbol of `group`'s generated kernel."""
+    """The `fuel.triton_kernel` symbol of `group`'s generated kernel, keeping the group's ops
+    as its body (what a loader regenerates the source from)."""
     ins, outs = [v.type for v in group.inputs], [v.type for v in group.outputs]
     return TritonKernelOp.create(
         properties={
@@ -72,7 +80,8 @@ def triton_kernel_op(group: FusionGroup, name: str, block_size: int) -> TritonKe
             "block": IntegerAttr(block_size, i64),
             "function_type": func.FunctionType.from_lists(ins, outs),
             "source": StringAttr(kernel_source(group, name)),
-        }
+        },
+        regions=[kernel_body(group)],
     )
 
 

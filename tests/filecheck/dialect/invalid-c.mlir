@@ -33,3 +33,46 @@ func.func @g(%x: tensor<4xf64>) {
   %0 = "fuel.c_launch"(%x) <{kernel = @k}> : (tensor<4xf64>) -> tensor<4xf32>
   func.return
 }
+
+// -----
+// CHECK: 'fuel.c_kernel' body must have one block, got 2
+fuel.c_kernel @k space = [4] : (tensor<4xf32>) -> tensor<4xf32> source = "void k(void **args) {}" {
+^bb0(%x: tensor<4xf32>):
+  fuel.yield %x : tensor<4xf32>
+^bb1(%y: tensor<4xf32>):
+  fuel.yield %y : tensor<4xf32>
+}
+
+// -----
+// CHECK: 'fuel.c_kernel' body arguments must be the kernel's input types
+fuel.c_kernel @k space = [4] : (tensor<4xf32>) -> tensor<4xf32> source = "void k(void **args) {}" {
+^bb0(%x: tensor<4xf16>):
+  %n = fuel.neg %x : tensor<4xf16>
+  fuel.yield %n : tensor<4xf16>
+}
+
+// -----
+// CHECK: 'func.return' expects parent op 'func.func'
+fuel.c_kernel @k space = [4] : (tensor<4xf32>) -> tensor<4xf32> source = "void k(void **args) {}" {
+^bb0(%x: tensor<4xf32>):
+  func.return %x : tensor<4xf32>
+}
+
+// -----
+// CHECK: 'fuel.c_kernel' body must end in fuel.yield of the kernel's output types
+fuel.c_kernel @k space = [4] : (tensor<4xf32>) -> tensor<4xf32> source = "void k(void **args) {}" {
+^bb0(%x: tensor<4xf32>):
+  %c = fuel.cast %x : tensor<4xf32> to tensor<4xf16>
+  fuel.yield %c : tensor<4xf16>
+}
+
+// -----
+// CHECK: 'fuel.c_kernel' body op 'fuel.neg' reads a value defined outside the kernel
+func.func @f(%y: tensor<4xf32>) -> tensor<4xf32> {
+  fuel.c_kernel @k space = [4] : (tensor<4xf32>) -> tensor<4xf32> source = "void k(void **args) {}" {
+  ^bb0(%x: tensor<4xf32>):
+    %n = fuel.neg %y : tensor<4xf32>
+    fuel.yield %n : tensor<4xf32>
+  }
+  func.return %y : tensor<4xf32>
+}

@@ -3,11 +3,24 @@
 // RUN: fuel-opt %s -p 'convert-fuel-to-c{min_ops=1}' | filecheck %s --check-prefix=ONE
 // RUN: fuel-opt %s -p 'convert-fuel-to-c{cost_model=false}' | filecheck %s --check-prefix=ALL
 
-// One generated kernel per distinct fusion group, at the top of the module, with its source.
+// One generated kernel per distinct fusion group, at the top of the module, with its source
+// and, as its body, the ops it was generated from (splat constants first).
 // CHECK:      fuel.c_kernel @c_fused_0 space = [4, 8] : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}static void c_fused_0_body(const float *restrict in0, const float *restrict in1, float *restrict out0) {{.*}}float v2 = (float)exp((double)v0);  /* fuel.exp */{{.*}}v2 + v1;  /* fuel.add */{{.*}}void c_fused_0(void **args) {{.*}}"
+// CHECK-NEXT:   ^bb0(%[[IN0:.*]]: tensor<4x8xf32>, %[[IN1:.*]]: tensor<8xf32>):
+// CHECK-NEXT:     %[[E:.*]] = fuel.exp %[[IN0]] : tensor<4x8xf32>
+// CHECK-NEXT:     %[[A:.*]] = fuel.add %[[E]], %[[IN1]] : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:     %[[R:.*]] = fuel.relu %[[A]] : tensor<4x8xf32>
+// CHECK-NEXT:     fuel.yield %[[R]] : tensor<4x8xf32>
+// CHECK-NEXT:   }
 // CHECK-NEXT: fuel.c_kernel @c_fused_1 space = [4, 8] : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<4x8xi1>) source = "{{.*}}const int32_t v1 = ((int32_t)3);  /* splat */{{.*}}(int32_t)((uint32_t)v0 * (uint32_t)v1){{.*}}"
-// CHECK-NEXT: fuel.c_kernel @c_fused_2 space = [8] : (tensor<8xf16>, tensor<8xbf16>) -> tensor<8xf16> source = "{{.*}}const uint16_t *restrict in0{{.*}}"
-// CHECK-NEXT: fuel.c_kernel @c_fused_3 space = [8] : (tensor<8xf64>) -> (tensor<8xf64>, tensor<8xf64>)
+// CHECK-NEXT:   ^bb0(%[[IN:.*]]: tensor<4x8xi32>):
+// CHECK-NEXT:     %[[K:.*]] = fuel.constant dense<3> : tensor<i32>
+// CHECK-NEXT:     %[[M:.*]] = fuel.mul %[[IN]], %[[K]] : tensor<4x8xi32>, tensor<i32> -> tensor<4x8xi32>
+// CHECK-NEXT:     %[[C:.*]] = fuel.gt %[[M]], %[[IN]] : tensor<4x8xi32>, tensor<4x8xi32> -> tensor<4x8xi1>
+// CHECK-NEXT:     fuel.yield %[[M]], %[[C]] : tensor<4x8xi32>, tensor<4x8xi1>
+// CHECK-NEXT:   }
+// CHECK:      fuel.c_kernel @c_fused_2 space = [8] : (tensor<8xf16>, tensor<8xbf16>) -> tensor<8xf16> source = "{{.*}}const uint16_t *restrict in0{{.*}}"
+// CHECK:      fuel.c_kernel @c_fused_3 space = [8] : (tensor<8xf64>) -> (tensor<8xf64>, tensor<8xf64>)
 // CHECK-NOT:  fuel.c_kernel
 
 // With min_ops=1 a lone op converts too.

@@ -2,11 +2,18 @@
 // RUN: fuel-opt %s -p convert-fuel-to-triton,convert-fuel-to-triton | filecheck %s
 // RUN: fuel-opt %s -p 'convert-fuel-to-triton{placed_only=true}' | filecheck %s --check-prefix=PLACED
 
-// One generated kernel per distinct fusion group, at the top of the module, with its source.
+// One generated kernel per distinct fusion group, at the top of the module, with its source
+// and, as its body, the ops it was generated from.
 // CHECK:      fuel.triton_kernel @fused_0 space = [4, 8] block = 1024 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}def fused_0(in0, in1, out0, N, BLOCK: tl.constexpr):{{.*}}tl.exp(v0){{.*}}v2 + v1{{.*}}"
-// CHECK-NEXT: fuel.triton_kernel @fused_1 space = [4, 8] block = 1024 : (tensor<8xf16>, tensor<4x8xf16>) -> (tensor<4x8xf16>, tensor<4x8xi1>) source = "{{.*}}i1 = offs % 8{{.*}}tl.load(in0 + i1, mask=mask).to(tl.float32){{.*}}tl.full([BLOCK], 0.5, tl.float32){{.*}}"
-// CHECK-NEXT: fuel.triton_kernel @fused_2 space = [4, 8] block = 1024 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}def fused_2(in0, in1, out0, N, BLOCK{{.*}}"
-// CHECK-NEXT: fuel.triton_kernel @fused_3 space = [4, 16] block = 1024 : (tensor<4x16xf32>) -> tensor<4x16xf32> source = "{{.*}}_x_sigmoid(v0, v0){{.*}}"
+// CHECK-NEXT:   ^bb0(%[[IN0:.*]]: tensor<4x8xf32>, %[[IN1:.*]]: tensor<8xf32>):
+// CHECK-NEXT:     %[[E:.*]] = fuel.exp %[[IN0]] : tensor<4x8xf32>
+// CHECK-NEXT:     %[[A:.*]] = fuel.add %[[E]], %[[IN1]] : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:     %[[R:.*]] = fuel.relu %[[A]] : tensor<4x8xf32>
+// CHECK-NEXT:     fuel.yield %[[R]] : tensor<4x8xf32>
+// CHECK-NEXT:   }
+// CHECK:      fuel.triton_kernel @fused_1 space = [4, 8] block = 1024 : (tensor<8xf16>, tensor<4x8xf16>) -> (tensor<4x8xf16>, tensor<4x8xi1>) source = "{{.*}}i1 = offs % 8{{.*}}tl.load(in0 + i1, mask=mask).to(tl.float32){{.*}}tl.full([BLOCK], 0.5, tl.float32){{.*}}"
+// CHECK:      fuel.triton_kernel @fused_2 space = [4, 8] block = 1024 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> source = "{{.*}}def fused_2(in0, in1, out0, N, BLOCK{{.*}}"
+// CHECK:      fuel.triton_kernel @fused_3 space = [4, 16] block = 1024 : (tensor<4x16xf32>) -> tensor<4x16xf32> source = "{{.*}}_x_sigmoid(v0, v0){{.*}}"
 // CHECK-NOT:  fuel.triton_kernel
 
 // With placed_only, only the ops placed on a cuda device convert.
