@@ -28,9 +28,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     atomic_write_files([(path, data)])
 
 
-def atomic_write_files(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> None:
+def atomic_write_files(
+    files: Sequence[tuple[str | os.PathLike[str], bytes]],
+    modes: Sequence[int | None] = (),
+) -> None:
     """Stage every `(path, data)` in a synced temp file beside its path, check that no target
-    is a folder, then rename each over its target in order. A failure before the renames leaves
+    is a folder, then rename each over its target in order. `modes[i]`, where given and not
+    None, is the permission bits of `files[i]` (0o600 for a secret: set before a byte is
+    written); otherwise a file gets 0o666 less the umask. A failure before the renames leaves
     every target untouched; the renames themselves are each atomic, so a crash between two of
     them leaves some targets new and the rest old (a reader that must see a consistent set
     checks a hash the last file records, as `FuelModule.load` does). Writers of several files
@@ -38,11 +43,12 @@ def atomic_write_files(files: Sequence[tuple[str | os.PathLike[str], bytes]]) ->
     concurrent saves of a pair end with one writer's pair, not a mix."""
     staged: list[tuple[str, Path]] = []
     try:
-        for path, data in files:
+        for i, (path, data) in enumerate(files):
             target = Path(path)
             if target.is_dir():
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
-            staged.append((_stage(target, data), target))
+            mode = modes[i] if i < len(modes) else None
+            staged.append((_stage(target, data, mode), target))
         with _renaming(staged[-1][1].parent if len(staged) > 1 else None):
             for tmp, target in staged:
                 os.replace(tmp, target)
@@ -73,12 +79,14 @@ def _renaming(folder: Path | None) -> Iterator[None]:
             os.close(fd)  # releases the lock
 
 
-def _stage(target: Path, data: bytes) -> str:
-    """A temp file beside `target` holding `data`, synced to disk; its path."""
+def _stage(target: Path, data: bytes, mode: int | None = None) -> str:
+    """A temp file beside `target` holding `data`, synced to disk; its path. `mode`: its
+    permission bits (None: 0o666 less the umask)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal modes
+        # mkstemp creates 0600; give the file the mode asked for, else normal modes
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

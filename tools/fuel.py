@@ -33,11 +33,13 @@ from runtime.dtypes import FLOAT_DTYPES, from_numpy
 from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
 from runtime.module import ModuleError
+from runtime.signing import SigningError
 from runtime.weights import WeightsError
 from tools.explain import add_explain_parser
 from tools.import_onnx import add_import_parser, load_any
 from tools.judge import add_judge_parser
 from tools.kernels import add_kernels_parser, add_verify_kernels_parser
+from tools.keygen import add_keygen_parser
 
 
 class CliError(Exception):
@@ -250,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_parser(sub)
     add_kernels_parser(sub)
     add_verify_kernels_parser(sub)
+    add_keygen_parser(sub)
     return p
 
 
@@ -265,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         BindingTableError,
         BundleError,
         BackendError,
+        SigningError,
     ) as e:
         print(f"fuel: error: {e}", file=sys.stderr)
         return 1

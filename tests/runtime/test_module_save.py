@@ -74,11 +74,11 @@ def test_a_failed_ir_write_leaves_the_old_pair(tmp_path: Path, monkeypatch) -> N
     before = _files(tmp_path)
     real_stage, staged = fsutil._stage, []
 
-    def full_disk_on_ir(target: Path, data: bytes) -> str:
+    def full_disk_on_ir(target: Path, data: bytes, mode: int | None = None) -> str:
         staged.append(target)
         if target.suffix == ".mlir":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
-        return real_stage(target, data)
+        return real_stage(target, data, mode)
 
     monkeypatch.setattr(fsutil, "_stage", full_disk_on_ir)
     with pytest.raises(OSError, match="No space"):
