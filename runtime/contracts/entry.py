@@ -102,8 +102,8 @@ def kernel_entry(fn: F) -> F:
 
 def declared_kind(fn: object) -> EntryKind | None:
     """How contracts call `fn` if it is declared (`factory` / `kernel`), else None."""
-    key = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
-    hit = _DECLARED.get(key)  # type: ignore[arg-type]
+    key = (str(getattr(fn, "__module__", "")), str(getattr(fn, "__qualname__", "")))
+    hit = _DECLARED.get(key)
     return hit.kind if hit is not None and hit.fn is fn else None
 
 
