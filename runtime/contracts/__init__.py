@@ -9,11 +9,15 @@ front-matter naming the provider, and one `##` section per kernel holding prose 
 (`parse.py`, `validate.py`, `lower.py`, `ledger.py`, `importer.py`); every malformed input is a
 typed `FkcError` naming the file and line (`errors.py`, one class per rule). `verify.py` checks
 every machine-checkable precision claim and writes the verification ledger the gate reads.
+
+A contract's `entry_point` names only a function its module declares with `@kernel_factory`
+(called with the contract's data `entry_args`) or `@kernel_entry` (the kernel itself); see
+`entry.py`.
 """
 
 from __future__ import annotations
 
-from runtime.contracts.entry import FUEL_PACKAGES, BuiltKernel
+from runtime.contracts.entry import FUEL_PACKAGES, BuiltKernel, kernel_entry, kernel_factory
 from runtime.contracts.errors import (
     FkcError,
     LedgerWarning,
@@ -46,5 +50,7 @@ __all__ = [
     "contract_source",
     "import_file",
     "import_glob",
+    "kernel_entry",
+    "kernel_factory",
     "load_contracts",
 ]

@@ -159,7 +159,7 @@ class BadCaps(FkcError):
 
 
 class BadEntryPoint(FkcError):
-    rule, summary = "FKC-E33", "entry_point is `package.module:attribute`"
+    rule, summary = "FKC-E33", "entry_point is `package.module:function`, the function not dotted"
 
 
 class EntryPointNotAllowed(FkcError):
@@ -167,11 +167,16 @@ class EntryPointNotAllowed(FkcError):
 
 
 class EntryPointUnresolved(FkcError):
-    rule, summary = "FKC-E35", "an entry point imports and names a callable"
+    rule, summary = "FKC-E35", "an entry point's module imports and has the name"
 
 
 class BadEntryArgs(FkcError):
-    rule, summary = "FKC-E36", "entry_args is a mapping of plain values (str, number, bool, list)"
+    rule, summary = "FKC-E36", "entry_args is data (scalars, lists, mappings) for a factory only"
+
+
+class EntryPointNotDeclared(FkcError):
+    rule = "FKC-E41"
+    summary = "an entry point names a function its module declares (@kernel_factory/@kernel_entry)"
 
 
 class FactoryFailed(FkcError):

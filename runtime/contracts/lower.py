@@ -3,7 +3,8 @@
 * dtype fan-out: every free dtype variable (an input's `dtypes`, an output's `any(...)`)
   ranges over its choices, ties (`same_as`) follow; one registration per combination, in the
   order the choices are written;
-* entry point: resolved once; a factory is called once per dtype key;
+* entry point: resolved once to a declared function (`entry.py`); a factory is called once
+  per dtype key, a kernel entry is the kernel;
 * caps projection: `strided_input` when every input walks strides (strided and broadcast
   accepted), `requires_broadcast` when an input requires a stride-0 view;
 * precision lowering: `audited: false` => UNAUDITED; audited with nothing claimed =>
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from runtime.binding_table import Kernel, KernelCaps
-from runtime.contracts.entry import BuiltKernel, resolve_entry_point
-from runtime.contracts.errors import EntryPointUnresolved, FactoryFailed, FkcError
+from runtime.contracts.entry import BuiltKernel, Declared, resolve_entry_point
+from runtime.contracts.errors import BadEntryArgs, FactoryFailed, FkcError
 from runtime.contracts.model import CostSpec, KernelContract, Operand
 from runtime.cost import BadCostOperands, CostEstimate, CostFn
 from runtime.precision import UNAUDITED, PrecisionGuarantee
@@ -191,12 +193,26 @@ _SOURCES: dict[object, str] = {}
 body is read (and tokenized, which dominates import time) once per process."""
 
 
+_MARKER = re.compile(r"[ \t]*@[\w.]*\bkernel_(?:factory|entry)[ \t]*(?:#[^\n]*)?\n")
+"""A `@kernel_factory` / `@kernel_entry` line: it declares the function for contracts and
+changes nothing it computes, so it is not part of the revision."""
+
+
+def _without_markers(text: str) -> str:
+    """`text` less the contract-marker lines among its leading decorators."""
+    lines = text.splitlines(keepends=True)
+    head = 0
+    while head < len(lines) and lines[head].lstrip().startswith("@"):
+        head += 1
+    return "".join([*(line for line in lines[:head] if not _MARKER.fullmatch(line)), *lines[head:]])
+
+
 def _source_of(obj: Any) -> str:
     code = getattr(obj, "__code__", None)
     if code is not None and code in _SOURCES:
         return _SOURCES[code]
     try:
-        text = inspect.getsource(obj)
+        text = _without_markers(inspect.getsource(obj))
     except (OSError, TypeError):
         text = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', repr(obj))}"
     if code is not None:
@@ -219,13 +235,11 @@ def revision_of(contract: KernelContract, code: Sequence[Any]) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
-def _build(
-    contract: KernelContract, entry: Callable[..., Any], dtypes: tuple[str, ...]
-) -> BuiltKernel:
-    if contract.entry_args is None:
-        return BuiltKernel(entry)
+def _build(contract: KernelContract, entry: Declared, dtypes: tuple[str, ...]) -> BuiltKernel:
+    if entry.kind == "kernel":
+        return BuiltKernel(entry.fn)
     try:
-        built = entry(dtypes, **contract.entry_args)
+        built = entry.fn(dtypes, **(contract.entry_args or {}))
     except Exception as e:  # the factory is foreign code: any failure is the contract's
         raise FactoryFailed(
             contract.path,
@@ -244,36 +258,39 @@ def _build(
     return built
 
 
-def lower(contract: KernelContract, allow: Collection[str] = ()) -> list[LoweredKernel]:
-    """Every registration of one contract (no table is touched)."""
+def _resolve(contract: KernelContract, allow: Collection[str]) -> Declared:
+    """The contract's declared entry point, its kind agreeing with `entry_args`."""
+    where = contract.lines.get(("entry_point",), contract.line)
     try:
         entry = resolve_entry_point(contract.entry_point, allow)
     except FkcError as e:
-        line = contract.lines.get(("entry_point",), contract.line)
-        raise type(e)(contract.path, line, e.message) from None
-    if contract.entry_args is None and _looks_like_factory(entry):
-        raise EntryPointUnresolved(
+        raise type(e)(contract.path, where, e.message) from None
+    if entry.kind == "factory" and contract.entry_args is None:
+        raise BadEntryArgs(
             contract.path,
-            contract.lines.get(("entry_point",), contract.line),
-            f"'{contract.entry_point}' takes (dtypes, ...) like a factory: give entry_args",
+            where,
+            f"'{contract.entry_point}' is a kernel factory: give its entry_args ({{}} for none)",
         )
+    if entry.kind == "kernel" and contract.entry_args is not None:
+        raise BadEntryArgs(
+            contract.path,
+            contract.lines.get(("entry_args",), where),
+            f"'{contract.entry_point}' is a kernel entry, not a factory: it takes no entry_args",
+        )
+    return entry
+
+
+def lower(contract: KernelContract, allow: Collection[str] = ()) -> list[LoweredKernel]:
+    """Every registration of one contract (no table is touched)."""
+    entry = _resolve(contract, allow)
     caps, precision, cost = project_caps(contract), lower_precision(contract), lower_cost(contract)
     out = []
     for dtypes in fan_out(contract):
         built = _build(contract, entry, dtypes)
-        revision = revision_of(contract, (entry, built.kernel, *built.depends_on))
+        revision = revision_of(contract, (entry.fn, built.kernel, *built.depends_on))
         out.append(
             LoweredKernel(
                 contract, dtypes, built.kernel, built.direct, caps, precision, cost, revision
             )
         )
     return out
-
-
-def _looks_like_factory(fn: Callable[..., Any]) -> bool:
-    """A kernel takes (inputs, outputs, params); a factory's first parameter is `dtypes`."""
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return False
-    return bool(params) and params[0] == "dtypes"

@@ -527,13 +527,32 @@ def _precision(r: _Reader, b: Mapping[str, Any]) -> PrecisionSpec:
     )
 
 
-def _plain(value: Any) -> bool:
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    return value is None or isinstance(value, str | int | float | bool)
+ENTRY_ARGS_DEPTH = 4
+"""How deep entry_args values nest (a list of lists is depth 2): data, not a program."""
+
+
+def _not_data(value: Any, at: FieldPath, depth: int = 1) -> tuple[FieldPath, str] | None:
+    """Where and why `value` is not JSON-like data (None when it is): scalars (str, int,
+    float, bool, null), lists and string-keyed mappings of those, at most ENTRY_ARGS_DEPTH
+    deep. YAML's other safe types (timestamps, binary, sets, ordered pairs) are refused."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return None
+    if not isinstance(value, list | dict):
+        return at, f"is a {type(value).__name__}, not data (str, number, bool, null, list, mapping)"
+    if depth > ENTRY_ARGS_DEPTH:
+        return at, f"nests deeper than {ENTRY_ARGS_DEPTH} levels"
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(value, dict) and not isinstance(key, str):
+            return at, f"has a key that is not a string: {key!r}"
+        bad = _not_data(item, (*at, key), depth + 1)
+        if bad is not None:
+            return bad
+    return None
 
 
 def _entry_args(r: _Reader, b: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The factory arguments: a mapping from identifiers to data (see `_not_data`)."""
     if "entry_args" not in b:
         return None
     args = b["entry_args"]
@@ -542,10 +561,10 @@ def _entry_args(r: _Reader, b: Mapping[str, Any]) -> dict[str, Any] | None:
     for key, value in args.items():
         if not isinstance(key, str) or not _IDENT.match(key):
             r.fail(E.BadEntryArgs, ("entry_args", str(key)), f"'{key}' is not an identifier")
-        if not _plain(value):
-            r.fail(
-                E.BadEntryArgs,
-                ("entry_args", key),
-                f"entry_args.{key} is not a plain value (str, number, bool, list)",
-            )
+        if key == "dtypes":
+            r.fail(E.BadEntryArgs, ("entry_args", key), "a factory's `dtypes` is the dtype key")
+        bad = _not_data(value, ("entry_args", key))
+        if bad is not None:
+            at, why = bad
+            r.fail(E.BadEntryArgs, at, f"{'.'.join(map(str, at))} {why}")
     return dict(args)

@@ -23,8 +23,11 @@ from tools.kernels import main as contracts_cli
 MODULE = """
 import numpy as np
 
+from runtime.contracts import kernel_factory
+
 IMPORTED = True
 
+@kernel_factory
 def exp_f32(dtypes, accumulate):
     # exp of f32 computed in f64 and rounded once: faithful, and (the contract says) cheap
     wide = np.dtype(accumulate)

@@ -110,7 +110,9 @@ def test_upsert_replaces_a_kernels_old_rows_and_keeps_others(tmp_path: Path) -> 
 
 BROKEN = """
 import numpy as np
+from runtime.contracts import kernel_entry
 
+@kernel_entry
 def off_by_three_ulp(inputs, outputs, params):
     y = np.exp(inputs[0].astype(np.float64)).astype(outputs[0].dtype)
     with np.errstate(all="ignore"):
@@ -120,15 +122,18 @@ def off_by_three_ulp(inputs, outputs, params):
 
 _calls = [0]
 
+@kernel_entry
 def noisy(inputs, outputs, params):
     _calls[0] += 1
     np.exp(inputs[0], out=outputs[0])
     if _calls[0] % 2 == 0 and outputs[0].size > 3:
         outputs[0].flat[5] = 12345.0
 
+@kernel_entry
 def lazy(inputs, outputs, params):
     np.exp(inputs[0][1:], out=outputs[0][1:])  # never writes element 0
 
+@kernel_entry
 def raises(inputs, outputs, params):
     raise RuntimeError("boom")
 """

@@ -236,19 +236,23 @@ def test_provenance_of_entries(base: str, write: Write) -> None:
 
 KERNELS = """
 import numpy as np
-from runtime.contracts import BuiltKernel
+from runtime.contracts import BuiltKernel, kernel_entry, kernel_factory
 
+@kernel_entry
 def copy(inputs, outputs, params):
     np.copyto(outputs[0], inputs[0])
 
+@kernel_factory
 def scaled(dtypes, factor):
     def kernel(inputs, outputs, params):
         np.multiply(inputs[0], factor, out=outputs[0])
     return kernel
 
+@kernel_factory
 def with_direct(dtypes):
     return BuiltKernel(copy, direct=np.copyto)
 
+@kernel_factory
 def broken(dtypes):
     return 42
 """
@@ -278,7 +282,7 @@ def test_entry_points_kernel_factory_and_built(
     assert table.lookup("exp", ("f32", "f32"), "cpu").direct is np.copyto
     with pytest.raises(E.FactoryFailed, match="not a kernel"):
         _import(write(built.replace("with_direct", "broken"), "x.fkc.md"), allow=(pkg,))
-    with pytest.raises(E.EntryPointUnresolved, match="factory"):  # a factory without entry_args
+    with pytest.raises(E.BadEntryArgs, match="kernel factory"):  # a factory without entry_args
         _import(write(plain.replace(f"{pkg}:copy", f"{pkg}:with_direct"), "y.fkc.md"), allow=(pkg,))
     assert isinstance(BuiltKernel(print).depends_on, tuple)
 

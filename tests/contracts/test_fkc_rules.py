@@ -79,8 +79,9 @@ EDITS: dict[type[FkcError], Edit] = {
     ),
     E.EntryPointUnresolved: Edit("factories:unary", "factories:no_such_factory", at="entry_point"),
     E.BadEntryArgs: Edit(
-        "{ufunc: exp, compute: f64}", "{ufunc: {name: exp}, compute: f64}", at="entry_args"
+        "{ufunc: exp, compute: f64}", "{ufunc: 2024-01-01, compute: f64}", at="entry_args"
     ),
+    E.EntryPointNotDeclared: Edit("factories:unary", "factories:_ufunc", at="entry_point"),
     E.FactoryFailed: Edit(
         "{ufunc: exp, compute: f64}", "{ufunc: no_such_ufunc, compute: f64}", at="```fkc\nkernel"
     ),
@@ -101,7 +102,10 @@ def _duplicate_registration(base: str, tmp: Path) -> tuple[list[Path], Path, int
         "runtime.kernels.cpu.contracts.factories:unary", "fkc_dup_kernels:kernel"
     )
     twin = text[text.index("## exp") :].replace("test_exp", "test_exp_twin")
-    (tmp / "fkc_dup_kernels.py").write_text("def kernel(inputs, outputs, params):\n    pass\n")
+    (tmp / "fkc_dup_kernels.py").write_text(
+        "from runtime.contracts import kernel_entry\n\n"
+        "@kernel_entry\ndef kernel(inputs, outputs, params):\n    pass\n"
+    )
     (tmp / "k.fkc.md").write_text(text + "\n" + twin)
     full = text + "\n" + twin
     return [tmp / "k.fkc.md"], tmp / "k.fkc.md", _line(full, "```fkc\nkernel: test_exp_twin")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
+from runtime.contracts.entry import kernel_entry
 from runtime.cost import CostEstimate, CostFn
 from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import (
@@ -377,6 +378,7 @@ def _f64acc_reduce_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -
     return CostEstimate(flops, operand_bytes(shapes, dtypes), OVERHEAD_NS["composite"])
 
 
+@kernel_entry
 def _matmul_f64acc(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """f32 products are exact in f64; the f64 BLAS sum is rounded once into the f32 output."""
     a, b = (np.ascontiguousarray(v, dtype=F64) for v in inputs)
@@ -416,6 +418,7 @@ EINSUM_SLOWDOWN = 12.0
 """np.einsum(optimize=False) time / BLAS time on 256^3, measured ~10 (f64) to ~15 (f32)."""
 
 
+@kernel_entry
 def _matmul_einsum(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """Contiguous operands first: einsum's inner loop (and so its bits) depends on strides."""
     a, b = (np.ascontiguousarray(v) for v in inputs)
@@ -450,6 +453,7 @@ def _require_contiguous(x: np.ndarray, op: str) -> None:
         raise ValueError(f"{CONTIG} {op} needs a C-contiguous input (caps: strided_input=False)")
 
 
+@kernel_entry
 def _transpose_contig(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """A swap of the last two dims of a large matrix goes in row bands; else one copyto."""
     x, out, perm = inputs[0], outputs[0], tuple(params["perm"])
@@ -467,6 +471,7 @@ def _transpose_contig(inputs: Arrays, outputs: Arrays, params: Params) -> None:
             np.copyto(outs[m, :, i : i + BAND_ROWS], xs[m, i : i + BAND_ROWS].T)
 
 
+@kernel_entry
 def _reshape_contig(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """One flat memcpy (C order is the reshape order)."""
     x, out = inputs[0], outputs[0]
@@ -489,6 +494,7 @@ def _register_contig(table: KernelBindingTable) -> None:
 BCAST_ROW_CAPS = KernelCaps(strided_input=True, requires_broadcast=True)
 
 
+@kernel_entry
 def _add_bias_row(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """out = a + row, the row read as exactly out.shape[-1] values (a dense operand raises)."""
     a, row = inputs

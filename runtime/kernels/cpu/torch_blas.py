@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from runtime.binding_table import KernelBindingTable
-from runtime.contracts.entry import BuiltKernel
+from runtime.contracts.entry import BuiltKernel, kernel_entry, kernel_factory
 from runtime.kernels.cpu import nn
 from runtime.kernels.cpu._common import F32, Arrays, Params, add, deterministic
 from runtime.kernels.cpu.activations import f32_activations
@@ -93,6 +93,7 @@ def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarr
     return y
 
 
+@kernel_entry
 def _matmul_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """numpy matmul semantics on torch's BLAS; contiguous operands first (bits from values)."""
     a, b = (np.ascontiguousarray(v) for v in inputs)
@@ -123,6 +124,7 @@ def _gated_mlp_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     _mm(g, wd, outputs[0])
 
 
+@kernel_factory
 def attention_torch(dtypes: Sequence[str], kv_len: bool) -> BuiltKernel:
     """The numpy attention kernel (f32) with its two batched products on torch's BLAS: where
     torch-blas runs a graph's matmuls, its attentions must not wake numpy's OpenBLAS pool as

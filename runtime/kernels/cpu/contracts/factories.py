@@ -1,5 +1,6 @@
 """Contract factories for the numpy CPU kernels: `factory(dtypes, **entry_args) -> kernel`.
 
+Every factory is declared with `@kernel_factory`: only declared functions are entry points.
 The kernel bodies live in `runtime.kernels.cpu` (unchanged); these adapters turn a contract's
 plain `entry_args` (a ufunc *name*, a compute-dtype *policy*) into the objects those factories
 take, pick the compute dtype from the dtype key, and return the executor's positional fast
@@ -12,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from runtime.contracts.entry import BuiltKernel
+from runtime.contracts.entry import BuiltKernel, kernel_factory
 from runtime.dtypes import compute_dtype
 from runtime.kernels.cpu import alternatives as _alt
 from runtime.kernels.cpu import cast as _cast
@@ -58,12 +59,14 @@ def _ufunc(name: str) -> np.ufunc:
     return uf
 
 
+@kernel_factory
 def unary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
     """`ufunc(x)` computed per the `compute` policy and rounded once into the output."""
     uf, cdt = _ufunc(ufunc), COMPUTE[compute](dtypes[0])
     return BuiltKernel(_unary(uf, cdt), direct=uf if cdt is None else None)
 
 
+@kernel_factory
 def composite(dtypes: Dtypes, fn: str) -> BuiltKernel:
     """A composite unary (`rsqrt`, `sigmoid`, `silu`) evaluated in f64, rounded once."""
     body = composite_for(fn, dtypes[0])
@@ -72,12 +75,14 @@ def composite(dtypes: Dtypes, fn: str) -> BuiltKernel:
     )
 
 
+@kernel_factory
 def gelu(dtypes: Dtypes) -> BuiltKernel:
     """gelu in f64, both forms (`approximate: none | tanh`)."""
     forms = (special.gelu_erf, special.gelu_tanh, special.gelu_tanh_f64, *NARROW_FORMS)
     return BuiltKernel(_gelu(F64_COMPUTE[dtypes[0]]), depends_on=forms)
 
 
+@kernel_factory
 def sign(dtypes: Dtypes, op: str) -> BuiltKernel:
     """neg / abs: on the sign bit for 16-bit floats (exact, NaN-safe), a ufunc otherwise."""
     uf = {"neg": np.negative, "abs": np.absolute}[op]
@@ -87,11 +92,13 @@ def sign(dtypes: Dtypes, op: str) -> BuiltKernel:
     return BuiltKernel(_unary(uf, None), direct=uf)
 
 
+@kernel_factory
 def relu(dtypes: Dtypes) -> BuiltKernel:
     """max(x, 0); f16/bf16 select in f32."""
     return BuiltKernel(_relu(_half_wide(dtypes[0])))
 
 
+@kernel_factory
 def binary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
     """`ufunc(a, b)` with numpy broadcasting, computed per `compute`, rounded once."""
     uf, cdt = _ufunc(ufunc), COMPUTE[compute](dtypes[0])
@@ -99,17 +106,20 @@ def binary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
     return BuiltKernel(_binary(uf, cdt), direct=direct)
 
 
+@kernel_factory
 def compare(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
     """A comparison into i1; 16-bit floats compare in f32 (exact)."""
     uf, cdt = _ufunc(ufunc), _half_wide(dtypes[0])
     return BuiltKernel(_compare(uf, cdt), direct=uf if cdt is None else None)
 
 
+@kernel_factory
 def where(dtypes: Dtypes) -> BuiltKernel:
     """`out = b`, then `a` where `cond`."""
     return BuiltKernel(_where(), depends_on=(_where_axis,))
 
 
+@kernel_factory
 def matmul(dtypes: Dtypes) -> BuiltKernel:
     """numpy matmul; f16/bf16 widen to f32 with f32 accumulation and round once."""
     t = dtypes[0]
@@ -119,6 +129,7 @@ def matmul(dtypes: Dtypes) -> BuiltKernel:
 # -- cast, reductions, softmax, nn, movement, erf -------------------------------------------
 
 
+@kernel_factory
 def cast(dtypes: Dtypes) -> BuiltKernel:
     """A copy (S -> S), fuel's own rounding into or out of f16/bf16 (`runtime.rounding`), or
     numpy's conversion (exact or IEEE correctly rounded) between the other dtypes."""
@@ -126,27 +137,32 @@ def cast(dtypes: Dtypes) -> BuiltKernel:
     return BuiltKernel(_cast.make_cast(src, dst), depends_on=REVISION_CODE)
 
 
+@kernel_factory
 def reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
     """reduce_sum/mean/max/min: f16/bf16 accumulate in f32; float sums read a contiguous copy."""
     return BuiltKernel(_reduction._make_reduce(op, dtypes[0]))
 
 
+@kernel_factory
 def softmax(dtypes: Dtypes) -> BuiltKernel:
     """Max-subtracted softmax, f32/f16/bf16 computed in f64."""
     return BuiltKernel(_reduction._softmax(F64_COMPUTE[dtypes[0]]))
 
 
+@kernel_factory
 def norm(dtypes: Dtypes, op: str) -> BuiltKernel:
     """rms_norm / layer_norm in `runtime.dtypes.compute_dtype` (f32 for f16/bf16)."""
     make = {"rms_norm": _nn._rms_norm, "layer_norm": _nn._layer_norm}[op]
     return BuiltKernel(make(compute_dtype(dtypes[0])), depends_on=(_nn._compute,))
 
 
+@kernel_factory
 def rope(dtypes: Dtypes) -> BuiltKernel:
     """rope computed in f64 for every dtype."""
     return BuiltKernel(_nn._rope(F64))
 
 
+@kernel_factory
 def attention(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
     """Grouped-query SDPA in `compute_dtype` (f32, f64 for f64); `kv_len`: the 5-operand key
     with a scalar i64 valid-key count."""
@@ -164,11 +180,13 @@ _MOVEMENT: dict[str, Callable[[], Callable[..., None]]] = {
 }
 
 
+@kernel_factory
 def movement(dtypes: Dtypes, op: str) -> BuiltKernel:
     """An exact copy kernel of `runtime.kernels.cpu.movement`."""
     return BuiltKernel(_MOVEMENT[op]())
 
 
+@kernel_factory
 def erf(dtypes: Dtypes) -> BuiltKernel:
     """`special.erf` (f64 series / erfcx form) evaluated in f64 in chunks, rounded once."""
     kernel = compute_kernel(special.erf, F64_COMPUTE[dtypes[0]])
@@ -180,28 +198,33 @@ def erf(dtypes: Dtypes) -> BuiltKernel:
 # folder per kernel_source under this package (`numpy-fast/`, ...).
 
 
+@kernel_factory
 def fast_unary(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
     """numpy-fast: the f32 ufunc called on f32 directly; the ufunc is the fast path."""
     uf = _ufunc(ufunc)
     return BuiltKernel(_alt._ufunc_fast(uf), direct=uf)
 
 
+@kernel_factory
 def fast_composite(dtypes: Dtypes, op: str) -> BuiltKernel:
     """numpy-fast: rsqrt / sigmoid / silu / gelu in f32 (f16/bf16 widened, rounded once)."""
     return BuiltKernel(_alt._composite_fast(op, dtypes[0]), depends_on=_alt._FAST_HELPERS)
 
 
+@kernel_factory
 def fast_softmax(dtypes: Dtypes) -> BuiltKernel:
     """numpy-fast: softmax in f32, rounded once into f16/bf16 by `runtime.rounding`."""
     return BuiltKernel(_alt._softmax_fast, depends_on=REVISION_CODE)
 
 
+@kernel_factory
 def f64acc_reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
     """numpy-f64acc: reduce_sum / reduce_mean accumulated in f64, rounded once."""
     kernel = _alt._sum_f64(dtypes[0], op == "reduce_mean")
     return BuiltKernel(kernel, depends_on=(_alt.exact_f16_sum, _alt._rows, _alt._into))
 
 
+@kernel_factory
 def flash_decode(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
     """numpy-flashdecode: split-KV attention of one query; `kv_len`: the 5-operand key form."""
     return BuiltKernel(_flash._kernel(kv_len), depends_on=(_flash.flash_decode, _flash._partial))
