@@ -100,7 +100,7 @@ def llama(tokens: int = 16, prompt_len: int = 8) -> bool:
     from examples.llama.generate import FuelDecoder, generate_torch
     from examples.llama.model import SMALL, Llama
     from lowering.bundle import write_bundle
-    from runtime.bundle import load_bundle
+    from lowering.bundle import load_bundle
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

@@ -40,6 +40,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.backend import BackendError, KernelArtifact, lower
+from lowering.kernel_source import KernelSourceError, check_kernel_sources
 from runtime.bundle import (
     CHECKSUM_KEY,
     FORMAT,
@@ -47,18 +48,22 @@ from runtime.bundle import (
     MANIFEST,
     MODULE_FILE,
     PICKER_FILE,
+    SIGNATURE_FILE,
     TARGETS_DIR,
     WEIGHTS_FILE,
     BundleError,
+    LoadedBundle,
     is_archive_path,
     manifest_checksum,
     safe_member,
     sha256,
     target_fingerprint,
 )
+from runtime.bundle import load_bundle as load_verified
 from runtime.compiled import kernel_id
 from runtime.cost import fmt_ns
 from runtime.module import FuelModule, io_names
+from runtime.signing import PrivateKey, PublicKey, sign
 from runtime.weights import weights_to_bytes
 
 
@@ -125,8 +130,10 @@ def build_bundle(
     targets: Sequence[str] = ("cpu",),
     options: Mapping[str, Mapping[str, str]] | None = None,
     created_by: str = "lowering.bundle.write_bundle",
+    sign_key: PrivateKey | None = None,
 ) -> dict[str, bytes]:
-    """Every file of the bundle by path, manifest included (nothing is written)."""
+    """Every file of the bundle by path, manifest included, and its signature when `sign_key`
+    is given (nothing is written)."""
     if not targets or len(set(targets)) != len(targets):
         raise BundleError(f"targets must be distinct and non-empty, got {list(targets)}")
     work = FuelModule(module.op.clone(), dict(module.weights))  # the caller's module stays
@@ -175,6 +182,9 @@ def build_bundle(
     }
     manifest[CHECKSUM_KEY] = manifest_checksum(manifest)
     files[MANIFEST] = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+    if sign_key is not None:
+        record = sign(files[MANIFEST], sign_key)
+        files[SIGNATURE_FILE] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     return files
 
 
@@ -185,15 +195,18 @@ def write_bundle(
     options: Mapping[str, Mapping[str, str]] | None = None,
     fmt: str = "auto",
     created_by: str = "lowering.bundle.write_bundle",
+    sign_key: PrivateKey | None = None,
 ) -> Path:
     """Compile `module` for `targets` (per-target backend `options`) and write the bundle at
-    `path` atomically; `fmt` is "dir", "archive" or "auto" (by suffix)."""
+    `path` atomically; `fmt` is "dir", "archive" or "auto" (by suffix). `sign_key` signs the
+    manifest (`manifest.sig`): a user who trusts its public key lets the bundle run the
+    binaries it ships (see docs/bundles.md)."""
     dest = Path(path)
     if fmt not in ("auto", "dir", "archive"):
         raise BundleError(f"unknown bundle format {fmt!r} (dir, archive, auto)")
     archive = is_archive_path(dest) if fmt == "auto" else fmt == "archive"
     _check_replaceable(dest, archive)
-    files = build_bundle(module, targets, options, created_by)
+    files = build_bundle(module, targets, options, created_by, sign_key)
     dest.parent.mkdir(parents=True, exist_ok=True)
     (_write_archive if archive else _write_dir)(dest, files)
     return dest
@@ -390,3 +403,24 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def check_sources(root: Any, where: str) -> None:
+    """`runtime.bundle.SourceCheck` with this fuel's code generators: every generated kernel
+    under `root` holds the source they write from its body, else `BundleError`."""
+    try:
+        check_kernel_sources(root, where)
+    except KernelSourceError as e:
+        raise BundleError(str(e)) from None
+
+
+def load_bundle(
+    path: str | os.PathLike[str],
+    emulate: bool | None = None,
+    *,
+    trusted: Sequence[PublicKey] = (),
+) -> LoadedBundle:
+    """`runtime.bundle.load_bundle` with this fuel's code generators as the source check: a
+    bundle's generated kernels run only if their source is what this fuel writes from their
+    ops (or the bundle is signed by one of the `trusted` keys). What `fuel run` uses."""
+    return load_verified(path, emulate, trusted=trusted, check_sources=check_sources)

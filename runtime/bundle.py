@@ -42,7 +42,7 @@ import re
 import stat
 import sys
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -61,8 +61,9 @@ from runtime.fsutil import atomic_write_bytes
 from runtime.kernels import global_bindings
 from runtime.kernels.cpu.native import register_native
 from runtime.knobs import EMULATE_ENV
-from runtime.loaders.c import c_cache_dir, register_prebuilt
+from runtime.loaders.c import c_cache_dir, find_compiler, register_prebuilt
 from runtime.module import FuelModule, ModuleError
+from runtime.signing import PublicKey, SigningError, verify
 from runtime.topology import cuda_device_archs
 from runtime.weights import WeightsError
 from runtime.weights import weights_from_bytes as decode
@@ -75,6 +76,10 @@ WEIGHTS_FILE = "weights.safetensors"
 PICKER_FILE = "picker.json"
 TARGETS_DIR = "targets"
 CHECKSUM_KEY = "manifest_sha256"
+SIGNATURE_FILE = "manifest.sig"
+"""The Ed25519 signature of manifest.json's bytes (`runtime.signing`); optional, undeclared
+(it signs the manifest, so the manifest cannot list it)."""
+MAX_SIGNATURE_BYTES = 4096
 ARCHIVE_SUFFIXES = (".fuelbundle", ".zip")
 _GPU_TARGET = re.compile(r"sm_\d{2,3}a?")
 
@@ -86,6 +91,12 @@ def emulation_requested(emulate: bool | None = None) -> bool:
 
 class BundleError(Exception):
     """A bundle that cannot be written or loaded; the message says which file and why."""
+
+
+SourceCheck = Callable[[Any, str], None]
+"""`check(root_op, where)`: every generated kernel (`fuel.c_kernel`, `fuel.triton_kernel`) under
+`root_op` holds the source this fuel's code generator writes from its body, else `BundleError`
+naming `where`. The runtime has no code generator: `lowering.bundle.load_bundle` passes one."""
 
 
 # -- shared with the writer ------------------------------------------------------------------
@@ -296,9 +307,13 @@ def read_declared(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
         manifest = _manifest(path, data)
         declared: Mapping[str, Any] = manifest["files"]
         for name in sorted(c.sizes):
-            if name != MANIFEST and name not in declared:
+            if name not in (MANIFEST, SIGNATURE_FILE) and name not in declared:
                 raise BundleError(f"{path}: '{name}' is not declared in the manifest (refused)")
         files = {MANIFEST: data}
+        if SIGNATURE_FILE in c.sizes:
+            if c.sizes[SIGNATURE_FILE] > MAX_SIGNATURE_BYTES:
+                raise BundleError(f"{path}: {SIGNATURE_FILE} is too large to be a signature")
+            files[SIGNATURE_FILE] = c.read(SIGNATURE_FILE)
         for name, want in sorted(declared.items()):
             if not safe_member(name):
                 raise BundleError(f"{path}: the manifest declares an unsafe path {name!r}")
@@ -420,7 +435,7 @@ def _is_kernel(k: object) -> bool:
 def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]) -> None:
     declared: Mapping[str, Any] = manifest["files"]
     for name in sorted(files):
-        if name != MANIFEST and name not in declared:
+        if name not in (MANIFEST, SIGNATURE_FILE) and name not in declared:
             raise BundleError(f"{path}: '{name}' is not declared in the manifest (refused)")
     for name, want in sorted(declared.items()):
         if not safe_member(name):
@@ -475,6 +490,63 @@ def _pick_target(path: Path, manifest: Mapping[str, Any], emulate: bool) -> str:
         f"{path}: no target in this bundle runs on this machine ({why}); "
         "recompile with --target cpu, or emulate the GPU target (fuel run "
         f"--emulate, {EMULATE_ENV}=1)"
+    )
+
+
+# -- trust --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trust:
+    """What loading a bundle may run beyond its data (see docs/bundles.md).
+
+    By default nothing: a generated kernel's source must be what this fuel generates from the
+    kernel's ops (`check_sources`), and it is built here; fuel's native library is this fuel's
+    own build. A bundle signed by a key the user trusts (`signed_by`: the key id) may also run
+    the binaries it ships (its C kernels' libraries, its copy of the native library), e.g. on
+    a machine without a C compiler. `FUEL_NATIVE=0` allows no native code at all."""
+
+    signed_by: str | None = None
+    check_sources: SourceCheck | None = None
+
+    def check_generated(self, path: Path, module: Any, where: str) -> None:
+        """Refuse generated kernels whose source this fuel would not write (unless signed)."""
+        kernels = [op for op in module.op.ops if op.name in ("fuel.c_kernel", "fuel.triton_kernel")]
+        if not kernels or self.signed_by is not None:
+            return
+        if self.check_sources is None:
+            raise BundleError(
+                f"{path}: the bundle has generated kernels and this loader cannot regenerate "
+                "them to check their source (load it with lowering.bundle.load_bundle, as "
+                "`fuel run` does), and it is not signed by a key you trust"
+            )
+        self.check_sources(module.op, where)
+
+
+def bundle_trust(
+    path: Path,
+    files: Mapping[str, bytes],
+    trusted: Sequence[PublicKey],
+    check_sources: SourceCheck | None,
+) -> Trust:
+    """The trust a load grants: `signed_by` when `trusted` keys are given and the bundle's
+    signature verifies with one of them; a signature that does not verify (tampered, or by a
+    key not trusted) is refused. Without trusted keys a signature is not even read."""
+    sig = files.get(SIGNATURE_FILE)
+    if not trusted or sig is None:
+        return Trust(None, check_sources)
+    record = load_json(sig, f"{path}: {SIGNATURE_FILE}")
+    try:
+        who = verify(files[MANIFEST], record, trusted)
+    except SigningError as e:
+        raise BundleError(f"{path}: {SIGNATURE_FILE}: {e}; refused") from None
+    return Trust(who, check_sources)
+
+
+def _no_native_code(path: Path, what: str) -> BundleError:
+    return BundleError(
+        f"{path}: the bundle runs {what}, native code, which FUEL_NATIVE=0 forbids; "
+        "recompile it with FUEL_NATIVE=0 (it then uses fuel's numpy kernels)"
     )
 
 
@@ -555,13 +627,15 @@ def _triton_table() -> KernelBindingTable:
 
 
 def _gpu_target(
-    path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], target: str
+    path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], target: str, trust: Trust
 ) -> tuple[Any, KernelBindingTable]:
-    """(lowered module with the bundle's weights, table of exactly its declared kernels)."""
+    """(lowered module with the bundle's weights, table of exactly its declared kernels); its
+    generated kernels' sources checked (`Trust.check_generated`)."""
     t = manifest["targets"][target]
     if not t.get("module"):
         raise BundleError(f"{path}: target {target} has no lowered IR to run")
     module = _module(path, manifest, files, t["module"])
+    trust.check_generated(path, module, f"{path}/{t['module']}")
     kernels = t.get("kernels", [])
     table = KernelBindingTable()
     host = [k for k in kernels if k.get("backend") == "cpu"]
@@ -724,14 +798,27 @@ def _shipped_library(
 
 
 def _install_c_kernels(
-    path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes], module: Any
+    path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes], module: Any, trust: Trust
 ) -> None:
-    """Register each generated C kernel's (hash-verified) library for its source, so the
-    executor loads it instead of compiling; refuse a library built for another machine."""
+    """Generated C kernels: their sources checked (`Trust.check_generated`) and built here by
+    the executor, or, for a signed bundle, each (hash-verified) shipped library registered for
+    its source so the executor loads it instead of compiling (refused if built for another
+    machine)."""
     c_kernels = [k for k in kernels if k.get("meta", {}).get("kind") == "c"]
     sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
     if not c_kernels and not sources:
         return
+    if not knobs.native_enabled():
+        raise _no_native_code(path, "generated C kernels")
+    trust.check_generated(path, module, f"{path}/{MODULE_FILE}")
+    if trust.signed_by is None:
+        if find_compiler() is None:
+            raise BundleError(
+                f"{path}: no C compiler here to build the bundle's generated C kernels; the "
+                "libraries it ships are loaded only from a bundle signed by a key you trust "
+                "(fuel run --trust KEYFILE), or recompile it here with codegen=none"
+            )
+        return  # the executor compiles each checked source into fuel's cache
     have = set()
     for k in c_kernels:
         src, so = _shipped_library(path, f"C kernel {k.get('id')}", k, files)
@@ -744,14 +831,25 @@ def _install_c_kernels(
         )
 
 
-def _install_native(path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes]) -> None:
-    """Where this machine has no C compiler, run the bundle's (hash-verified) copy of fuel's
-    native library; it must be built from exactly this fuel's source, for this machine."""
+def _install_native(
+    path: Path, kernels: list[dict[str, Any]], files: Mapping[str, bytes], trust: Trust
+) -> None:
+    """fuel's native library: this fuel's own build where a C compiler is; else, for a bundle
+    signed by a key the user trusts, its (hash-verified) shipped copy, which must be built
+    from exactly this fuel's source, for this machine; else refused."""
     k = next((k for k in kernels if k.get("meta", {}).get("kind") == "native"), None)
     if k is None:
         return
+    if not knobs.native_enabled():
+        raise _no_native_code(path, "fuel's native kernels")
     if native.enabled():
         return  # compiled (and cached) here from the same source
+    if trust.signed_by is None:
+        raise BundleError(
+            f"{path}: the bundle uses fuel's native kernels and no C compiler is here to build "
+            "them; the copy it ships is loaded only from a bundle signed by a key you trust "
+            "(fuel run --trust KEYFILE)"
+        )
     src, so = _shipped_library(path, "the native library", k, files)
     if src != native.source():
         raise BundleError(
@@ -776,6 +874,8 @@ class LoadedBundle:
     """Every verified file, by bundle path (other targets are resolved from these bytes)."""
     emulate: bool = False
     """Run GPU targets emulated where this machine lacks their GPU (`load_bundle`'s)."""
+    trust: Trust = field(default_factory=Trust)
+    """What this load lets the bundle run (`Trust`): the signer, the source check."""
     _gpu: dict[str, tuple[Any, KernelBindingTable]] = field(default_factory=dict, repr=False)
 
     @property
@@ -785,7 +885,9 @@ class LoadedBundle:
     def lowered(self, target: str) -> tuple[Any, KernelBindingTable]:
         """A GPU target's verified lowered module and the table of its declared kernels."""
         if target not in self._gpu:
-            self._gpu[target] = _gpu_target(self.path, self.manifest, self.files, target)
+            self._gpu[target] = _gpu_target(
+                self.path, self.manifest, self.files, target, self.trust
+            )
         return self._gpu[target]
 
     def executor(self, target: str | None = None, emulate: bool | None = None):  # noqa: ANN201
@@ -836,7 +938,7 @@ class LoadedBundle:
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use
             self._gpu["cpu"] = (
                 self.module,
-                _cpu_target(self.path, self.manifest, self.files, self.module),
+                _cpu_target(self.path, self.manifest, self.files, self.module, self.trust),
             )
         table = self.table if self.target == "cpu" else self._gpu["cpu"][1]
         for op in kernel_ops(self.module):
@@ -852,14 +954,14 @@ class LoadedBundle:
 
 
 def _cpu_target(
-    path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], module: Any
+    path: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes], module: Any, trust: Trust
 ) -> KernelBindingTable:
     """The table of the cpu target's declared kernels, its C kernels installed, its stamps
     checked against `module` (module.mlir)."""
     kernels = manifest["targets"]["cpu"].get("kernels", [])
-    _install_native(path, kernels, files)
+    _install_native(path, kernels, files, trust)
     table = _resolve_kernels(path, kernels)
-    _install_c_kernels(path, kernels, files, module)
+    _install_c_kernels(path, kernels, files, module, trust)
     _check_stamps(path, module, {k["id"] for k in kernels})
     return table
 
@@ -868,10 +970,19 @@ def _placement(op: Any) -> str | None:
     return placed_device(op)
 
 
-def load_bundle(path: str | os.PathLike[str], emulate: bool | None = None) -> LoadedBundle:
+def load_bundle(
+    path: str | os.PathLike[str],
+    emulate: bool | None = None,
+    *,
+    trusted: Sequence[PublicKey] = (),
+    check_sources: SourceCheck | None = None,
+) -> LoadedBundle:
     """Read and verify a bundle directory or archive (see the module doc); `BundleError`.
     `emulate` (default: `FUEL_EMULATE_GPU=1`) lets a GPU target this machine lacks be chosen
-    and run emulated."""
+    and run emulated. `trusted`: public keys whose signature lets the bundle run the binaries
+    it ships; `check_sources`: regenerates and compares generated kernels' sources (without
+    it, a bundle with generated kernels loads only when signed by a trusted key); see
+    `Trust`."""
     p = Path(path)
     emulate = emulation_requested(emulate)
     manifest, files = read_declared(p)
@@ -880,15 +991,16 @@ def load_bundle(path: str | os.PathLike[str], emulate: bool | None = None) -> Lo
         chosen = _pick_target(p, manifest, emulate)
     except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
         raise BundleError(f"{p}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None
+    trust = bundle_trust(p, files, trusted, check_sources)
     for name in (MODULE_FILE, PICKER_FILE):
         if name not in manifest["files"]:
             raise BundleError(f"{p}: the manifest does not declare '{name}'")
     module = _module(p, manifest, files)
     gpu: dict[str, tuple[Any, KernelBindingTable]] = {}
     if chosen == "cpu":
-        table = _cpu_target(p, manifest, files, module)
+        table = _cpu_target(p, manifest, files, module, trust)
     else:
-        gpu[chosen] = _gpu_target(p, manifest, files, chosen)
+        gpu[chosen] = _gpu_target(p, manifest, files, chosen, trust)
         table = gpu[chosen][1]
     picker = load_json(files[PICKER_FILE], f"{p}: {PICKER_FILE}")
-    return LoadedBundle(p, manifest, module, chosen, table, picker, files, emulate, gpu)
+    return LoadedBundle(p, manifest, module, chosen, table, picker, files, emulate, trust, gpu)

@@ -1,6 +1,7 @@
 """Test-wide setup: Triton kernels run under the interpreter unless a GPU run asks otherwise."""
 
 import os
+from typing import Any
 
 import pytest
 
@@ -26,3 +27,15 @@ def _lazy_backends_are_per_test():
             state.table = table
             state.generation += 1  # readers caching on the generation see a new table
         state.loaded, state.unavailable = loaded, unavailable
+
+
+@pytest.fixture(scope="session")
+def signing_key() -> tuple[Any, list[Any]]:
+    """(private key, [its public key]): an Ed25519 key pair for signed-bundle tests."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    from runtime.signing import generate_key
+
+    pem, _ = generate_key()
+    private = load_pem_private_key(pem, None)
+    return private, [private.public_key()]

@@ -392,9 +392,10 @@ def chain_module() -> tuple[FuelModule, dict[str, np.ndarray]]:
     return g.build({"y": g.relu(g.sub(y, 0.25))}), feeds
 
 
-def test_bundle_round_trip_uses_the_bundled_library(tmp_path, monkeypatch) -> None:
-    from lowering.bundle import write_bundle
-    from runtime.bundle import load_bundle
+def test_bundle_round_trip_builds_its_checked_sources_here(tmp_path, monkeypatch) -> None:
+    """An unsigned bundle is data: its C kernels' sources are regenerated and compared, then
+    compiled into fuel's cache; the libraries it ships are never loaded."""
+    from lowering.bundle import load_bundle, write_bundle
 
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path / "cache"))
     module, feeds = chain_module()
@@ -402,6 +403,25 @@ def test_bundle_round_trip_uses_the_bundled_library(tmp_path, monkeypatch) -> No
     want = load_bundle(plain).executor().run(feeds)["y"]
     path = write_bundle(module, tmp_path / "m.fuelbundle", options={"cpu": {"codegen": "c"}})
     loaded = load_bundle(path)
+    kop = next(op for op in loaded.module.op.ops if op.name == "fuel.c_kernel")
+    assert c_loader.library_path(kop.source.data).name.startswith("k_")  # fuel's own build
+    got = loaded.executor().run(feeds)["y"]
+    assert ulp_diff(got, want) <= 1
+
+
+def test_signed_bundle_round_trip_uses_the_bundled_library(
+    tmp_path, monkeypatch, signing_key
+) -> None:
+    from lowering.bundle import load_bundle, write_bundle
+
+    monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path / "cache"))
+    private, trusted = signing_key
+    module, feeds = chain_module()
+    plain = write_bundle(module, tmp_path / "plain")  # the same picks, library kernels only
+    want = load_bundle(plain).executor().run(feeds)["y"]
+    opts = {"cpu": {"codegen": "c"}}
+    path = write_bundle(module, tmp_path / "m.fuelbundle", options=opts, sign_key=private)
+    loaded = load_bundle(path, trusted=trusted)
     kernels = loaded.manifest["targets"]["cpu"]["kernels"]
     c_kernels = [k for k in kernels if k["meta"].get("kind") == "c"]
     assert c_kernels and all(len(k["files"]) == 2 for k in c_kernels)
@@ -416,18 +436,19 @@ def test_bundle_round_trip_uses_the_bundled_library(tmp_path, monkeypatch) -> No
     assert ulp_diff(got, want) <= 1  # silu: f64 compute on both sides, rounded once
 
 
-def test_bundle_for_another_machine_is_refused(tmp_path, monkeypatch) -> None:
+def test_signed_bundle_for_another_machine_is_refused(tmp_path, monkeypatch, signing_key) -> None:
     import platform
 
-    from lowering.bundle import write_bundle
-    from runtime.bundle import BundleError, load_bundle
+    from lowering.bundle import load_bundle, write_bundle
+    from runtime.bundle import BundleError
 
     monkeypatch.setenv("FUEL_CACHE_DIR", str(tmp_path / "cache"))
+    private, trusted = signing_key
     module, _ = chain_module()
-    path = write_bundle(module, tmp_path / "m", options={"cpu": {"codegen": "c"}})
+    path = write_bundle(module, tmp_path / "m", options={"cpu": {"codegen": "c"}}, sign_key=private)
     monkeypatch.setattr(platform, "machine", lambda: "riscv64")
     with pytest.raises(BundleError, match=r"was built for .*this machine is riscv64"):
-        load_bundle(path)
+        load_bundle(path, trusted=trusted)
 
 
 def test_codegen_option_is_validated() -> None:
@@ -446,9 +467,8 @@ def test_codegen_auto_follows_the_native_switch(
 ) -> None:
     """The default (`auto`) generates C exactly where fuel's native kernels are enabled: a
     compiler exists and FUEL_NATIVE is not 0; a bundle then carries the generated kernels."""
-    from lowering.bundle import write_bundle
+    from lowering.bundle import load_bundle, write_bundle
     from lowering.cpu.backend import CpuBackend
-    from runtime.bundle import load_bundle
 
     monkeypatch.setenv("FUEL_NATIVE", native_on)
     opts = CpuBackend().parse_options("cpu", {})

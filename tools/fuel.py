@@ -24,16 +24,17 @@ from typing import Any
 import numpy as np
 
 from lowering.backend import BackendError
-from lowering.bundle import write_bundle
+from lowering.bundle import load_bundle, write_bundle
+from lowering.kernel_source import KernelSourceError, check_kernel_sources
 from runtime import knobs
 from runtime.binding_table import BindingTableError
-from runtime.bundle import MANIFEST, BundleError, is_bundle, load_bundle, read_container
+from runtime.bundle import MANIFEST, BundleError, is_bundle, read_container
 from runtime.compiled import ExecutionError
 from runtime.dtypes import FLOAT_DTYPES, from_numpy
 from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
-from runtime.module import ModuleError
-from runtime.signing import SigningError
+from runtime.module import FuelModule, ModuleError
+from runtime.signing import SigningError, load_private_key, load_public_keys
 from runtime.weights import WeightsError
 from tools.explain import add_explain_parser
 from tools.import_onnx import add_import_parser, load_any
@@ -94,16 +95,35 @@ def _npy_bytes(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def load_program(args: argparse.Namespace) -> FuelModule:
+    """The module `args.module` names (IR or ONNX), refused if a generated kernel in it holds a
+    source this fuel would not write from its ops, unless `--allow-kernel-source` (IR read
+    from a file is data, not code: docs/bundles.md)."""
+    module = load_any(args.module, args.weights)
+    if not args.allow_kernel_source:
+        try:
+            check_kernel_sources(module.op, args.module)
+        except KernelSourceError as e:
+            raise CliError(f"{e}; --allow-kernel-source runs it as written") from None
+    return module
+
+
 def _executor(args: argparse.Namespace):  # noqa: ANN202
     """A bundle (directory or archive) runs its verified module; anything else is loaded."""
     if is_bundle(args.module):
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
+        if args.allow_kernel_source:
+            raise CliError(
+                "--allow-kernel-source applies to IR files; a bundle runs kernel sources it "
+                "ships only when signed by a key you trust (--trust KEYFILE)"
+            )
         emulate = True if args.emulate else None  # None: FUEL_EMULATE_GPU decides
-        return load_bundle(args.module, emulate).executor(args.target, emulate)
-    if args.target or args.emulate:
-        raise CliError("--target and --emulate apply to a bundle only")
-    return Executor(load_any(args.module, args.weights))
+        trusted = load_public_keys(args.trust)
+        return load_bundle(args.module, emulate, trusted=trusted).executor(args.target, emulate)
+    if args.target or args.emulate or args.trust:
+        raise CliError("--target, --emulate and --trust apply to a bundle only")
+    return Executor(load_program(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -171,14 +191,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     args.target = args.target or ["cpu"]
     options = _compile_options(args)
-    module = load_any(args.module, args.weights)
-    out = write_bundle(module, args.output, args.target, options, args.format, "fuel compile")
+    key = load_private_key(args.sign) if args.sign else None  # a bad key fails before compiling
+    module = load_program(args)
+    out = write_bundle(
+        module, args.output, args.target, options, args.format, "fuel compile", sign_key=key
+    )
     files = read_container(out)
     targets = json.loads(files[MANIFEST])["targets"]
     kernels = ", ".join(f"{t} {len(v['kernels'])} kernels" for t, v in targets.items())
     form = "archive" if out.is_file() else "directory"
     size = sum(map(len, files.values())) if form == "directory" else out.stat().st_size
-    print(f"compiled {args.module} -> {out} ({form}, {size / 2**10:.1f} KiB): {kernels}")
+    signed = " (signed)" if key is not None else ""
+    print(f"compiled {args.module} -> {out} ({form}, {size / 2**10:.1f} KiB{signed}): {kernels}")
     return 0
 
 
@@ -213,7 +237,23 @@ def _add_compile_parser(sub: Any) -> None:
         help="a backend option (e.g. judge=none)",
     )
     c.add_argument("--weights", help="safetensors file (default: the one the module names)")
+    c.add_argument(
+        "--sign",
+        metavar="KEY",
+        help="sign the bundle with this private key (fuel keygen): whoever trusts its public "
+        "key may run the binaries the bundle ships",
+    )
+    _add_allow_kernel_source(c)
     c.set_defaults(fn=cmd_compile)
+
+
+def _add_allow_kernel_source(p: Any) -> None:
+    p.add_argument(
+        "--allow-kernel-source",
+        action="store_true",
+        help="accept generated kernels (fuel.c_kernel, fuel.triton_kernel) whose source is not "
+        "what fuel writes from their ops: the IR file is then trusted like a program",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,6 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a bundle's GPU target on CPU tensors under the Triton interpreter "
         "where this machine lacks the GPU (also FUEL_EMULATE_GPU=1)",
     )
+    r.add_argument(
+        "--trust",
+        action="append",
+        default=[],
+        metavar="KEYFILE",
+        help="public key(s) (fuel keygen's .pub): a bundle signed by one may run the binaries "
+        "it ships (e.g. where no C compiler is); repeatable",
+    )
+    _add_allow_kernel_source(r)
     r.set_defaults(fn=cmd_run)
     _add_compile_parser(sub)
     add_import_parser(sub)

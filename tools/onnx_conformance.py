@@ -48,7 +48,7 @@ import numpy as np
 from frontends.onnx.driver import import_onnx
 from frontends.onnx.errors import OnnxImportError
 from lowering.bundle import build_bundle
-from runtime.bundle import load_bundle
+from lowering.bundle import load_bundle
 from runtime.executor import Executor
 
 TOLERANCE: dict[str, tuple[float, float]] = {

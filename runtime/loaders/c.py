@@ -134,7 +134,12 @@ _LOADED: dict[Path, ctypes.CDLL] = {}
 
 
 def load_function(name: str, source: str) -> Any:
-    """The ctypes function `name` of `source`'s library (compiled or taken from the cache)."""
+    """The ctypes function `name` of `source`'s library (compiled or taken from the cache);
+    refused under `FUEL_NATIVE=0` (no native code at all)."""
+    if not knobs.native_enabled():
+        raise CodegenError(
+            f"generated C kernel '{name}' is native code, which FUEL_NATIVE=0 forbids"
+        )
     path = library_path(source)
     lib = _LOADED.get(path)
     if lib is None:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.bundle import BundleError, load_bundle
+from lowering.bundle import load_bundle
+from runtime.bundle import BundleError
 from tests.badinput.badinput_zip import (
     BZIP2,
     DEFLATED,

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from runtime.bundle import MANIFEST, BundleError, load_bundle
+from lowering.bundle import load_bundle
+from runtime.bundle import MANIFEST, BundleError
 from tests.runtime.bundle_helpers import resign
 
 

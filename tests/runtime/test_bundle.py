@@ -12,9 +12,9 @@ import pytest
 
 from lowering import bundle as writer
 from lowering.backend import BackendError, backend_for, lower
-from lowering.bundle import build_bundle, write_bundle
+from lowering.bundle import build_bundle, load_bundle, write_bundle
 from lowering.cpu.backend import NATIVE_LIBRARY
-from runtime.bundle import BundleError, load_bundle, read_container
+from runtime.bundle import BundleError, read_container
 from runtime.executor import Executor
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import FAKE_FILES, MM_SOURCE, use_fake_gpu_backend

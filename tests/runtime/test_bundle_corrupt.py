@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lowering.bundle import write_bundle
+from lowering.bundle import load_bundle, write_bundle
 from runtime.binding_table import KernelBindingTable
-from runtime.bundle import BundleError, load_bundle
+from runtime.bundle import BundleError
 from runtime.kernels import global_bindings
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import MM_SOURCE, resign, use_fake_gpu_backend

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lowering.bundle import write_bundle
+from lowering.bundle import load_bundle, write_bundle
 from runtime.binding_table import KernelBindingTable
-from runtime.bundle import BundleError, load_bundle, sha256
+from runtime.bundle import BundleError, sha256
 from runtime.module import FuelModule
 from tests.runtime.bundle_helpers import resign
 from tools.fuel import main as fuel_main

@@ -104,8 +104,7 @@ def test_a_failing_program_is_an_execution_error_naming_it() -> None:
 
 def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A generated C group (codegen=c) between native kernels runs inside their program."""
-    from lowering.bundle import write_bundle
-    from runtime.bundle import load_bundle
+    from lowering.bundle import load_bundle, write_bundle
 
     g = GraphBuilder(seed=5)
     x = g.input("x", (1, D))
@@ -128,34 +127,46 @@ _RUN_BUNDLE = """
 import sys
 import numpy as np
 from runtime import native
-from runtime.bundle import load_bundle
+from lowering.bundle import load_bundle
+from runtime.signing import load_public_keys
 assert not native.enabled()  # no C compiler in this process
-y = load_bundle(sys.argv[1]).executor().run({"x": np.load(sys.argv[2])})["y"]
+trusted = load_public_keys(sys.argv[3:])
+y = load_bundle(sys.argv[1], trusted=trusted).executor().run({"x": np.load(sys.argv[2])})["y"]
 print(y.tobytes().hex())
 """
 
 
-def test_a_bundle_runs_its_native_kernels_where_no_compiler_is(tmp_path: Path) -> None:
+def test_a_signed_bundle_runs_its_native_kernels_where_no_compiler_is(tmp_path: Path) -> None:
     """The bundle ships fuel's native library (source + .so): a machine without a C
-    compiler loads it instead of compiling, and computes the same bits."""
+    compiler loads it instead of compiling, and computes the same bits, when the bundle is
+    signed by a key the user trusts; unsigned (or not trusted), it is refused."""
     import os
     import subprocess
     import sys
 
-    from lowering.bundle import write_bundle
-    from runtime.bundle import load_bundle
+    from lowering.bundle import load_bundle, write_bundle
+    from runtime.signing import generate_key, load_private_key
 
     g = GraphBuilder(seed=7)
     x = g.input("x", (1, D))
     h = g.rms_norm(x, g.weight("n", (D,)), eps=1e-5)
     y = g.matmul(g.matmul(h, g.weight("w1", (D, F))), g.weight("w2", (F, D)))
-    path = write_bundle(g.build({"y": y}), tmp_path / "b.bundle", options={"cpu": {}})
+    private, public = generate_key()
+    (tmp_path / "k.key").write_bytes(private)
+    (tmp_path / "k.pub").write_text(public)
+    key = load_private_key(tmp_path / "k.key")
+    path = write_bundle(g.build({"y": y}), tmp_path / "b.bundle", options={"cpu": {}}, sign_key=key)
     x_ = np.random.default_rng(8).standard_normal((1, D)).astype(np.float32)
     np.save(tmp_path / "x.npy", x_)
     want = load_bundle(path).executor().run({"x": x_})["y"].tobytes().hex()
     env = dict(os.environ, CC="/nonexistent/cc", FUEL_CACHE_DIR=str(tmp_path / "cache"))
     root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-c", _RUN_BUNDLE, str(path), str(tmp_path / "x.npy")]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, timeout=300)
+    res = subprocess.run(
+        [*cmd, str(tmp_path / "k.pub")], capture_output=True, text=True, cwd=root, env=env
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == want
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)
+    assert res.returncode != 0
+    assert "is loaded only from a bundle signed by a key you trust" in res.stderr
