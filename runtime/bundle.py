@@ -18,14 +18,19 @@ the same members (layout: `lowering/bundle.py`). `load_bundle` refuses, with one
    checked. The one run by default is the best runnable: an `sm_XY` target when this machine
    has that GPU, else any GPU target when emulation is asked for (`emulate=True` or
    `FUEL_EMULATE_GPU=1`), else "cpu"; with none of these the load fails early;
-5. the kernels: every CPU kernel is resolved by id + revision from the binding table and a
-   different revision is refused, naming the kernel and both revisions; a generated C kernel
-   (meta `kind: c`) built for another machine architecture is refused, else its verified .so
-   is used as is (never recompiled), and every `fuel.c_kernel` of the IR must have one. For a
-   GPU target: every `fuel.triton_kernel` of its lowered IR must be a declared generated
-   kernel whose verified `.py` file holds exactly the IR's source at the declared revision,
-   and every `fuel.library_call` a declared library kernel that this fuel's Triton registry
-   has at the declared kernel source and revision;
+5. the kernels, under the trust model of docs/bundles.md (`Trust`): every CPU kernel is
+   resolved by id + revision from the binding table and a different revision is refused,
+   naming the kernel and both revisions. Generated kernels (`fuel.c_kernel`,
+   `fuel.triton_kernel`) must hold the source this fuel generates from their bodies
+   (`SourceCheck`, which `lowering.bundle.load_bundle` supplies), and C ones are built here;
+   only a bundle whose `manifest.sig` verifies with a key the caller trusts may run the
+   libraries it ships (a C kernel's .so, refused if built for another machine architecture;
+   its copy of the native library, which must be built from this fuel's source).
+   `FUEL_NATIVE=0` refuses both kinds of native code. For a GPU target: every
+   `fuel.triton_kernel` of its lowered IR must be a declared generated kernel whose verified
+   `.py` file holds exactly the IR's source at the declared revision, and every
+   `fuel.library_call` a declared library kernel that this fuel's Triton registry has at the
+   declared kernel source and revision;
 6. the IR and weights: parsed, verified, every weight present with its declared type, and
    every CPU kernel stamp in the IR declared by the manifest.
 

@@ -20,8 +20,9 @@ fast-math, no FMA contraction; cached by content hash next to the C codegen's ke
 `lowering.cpu.codegen`), loaded with ctypes (which releases the GIL during a call). The kernels
 (`runtime.kernels.cpu.native`) are registered only where a C compiler is found and
 `FUEL_NATIVE` is not `0`. A kernel bundle whose kernels use the library ships its source and
-compiled copy (`lowering.cpu.backend.native_artifact`); loading it where no compiler is
-installs that copy (`install_prebuilt`, after checking the source is this fuel's).
+compiled copy (`lowering.cpu.backend.native_artifact`); loading a bundle signed by a key the
+user trusts where no compiler is installs that copy (`install_prebuilt`, after checking the
+source is this fuel's; docs/bundles.md).
 Threads: `FUEL_NUM_THREADS`, else the CPUs this process may run on
 (at most `MAX_THREADS`).
 """
