@@ -96,8 +96,7 @@ def compile_bundle(
 ) -> Compiled:
     """`module` -> bundle `out_dir/name.bundle` (fuel-optimize on) -> its executor; the runner
     returns the outputs as a list in the executor's output order."""
-    from lowering.bundle import write_bundle
-    from lowering.bundle import load_bundle
+    from lowering.bundle import load_bundle, write_bundle
 
     t0 = time.perf_counter()
     path = write_bundle(module, out_dir / f"{name}.bundle", options={"cpu": dict(options)})

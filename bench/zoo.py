@@ -277,8 +277,7 @@ class Row:
 
 
 def _executor(module: Any, out_dir: Path, tag: str) -> Any:
-    from lowering.bundle import write_bundle
-    from lowering.bundle import load_bundle
+    from lowering.bundle import load_bundle, write_bundle
 
     path = write_bundle(module, out_dir / f"{tag}.bundle", options={"cpu": {}})
     return load_bundle(path).executor()

@@ -99,8 +99,7 @@ def llama(tokens: int = 16, prompt_len: int = 8) -> bool:
     from examples.llama.export import example_inputs, import_graph, torch_outputs
     from examples.llama.generate import FuelDecoder, generate_torch
     from examples.llama.model import SMALL, Llama
-    from lowering.bundle import write_bundle
-    from lowering.bundle import load_bundle
+    from lowering.bundle import load_bundle, write_bundle
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

@@ -10,7 +10,7 @@ generated Triton sources read `TRITON_INTERPRET` themselves, in the process that
 | `XDG_CACHE_HOME` | `cache_root`, `judge_report` | else `~/.cache` (fuel's go to `fuel/`) |
 | `FUEL_JUDGE_REPORT` | `judge_report` | the Judge report the picker reads |
 | `CC` | `c_compiler` | the C compiler command (a shell word list), else `cc` |
-| `FUEL_NATIVE` | `native_enabled` | `0`: no native code: neither the native library nor generated C |
+| `FUEL_NATIVE` | `native_enabled` | `0`: no native code (native library, generated C) |
 | `FUEL_NUM_THREADS` | `num_threads` | the native library's pool size |
 | `FUEL_EMULATE_GPU` | `emulate_gpu` | `1`: GPU targets count as runnable, emulated |
 | `FUEL_GPU` | `configure_triton` | `1`: compile Triton kernels for real even without a GPU |

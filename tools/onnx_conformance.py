@@ -8,7 +8,7 @@ expanded-function) model, inputs and expected outputs. Each case goes `through`:
 * `bundle` (the default): the imported module is compiled to a CPU kernel bundle in memory
   (`lowering.bundle.build_bundle`: `fuel-optimize`, then the CPU backend stamps every kernel),
   written to a scratch directory (tmpfs where there is one; no fsync: it is read back at once
-  and deleted), loaded and verified by `runtime.bundle.load_bundle`, and run by its executor:
+  and deleted), loaded and verified by `lowering.bundle.load_bundle`, and run by its executor:
   the path `fuel compile` + `fuel run` take, with the picker's rewrites and fused kernels.
 * `executor`: the imported module straight on the `Executor` (no optimization): for telling an
   importer bug from a compiler bug.
@@ -47,8 +47,7 @@ import numpy as np
 
 from frontends.onnx.driver import import_onnx
 from frontends.onnx.errors import OnnxImportError
-from lowering.bundle import build_bundle
-from lowering.bundle import load_bundle
+from lowering.bundle import build_bundle, load_bundle
 from runtime.executor import Executor
 
 TOLERANCE: dict[str, tuple[float, float]] = {
