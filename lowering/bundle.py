@@ -405,6 +405,16 @@ def _umask() -> int:
     return mask
 
 
+def compile_module(
+    module: FuelModule, options: Mapping[str, str] | None = None
+) -> tuple[FuelModule, dict[str, Any]]:
+    """What `fuel compile` does for the "cpu" target, in memory: `module` optimized (unless
+    `optimize=0`), stamped and with its generated C kernels built, ready for an `Executor`;
+    (module, the stages' metadata). `fuel run MODEL` runs this; nothing is written."""
+    _, md = lower_target(module, "cpu", options or {})
+    return module, md
+
+
 def check_sources(root: Any, where: str) -> None:
     """`runtime.bundle.SourceCheck` with this fuel's code generators: every generated kernel
     under `root` holds the source they write from its body, else `BundleError`."""

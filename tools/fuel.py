@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from lowering.backend import BackendError
-from lowering.bundle import load_bundle, write_bundle
+from lowering.bundle import compile_module, load_bundle, write_bundle
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
 from runtime import knobs
 from runtime.binding_table import BindingTableError
@@ -113,6 +113,12 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
     if is_bundle(args.module):
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
+        plan = args.topology or args.precision or args.no_optimize or args.run_option
+        if plan:
+            raise CliError(
+                "--topology, --precision, --no-optimize and --option apply to IR and ONNX "
+                "input; a bundle runs the plan it was compiled with"
+            )
         if args.allow_kernel_source:
             raise CliError(
                 "--allow-kernel-source applies to IR files; a bundle runs kernel sources it "
@@ -123,7 +129,8 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         return load_bundle(args.module, emulate, trusted=trusted).executor(args.target, emulate)
     if args.target or args.emulate or args.trust:
         raise CliError("--target, --emulate and --trust apply to a bundle only")
-    return Executor(load_program(args))
+    module, _ = compile_module(load_program(args), _plan_options(args))
+    return Executor(module)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -166,16 +173,26 @@ def _print_profile(rows: list[tuple[str, int, float]], top: int = 25) -> None:
         print(f"  ... {len(rows) - top} more")
 
 
+def _plan_options(args: argparse.Namespace) -> dict[str, str]:
+    """The cpu backend options of --topology, --precision, --no-optimize and (for `fuel run`,
+    which builds only the cpu plan) --option KEY=VALUE."""
+    opts = {k: v for k, v in (("topology", args.topology), ("precision", args.precision)) if v}
+    if args.no_optimize:
+        opts["optimize"] = "0"
+    for spec in getattr(args, "run_option", ()):
+        key, sep, value = spec.partition("=")
+        if not sep or not key:
+            raise CliError(f"--option expects KEY=VALUE, got '{spec}'")
+        opts[key] = value
+    return opts
+
+
 def _compile_options(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     """Per-target backend options: --topology/--precision/--no-optimize go to "cpu";
     `--option KEY=VALUE` to every target, `--option TARGET:KEY=VALUE` to one."""
     opts: dict[str, dict[str, str]] = {t: {} for t in args.target}
     if "cpu" in opts:
-        for key, value in (("topology", args.topology), ("precision", args.precision)):
-            if value:
-                opts["cpu"][key] = value
-        if args.no_optimize:
-            opts["cpu"]["optimize"] = "0"
+        opts["cpu"].update(_plan_options(args))
     for spec in args.option:
         key, sep, value = spec.partition("=")
         target, colon, key = key.rpartition(":") if ":" in key else ("", "", key)
@@ -218,11 +235,7 @@ def _add_compile_parser(sub: Any) -> None:
     c.add_argument(
         "--target", action="append", default=[], help="cpu (default) or sm_XY; repeat for several"
     )
-    c.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
-    c.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
-    c.add_argument(
-        "--no-optimize", action="store_true", help="skip fuel-optimize (kernels are still stamped)"
-    )
+    _add_plan_flags(c)
     c.add_argument(
         "--format",
         choices=("auto", "dir", "archive"),
@@ -247,6 +260,15 @@ def _add_compile_parser(sub: Any) -> None:
     c.set_defaults(fn=cmd_compile)
 
 
+def _add_plan_flags(p: Any) -> None:
+    """The flags that shape the cpu plan, shared by `fuel compile` and `fuel run`."""
+    p.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
+    p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
+    p.add_argument(
+        "--no-optimize", action="store_true", help="skip fuel-optimize (kernels are still stamped)"
+    )
+
+
 def _add_allow_kernel_source(p: Any) -> None:
     p.add_argument(
         "--allow-kernel-source",
@@ -259,7 +281,11 @@ def _add_allow_kernel_source(p: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a module (fuel IR, ONNX or a bundle)")
+    r = sub.add_parser(
+        "run",
+        help="run a module (fuel IR, ONNX or a bundle); IR and ONNX are compiled for the cpu "
+        "first, as fuel compile does (--no-optimize skips fuel-optimize)",
+    )
     r.add_argument("module", help="fuel IR (.mlir), ONNX model (.onnx) or kernel bundle")
     r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     r.add_argument(
@@ -294,6 +320,15 @@ def build_parser() -> argparse.ArgumentParser:
         "it ships (e.g. where no C compiler is); repeatable",
     )
     _add_allow_kernel_source(r)
+    _add_plan_flags(r)
+    r.add_argument(
+        "--option",
+        dest="run_option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a cpu backend option for IR and ONNX input (e.g. codegen=none), as fuel compile",
+    )
     r.set_defaults(fn=cmd_run)
     _add_compile_parser(sub)
     add_import_parser(sub)
