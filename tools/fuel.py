@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
+import re
 import statistics
 import sys
 import time
@@ -30,7 +32,7 @@ from runtime import knobs
 from runtime.binding_table import BindingTableError
 from runtime.bundle import MANIFEST, BundleError, is_bundle, read_container
 from runtime.compiled import ExecutionError
-from runtime.dtypes import FLOAT_DTYPES, from_numpy
+from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES, from_numpy, to_numpy
 from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
 from runtime.module import FuelModule, ModuleError
@@ -47,17 +49,68 @@ class CliError(Exception):
     """A user-facing error: printed as `fuel: error: <message>`, exit code 1."""
 
 
+_INLINE = re.compile(r"(?P<shape>(?:\d+x)*)(?P<dtype>[a-z]+\d*)=(?P<values>.*)", re.S)
+
+
+def inline_array(spec: str) -> np.ndarray | None:
+    """`2x3xf32=1,2,3,4,5,6` (iree-run-module's form; one value fills the shape, `f32=1.5` is
+    a scalar) as an array; None when `spec` does not have that form."""
+    m = _INLINE.fullmatch(spec)
+    if m is None or m.group("dtype") not in NUMPY_DTYPES:
+        return None
+    shape = tuple(int(d) for d in m.group("shape").split("x") if d)
+    dt = to_numpy(m.group("dtype"))
+    try:
+        raw = [v.strip() for v in m.group("values").split(",")]
+        vals = [v.lower() in ("1", "true") if dt == np.bool_ else v for v in raw]
+        flat = np.array(vals, dtype=np.float64 if dt.kind == "f" else None).astype(dt)
+    except (ValueError, OverflowError) as e:
+        raise CliError(f"--input {spec!r}: {e}") from None
+    n = math.prod(shape)
+    if flat.size == 1:
+        return np.full(shape, flat[0], dt)
+    if flat.size != n:
+        raise CliError(f"--input {spec!r}: {flat.size} values for shape {list(shape)} ({n})")
+    return flat.reshape(shape)
+
+
 def _parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
+    """`NAME=FILE.npy`, `NAME=@FILE.npy` or `NAME=2x3xf32=1,2,3,4,5,6` (inline)."""
     inputs: dict[str, np.ndarray] = {}
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise CliError(f"--input expects NAME=FILE.npy, got '{spec}'")
+        name, sep, value = spec.partition("=")
+        if not sep or not name or not value:
+            raise CliError(
+                f"--input expects NAME=FILE.npy or NAME=SHAPExDTYPE=VALUES, got '{spec}'"
+            )
+        inline = None if value.startswith("@") else inline_array(value)
+        if inline is not None:
+            inputs[name] = inline
+            continue
+        path = value.removeprefix("@")
         try:
             inputs[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise CliError(f"cannot load input '{name}' from {path}: {e}") from None
     return inputs
+
+
+def _output_files(specs: Sequence[str], names: Sequence[str]) -> dict[str, Path]:
+    """`--output [NAME=]@FILE.npy`: named ones by name, the others in output order."""
+    out: dict[str, Path] = {}
+    order = iter(names)
+    for spec in specs:
+        name, sep, target = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        if not target.startswith("@") or len(target) < 2:
+            raise CliError(f"--output expects [NAME=]@FILE.npy, got '{spec}'")
+        if not name:
+            name = next((n for n in order if n not in out), "")
+            if not name:
+                raise CliError(f"--output {spec!r}: more --output files than outputs")
+        elif name not in names:
+            raise CliError(f"--output {spec!r}: no output '{name}' (outputs: {', '.join(names)})")
+        out[name] = Path(target[1:])
+    return out
 
 
 def random_inputs(specs: Sequence[tuple[np.dtype, tuple[int, ...]]], seed: int) -> list[np.ndarray]:
@@ -144,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         inputs.update({n: a for n, a in given.items() if n not in inputs})
     else:
         inputs = given
+    files = _output_files(args.output, ex.output_names)
     times = []
     outputs: dict[str, np.ndarray] = {}
     for _ in range(max(1, args.repeat)):
@@ -154,6 +208,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{name}: {list(a.shape)} {from_numpy(a.dtype)} {_checksum(a)}")
         if args.output_dir:
             atomic_write_bytes(Path(args.output_dir) / output_file_name(name), _npy_bytes(a))
+        if name in files:
+            atomic_write_bytes(files[name], _npy_bytes(a))
     med = statistics.median(times)
     print(f"ran {len(ex)} kernels, {len(times)} run(s), median {med * 1e3:.3f} ms/run")
     if args.profile:
@@ -287,7 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
         "first, as fuel compile does (--no-optimize skips fuel-optimize)",
     )
     r.add_argument("module", help="fuel IR (.mlir), ONNX model (.onnx) or kernel bundle")
-    r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    r.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an input: NAME=FILE.npy, NAME=@FILE.npy, or inline NAME=2x3xf32=1,2,3,4,5,6 "
+        "(one value fills the shape)",
+    )
     r.add_argument(
         "--random-inputs",
         action="store_true",
@@ -295,6 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
+    r.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="[NAME=]@FILE.npy",
+        help="write an output to FILE.npy (unnamed ones in output order); repeatable",
+    )
     r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
     r.add_argument(
         "--profile", action="store_true", help="then time each schedule item and print the slowest"

@@ -194,3 +194,43 @@ def test_plan_flags_do_not_apply_to_a_bundle(tmp_path: Path, saved_mlp: Path, ca
     rc = fuel_main(["run", str(tmp_path / "b"), "--random-inputs", "--precision", "ulp=1"])
     assert rc == 1
     assert "a bundle runs the plan it was compiled with" in capsys.readouterr().err
+
+
+def test_inline_inputs_and_output_files(saved_mlp: Path, tmp_path: Path, capsys) -> None:
+    """iree-run-module's forms: `x=2x4xf32=v,...` (one value fills), `--output [NAME=]@f.npy`."""
+    from safetensors.numpy import load_file
+
+    w = load_file(str(saved_mlp.with_suffix(".safetensors")))["w"]
+    values = ",".join(str(v / 8) for v in range(8))
+    rc = fuel_main(
+        ["run", str(saved_mlp), "--input", f"x=2x4xf32={values}", "--output", f"@{tmp_path}/a.npy"]
+    )
+    assert rc == 0
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), np.tanh(x @ w), rtol=1e-6, atol=1e-7)
+    rc = fuel_main(
+        ["run", str(saved_mlp), "--input", "x=2x4xf32=0.25", "--output", f"y=@{tmp_path}/b.npy"]
+    )
+    assert rc == 0
+    want = np.tanh(np.full((2, 4), 0.25, np.float32) @ w)
+    np.testing.assert_allclose(np.load(tmp_path / "b.npy"), want, rtol=1e-6, atol=1e-7)
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--input", "x=2x4xf32=1,2,3"], "3 values for shape [2, 4] (8)"),
+        (["--input", "x=2x4xf32=1,zz"], "could not convert"),
+        (["--input", "x=@/nonexistent.npy"], "cannot load input 'x' from /nonexistent.npy"),
+        (["--random-inputs", "--output", "nope.npy"], "--output expects [NAME=]@FILE.npy"),
+        (["--random-inputs", "--output", "q=@o.npy"], "no output 'q' (outputs: y)"),
+        (["--random-inputs", "--output", "@a.npy", "--output", "@b.npy"], "more --output files"),
+    ],
+)
+def test_bad_inline_inputs_and_outputs(
+    saved_mlp: Path, argv: list[str], message: str, capsys
+) -> None:
+    assert fuel_main(["run", str(saved_mlp), *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fuel: error:") and message in err and "Traceback" not in err
