@@ -895,9 +895,12 @@ class LoadedBundle:
             )
         return self._gpu[target]
 
-    def executor(self, target: str | None = None, emulate: bool | None = None):  # noqa: ANN201
+    def executor(  # noqa: ANN201
+        self, target: str | None = None, emulate: bool | None = None, function: str | None = None
+    ):
         """An `Executor` for `target` (default: `self.target`, or the first GPU target when
-        `emulate`), dispatching only the declared kernels.
+        `emulate`) running `function` (default: the entry), dispatching only the declared
+        kernels.
 
         A GPU target runs its lowered IR (`runtime.lowered.place_lowered`: launches on
         `cuda:0`, copies in and out). On a machine with that GPU its generated kernels are
@@ -916,10 +919,10 @@ class LoadedBundle:
                 f"{', '.join(self.manifest['targets'])})"
             )
         if target == "cpu":
-            return self._cpu_executor()
-        return self._gpu_executor(target, emulate)
+            return self._cpu_executor(function)
+        return self._gpu_executor(target, emulate, function)
 
-    def _gpu_executor(self, target: str, emulate: bool):  # noqa: ANN202
+    def _gpu_executor(self, target: str, emulate: bool, function: str | None):  # noqa: ANN202
         reason = incompatibility(target, self.manifest["targets"][target].get("fingerprint", {}))
         if reason is not None and not emulate:
             raise BundleError(
@@ -936,9 +939,9 @@ class LoadedBundle:
                 devices = {d: TorchDevice(d, emulate=True) for d in sorted(names)}
             except DeviceUnavailable as e:
                 raise BundleError(f"{self.path}: cannot emulate {target}: {e}") from None
-        return Executor(module, table=table, devices=devices)
+        return Executor(module, table=table, devices=devices, function=function)
 
-    def _cpu_executor(self):  # noqa: ANN202
+    def _cpu_executor(self, function: str | None):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use
             self._gpu["cpu"] = (
@@ -955,7 +958,7 @@ class LoadedBundle:
                     f"'{stamp.backend.data}', which the CPU executor cannot "
                     "drive; compile for this machine's topology"
                 )
-        return Executor(self.module, table=table)
+        return Executor(self.module, table=table, function=function)
 
 
 def _cpu_target(

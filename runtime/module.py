@@ -49,6 +49,18 @@ class FuelModule:
         """The function that `fuel run` executes: `@main`, else the only function."""
         return entry_function(self.op)
 
+    def function(self, name: str | None = None) -> func.FuncOp:
+        """The function `@name` (`ModuleError` listing the others if there is none), or the
+        entry function when `name` is None."""
+        if name is None:
+            return self.entry
+        funcs = [op for op in self.op.ops if isinstance(op, func.FuncOp)]
+        for f in funcs:
+            if f.sym_name.data == name:
+                return f
+        names = ", ".join("@" + f.sym_name.data for f in funcs) or "none"
+        raise ModuleError(f"no function @{name} in the module (it has: {names})")
+
     def weight_ops(self) -> Iterator[WeightOp]:
         for op in self.op.walk():
             if isinstance(op, WeightOp):

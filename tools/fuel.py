@@ -179,11 +179,12 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
             )
         emulate = True if args.emulate else None  # None: FUEL_EMULATE_GPU decides
         trusted = load_public_keys(args.trust)
-        return load_bundle(args.module, emulate, trusted=trusted).executor(args.target, emulate)
+        bundle = load_bundle(args.module, emulate, trusted=trusted)
+        return bundle.executor(args.target, emulate, args.function)
     if args.target or args.emulate or args.trust:
         raise CliError("--target, --emulate and --trust apply to a bundle only")
     module, _ = compile_module(load_program(args), _plan_options(args))
-    return Executor(module)
+    return Executor(module, function=args.function)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -356,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fill inputs not given with --input from a seeded generator",
     )
+    r.add_argument("--function", help="the function to run (default: @main, or the only one)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
     r.add_argument(
