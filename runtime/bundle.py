@@ -475,6 +475,18 @@ def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, by
                     )
 
 
+def read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(manifest, files) of the bundle at `path`, read as `read_declared` reads them, every
+    file's size and sha256 checked against the manifest (steps 1-3 of the module doc);
+    nothing is loaded or compiled."""
+    manifest, files = read_declared(path)
+    try:
+        _check_files(path, manifest, files)
+    except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
+        raise BundleError(f"{path}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None
+    return manifest, files
+
+
 def _pick_target(path: Path, manifest: Mapping[str, Any], emulate: bool) -> str:
     """The best target this machine runs: a GPU target whose GPU is here, else (`emulate`) the
     first GPU target, else "cpu"; every target is checked, so an unknown one is refused."""
@@ -993,9 +1005,8 @@ def load_bundle(
     `Trust`."""
     p = Path(path)
     emulate = emulation_requested(emulate)
-    manifest, files = read_declared(p)
+    manifest, files = read_verified(p)
     try:
-        _check_files(p, manifest, files)
         chosen = _pick_target(p, manifest, emulate)
     except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
         raise BundleError(f"{p}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None

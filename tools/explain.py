@@ -20,12 +20,14 @@ from typing import Any
 from passes.picker.plan import PlanError, PlanOptions, compile_plan, topology_kernels
 from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import BindingTableError
+from runtime.bundle import BundleError, is_bundle
 from runtime.fsutil import atomic_write_text
 from runtime.judge import ProfileJudgeOracle, default_report_path, try_load_report
 from runtime.kernels import global_bindings
 from runtime.module import FuelModule, ModuleError
 from runtime.topology import SystemTopology, TopologyError
 from runtime.topology_file import load_file
+from tools.explain_bundle import explain_bundle
 from tools.explain_html import explain_html
 from tools.explain_text import ExplainError, explain_text
 
@@ -34,7 +36,11 @@ def add_explain_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `explain` subcommand to an `add_subparsers()` object; it dispatches to
     cmd_explain."""
     p = subparsers.add_parser("explain", help="show why each op got its device and kernel")
-    p.add_argument("module", help="fuel IR file (.mlir); weights are not needed")
+    p.add_argument(
+        "module",
+        help="fuel IR file (.mlir; weights are not needed), or a kernel bundle (its plan, "
+        "from the picker record it carries)",
+    )
     p.add_argument("--topology", help="declared topology (TOML/JSON; default: detect)")
     p.add_argument("--judge", default="", help="Judge report path, or 'none' (default: cached)")
     p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
@@ -68,6 +74,14 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if is_bundle(args.module):
+        if args.html or args.topology or args.judge or args.precision:
+            raise ExplainError(
+                "--html, --topology, --judge and --precision apply to IR; a bundle is "
+                "explained from the picker record it was compiled with"
+            )
+        sys.stdout.write(explain_bundle(Path(args.module), args.op))
+        return 0
     try:
         text = Path(args.module).read_text(encoding="utf-8")
     except OSError as e:
@@ -101,7 +115,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """Run `fuel explain` for parsed arguments; every user error is one message and exit 1."""
     try:
         return _run(args)
-    except (ExplainError, ModuleError, TopologyError, PlanError, BindingTableError) as e:
+    except (
+        ExplainError,
+        ModuleError,
+        TopologyError,
+        PlanError,
+        BindingTableError,
+        BundleError,
+    ) as e:
         print(f"fuel: error: {_one_message(str(e))}", file=sys.stderr)
     except OSError as e:  # an unwritable --html
         print(f"fuel: error: cannot write {args.html}: {e.strerror}", file=sys.stderr)
