@@ -17,8 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from xdsl.utils.exceptions import PassFailedException
+
+from passes.optimize import (
+    DecodeFlashPathfinder,
+    FrontierConvergenceOptimizer,
+    FusePatternsPathfinder,
+    PassRegistry,
+    optimize_graph,
+)
 from passes.picker.plan import PlanError, PlanOptions, compile_plan, topology_kernels
 from passes.picker.ranker import PrecisionRequirement
+from passes.picker.support import PickerOptions
 from runtime.binding_table import BindingTableError
 from runtime.bundle import BundleError, is_bundle
 from runtime.fsutil import atomic_write_text
@@ -46,8 +56,22 @@ def add_explain_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
     p.add_argument("--op", type=int, metavar="N", help="show only decision point N (from 0)")
+    p.add_argument(
+        "--no-optimize",
+        action="store_true",
+        help="explain the graph as written, before fuel-optimize's rewrites (default: the "
+        "optimized plan, as fuel compile builds it)",
+    )
     p.set_defaults(fn=cmd_explain)
     return p
+
+
+_REWRITES = PassRegistry(
+    [DecodeFlashPathfinder(), FusePatternsPathfinder()], [FrontierConvergenceOptimizer()]
+)
+"""fuel-optimize's rewrites (fused ops, decode-flash variants, baked as fuel compile bakes
+them) without its placement forks: the explained plan places each op on its planned device;
+a bundle resolves the forks it carries at run time."""
 
 
 def _judge(spec: str) -> tuple[Any, str]:
@@ -75,7 +99,7 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
 
 def _run(args: argparse.Namespace) -> int:
     if is_bundle(args.module):
-        if args.html or args.topology or args.judge or args.precision:
+        if args.html or args.topology or args.judge or args.precision or args.no_optimize:
             raise ExplainError(
                 "--html, --topology, --judge and --precision apply to IR; a bundle is "
                 "explained from the picker record it was compiled with"
@@ -89,7 +113,13 @@ def _run(args: argparse.Namespace) -> int:
     except UnicodeDecodeError as e:
         raise ModuleError(f"cannot read {args.module}: not UTF-8 text ({e.reason})") from None
     module = FuelModule.parse(text, args.module)  # explain needs no weights
-    options, label = _plan_options(args)
+    options, label = _plan_options(args)  # bad flags fail before any work
+    if not args.no_optimize:  # the plan fuel compile builds: fused ops, baked variants
+        picker = PickerOptions(args.topology or "", args.precision or "", args.judge or "")
+        try:
+            optimize_graph(module.op, picker, _REWRITES)
+        except PassFailedException as e:
+            raise ExplainError(str(e)) from None
     plan = compile_plan(module.op, options)
     if args.html:
         page = explain_html(plan, args.module, options, judge_label=label, op_index=args.op)
