@@ -39,7 +39,7 @@ from runtime.module import FuelModule, ModuleError
 from runtime.signing import SigningError, load_private_key, load_public_keys
 from runtime.weights import WeightsError
 from tools.explain import add_explain_parser
-from tools.import_onnx import add_import_parser, load_any
+from tools.import_onnx import add_import_parser, add_input_shape_flag, load_any
 from tools.judge import add_judge_parser
 from tools.kernels import add_kernels_parser, add_verify_kernels_parser
 from tools.keygen import add_keygen_parser
@@ -152,7 +152,7 @@ def load_program(args: argparse.Namespace) -> FuelModule:
     """The module `args.module` names (IR or ONNX), refused if a generated kernel in it holds a
     source this fuel would not write from its ops, unless `--allow-kernel-source` (IR read
     from a file is data, not code: docs/bundles.md)."""
-    module = load_any(args.module, args.weights)
+    module = load_any(args.module, args.weights, args.input_shape)
     if not args.allow_kernel_source:
         try:
             check_kernel_sources(module.op, args.module)
@@ -167,10 +167,11 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
         plan = args.topology or args.precision or args.no_optimize or args.run_option
+        plan = plan or args.input_shape
         if plan:
             raise CliError(
-                "--topology, --precision, --no-optimize and --option apply to IR and ONNX "
-                "input; a bundle runs the plan it was compiled with"
+                "--topology, --precision, --no-optimize, --option and --input-shape apply to IR "
+                "and ONNX input; a bundle runs the plan it was compiled with"
             )
         if args.allow_kernel_source:
             raise CliError(
@@ -319,6 +320,7 @@ def _add_compile_parser(sub: Any) -> None:
 
 def _add_plan_flags(p: Any) -> None:
     """The flags that shape the cpu plan, shared by `fuel compile` and `fuel run`."""
+    add_input_shape_flag(p)
     p.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
     p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
     p.add_argument(

@@ -27,13 +27,7 @@ def add_import_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("import", help="import an ONNX model as fuel IR + weights")
     p.add_argument("model", help="ONNX model file (.onnx)")
     p.add_argument("-o", "--output", help="IR file to write (default: MODEL.mlir)")
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="NAME=1x128",
-        help="static shape for a graph input with dynamic dims",
-    )
+    add_input_shape_flag(p)
     p.add_argument(
         "--no-locations", action="store_true", help="omit the ONNX node locations from the IR text"
     )
@@ -55,14 +49,29 @@ def parse_shape(spec: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def load_any(path: str, weights: str | None = None) -> FuelModule:
-    """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then), anything else
-    is fuel IR loaded with its weights. Import errors are `ModuleError`s (one line, exit 1)."""
+def load_any(path: str, weights: str | None = None, input_shapes: Sequence[str] = ()) -> FuelModule:
+    """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then; dynamic dims
+    pinned by `--input-shape NAME=1x128` specs), anything else is fuel IR loaded with its
+    weights. Import errors are `ModuleError`s (one line, exit 1)."""
     if Path(path).suffix.lower() == ".onnx":
         from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
-        return import_onnx(path)
+        shapes = dict(parse_shape(s) for s in input_shapes)
+        return import_onnx(path, input_shapes=shapes)
+    if input_shapes:
+        raise ModuleError("--input-shape applies to ONNX models (fuel IR has static shapes)")
     return FuelModule.load(path, weights)
+
+
+def add_input_shape_flag(p: argparse.ArgumentParser) -> None:
+    """`--input-shape NAME=1x128` (repeatable), shared by import, run and compile."""
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=1x128",
+        help="static shape for an ONNX graph input with dynamic dims; repeatable",
+    )
 
 
 def with_locations(module: FuelModule) -> str:

@@ -60,6 +60,26 @@ def test_input_shape_pins_dynamic_dims(save_model, tmp_path: Path) -> None:  # n
     assert parse_shape("t=") == ("t", ())
 
 
+def test_run_and_compile_take_input_shape(save_model, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`fuel run` and `fuel compile` pin dynamic dims of an ONNX model like `fuel import`."""
+    from tools.fuel import main as fuel_main
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    vi = helper.make_tensor_value_info
+    model = make_model(
+        nodes, [vi("x", TensorProto.FLOAT, ["b", 4])], [vi("y", TensorProto.FLOAT, ["b", 4])]
+    )
+    src = save_model(model)
+    assert fuel_main(["run", src, "--random-inputs"]) == 1
+    assert "--input-shape" in capsys.readouterr().err
+    assert fuel_main(["run", src, "--input-shape", "x=3x4", "--input", "x=3x4xf32=-1"]) == 0
+    assert "y: [3, 4] f32 sum=0 " in capsys.readouterr().out
+    out = tmp_path / "r.fuelbundle"
+    assert fuel_main(["compile", src, "-o", str(out), "--input-shape", "x=3x4"]) == 0
+    assert fuel_main(["run", str(out), "--input", "x=3x4xf32=2"]) == 0
+    assert "y: [3, 4] f32 sum=24 " in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("setup", "match"),
     [
