@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from fuel_dialect.attrs import NAME_ATTR, WEIGHTS_ATTR, WEIGHTS_SHA256_ATTR
@@ -27,6 +26,7 @@ from fuel_dialect.dtypes import ELEMENT_TYPES, dtype_name, shape_of
 from fuel_dialect.ops_movement import WeightOp
 from runtime.dtypes import to_numpy
 from runtime.fsutil import atomic_write_files, read_regular_file
+from runtime.ir_locations import LocatingParser, SourceMap, line_col, locate
 from runtime.weights import WeightsError, weights_from_bytes, weights_to_bytes
 
 
@@ -92,25 +92,21 @@ class FuelModule:
 
     @staticmethod
     def parse(text: str, name: str = "<string>") -> FuelModule:
-        """Parse and verify IR text (no weights); `ModuleError` carries line:col. Text the
-        parser rejects in other ways (an attribute value out of range, nesting deeper than
-        Python's stack) is a `ModuleError` at the parser's position; so is a tensor type of
-        more than `MAX_TENSOR_ELEMENTS` elements, or an entry signature fuel cannot run."""
-        parser = Parser(fuel_context(), text, name)
+        """Parse and verify IR text (no weights); every `ModuleError` starts `name:line:col:`
+        where the text has a position for it. Text the parser rejects in other ways (an
+        attribute value out of range, nesting deeper than Python's stack) is a `ModuleError`
+        at the parser's position; a verifier error, at the op that fails; so is a tensor type
+        of more than `MAX_TENSOR_ELEMENTS` elements, or an entry signature fuel cannot run."""
+        parser = LocatingParser(fuel_context(), text, name)
         try:
             module = parser.parse_module()
         except ParseError as e:
             raise ModuleError(str(e)) from None
         except (DiagnosticException, RecursionError, ValueError, OverflowError) as e:
             what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-            raise ModuleError(f"{name}:{_line_col(text, parser.pos)}: {what}") from None
-        try:
-            module.verify()
-        except DiagnosticException as e:
-            raise ModuleError(f"{name}: invalid IR: {e}") from None
-        except RecursionError:
-            raise ModuleError(f"{name}: invalid IR: nested too deeply") from None
-        check_types(module, name)
+            raise ModuleError(f"{name}:{line_col(text, parser.pos)}: {what}") from None
+        verify_located(module, parser.source)
+        check_types(module, name, parser.source)
         return FuelModule(module)
 
     @staticmethod
@@ -152,6 +148,16 @@ def read_ir_text(path: Path) -> str:
         raise ModuleError(f"{path}: not UTF-8 text (byte {e.start} is invalid)") from None
 
 
+def verify_located(module: ModuleOp, source: SourceMap) -> None:
+    """`module.verify()`; a failure is a `ModuleError` at the failing op (`file:line:col:`)."""
+    try:
+        module.verify()
+    except (DiagnosticException, ValueError) as e:
+        raise ModuleError(locate(source, module, e)) from None
+    except RecursionError:
+        raise ModuleError(f"{source.name}: invalid IR: nested too deeply") from None
+
+
 def _check_weights_hash(op: ModuleOp, path: Path, wfile: Path, data: bytes) -> None:
     """The weights file's sha256 is the one the IR recorded (if it recorded one)."""
     want = op.attributes.get(WEIGHTS_SHA256_ATTR)
@@ -173,21 +179,24 @@ MAX_TENSOR_ELEMENTS = 1 << 36
 read, so an absurd declared shape is refused before anything is allocated for it."""
 
 
-def check_types(module: ModuleOp, name: str) -> None:
+def check_types(module: ModuleOp, name: str, source: SourceMap | None = None) -> None:
     """Every tensor type within `MAX_TENSOR_ELEMENTS`, the entry signature in fuel's dtypes;
-    else `ModuleError` starting with `name` (for IR built in memory, like an import's)."""
+    else `ModuleError` starting with `name` (for IR built in memory, like an import's), or
+    with `name:line:col` of the op at fault when `source` says where it was parsed from."""
+    where = source.where if source is not None else lambda op: name
     for op in module.walk():
         values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
         for v in values:
             if isinstance(v.type, TensorType) and _elements(v.type) > MAX_TENSOR_ELEMENTS:
                 raise ModuleError(
-                    f"{name}: '{op.name}' declares {v.type}, more than "
+                    f"{where(op)}: '{op.name}' declares {v.type}, more than "
                     f"{MAX_TENSOR_ELEMENTS} elements"
                 )
     try:
         f = entry_function(module)
     except ModuleError:
         return  # no entry: fine until something runs it
+    name = where(f)
     for kind, types in (("argument", f.function_type.inputs), ("result", f.function_type.outputs)):
         for i, t in enumerate(types.data):
             try:
@@ -205,10 +214,6 @@ def _elements(t: TensorType) -> int:
     for d in t.get_shape():
         n *= max(d, 1)  # a dynamic dim (-1) counts as 1 here
     return n
-
-
-def _line_col(text: str, pos: int) -> str:
-    return f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
 
 
 def _weights_path(op: ModuleOp, path: Path, override: str | None) -> Path | None:
