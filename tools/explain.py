@@ -6,7 +6,7 @@
 The views are `tools/explain_text.py` (the plan's model and the terminal text) and
 `tools/explain_html.py` (one self-contained page). The planner's options come from the same
 flags as the picker passes (passes/picker/support.py). Every user error is one message on
-stderr, exit 1.
+stderr, exit 1, through the boundary (tools/errors.py).
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from passes.picker.plan import PlanError, PlanOptions, compile_plan, topology_kernels
+from passes.picker.plan import PlanOptions, compile_plan, topology_kernels
 from passes.picker.ranker import PrecisionRequirement
-from runtime.binding_table import BindingTableError
 from runtime.fsutil import atomic_write_text
 from runtime.judge import ProfileJudgeOracle, default_report_path, try_load_report
 from runtime.kernels import global_bindings
-from runtime.module import FuelModule, ModuleError
-from runtime.topology import SystemTopology, TopologyError
+from runtime.module import FuelModule, read_ir_text
+from runtime.topology import SystemTopology
 from runtime.topology_file import load_file
+from tools.errors import ArgumentParser, run_parser
 from tools.explain_html import explain_html
 from tools.explain_text import ExplainError, explain_text
 
@@ -67,19 +67,17 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
     return PlanOptions(topology=topo, precision=req, judge=oracle), label
 
 
-def _run(args: argparse.Namespace) -> int:
-    try:
-        text = Path(args.module).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ModuleError(f"cannot read {args.module}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ModuleError(f"cannot read {args.module}: not UTF-8 text ({e.reason})") from None
-    module = FuelModule.parse(text, args.module)  # explain needs no weights
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Run `fuel explain` for parsed arguments (errors go to the caller's boundary)."""
+    module = FuelModule.parse(read_ir_text(Path(args.module)), args.module)  # no weights needed
     options, label = _plan_options(args)
     plan = compile_plan(module.op, options)
     if args.html:
         page = explain_html(plan, args.module, options, judge_label=label, op_index=args.op)
-        atomic_write_text(args.html, page)
+        try:
+            atomic_write_text(args.html, page)
+        except OSError as e:
+            raise ExplainError(f"cannot write {args.html}: {e.strerror}") from None
         print(f"fuel explain: wrote {args.html} ({len(plan.decisions)} decision points)")
     else:
         sys.stdout.write(
@@ -88,32 +86,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_message(msg: str) -> str:
-    """xDSL parse errors read `file:line:col`, the source line, a caret, the message; lead
-    with `file:line:col: message` and keep the snippet below it."""
-    lines = msg.rstrip().splitlines()
-    if len(lines) >= 3 and lines[0].count(":") >= 2 and "^" in lines[-2]:
-        return f"{lines[0]}: {lines[-1].strip()}\n" + "\n".join(lines[1:-1])
-    return msg.rstrip()
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    """Run `fuel explain` for parsed arguments; every user error is one message and exit 1."""
-    try:
-        return _run(args)
-    except (ExplainError, ModuleError, TopologyError, PlanError, BindingTableError) as e:
-        print(f"fuel: error: {_one_message(str(e))}", file=sys.stderr)
-    except OSError as e:  # an unwritable --html
-        print(f"fuel: error: cannot write {args.html}: {e.strerror}", file=sys.stderr)
-    return 1
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """A standalone `fuel`-style entry point holding just the explain subcommand."""
-    parser = argparse.ArgumentParser(prog="fuel")
+    parser = ArgumentParser(prog="fuel")
     add_explain_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.fn(args)
+    return run_parser("fuel", parser, argv)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,15 @@
              [--topology FILE] [--precision SPEC] [--no-optimize] [--format auto|dir|archive]
              [--option [TARGET:]KEY=VALUE ...]
 
-Every failure is one readable line on stderr and a non-zero exit, never a traceback.
+Every failure is one readable message on stderr and a non-zero exit, never a traceback unless
+`--verbose` asks for it (the boundary and its exit codes: tools/errors.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import statistics
 import sys
 import time
@@ -23,25 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from lowering.backend import BackendError
 from lowering.bundle import write_bundle
 from runtime import knobs
-from runtime.binding_table import BindingTableError
-from runtime.bundle import MANIFEST, BundleError, is_bundle, load_bundle, read_container
-from runtime.compiled import ExecutionError
+from runtime.bundle import MANIFEST, is_bundle, load_bundle, read_container
 from runtime.dtypes import FLOAT_DTYPES, from_numpy
 from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
-from runtime.module import ModuleError
-from runtime.weights import WeightsError
+from tools.errors import ArgumentParser, CliError, add_verbose, run_parser
 from tools.explain import add_explain_parser
 from tools.import_onnx import add_import_parser, load_any
 from tools.judge import add_judge_parser
 from tools.kernels import add_kernels_parser, add_verify_kernels_parser
-
-
-class CliError(Exception):
-    """A user-facing error: printed as `fuel: error: <message>`, exit code 1."""
 
 
 def _parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
@@ -214,8 +208,17 @@ def _add_compile_parser(sub: Any) -> None:
     c.set_defaults(fn=cmd_compile)
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fuel-dispatch")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
+    p = ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
+    p.add_argument("--version", action="version", version=f"fuel {_version()}")
+    add_verbose(p)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a module (fuel IR, ONNX or a bundle)")
     r.add_argument("module", help="fuel IR (.mlir), ONNX model (.onnx) or kernel bundle")
@@ -250,27 +253,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_parser(sub)
     add_kernels_parser(sub)
     add_verify_kernels_parser(sub)
+    for command in sub.choices.values():
+        add_verbose(command, top=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except (
-        CliError,
-        ModuleError,
-        WeightsError,
-        ExecutionError,
-        BindingTableError,
-        BundleError,
-        BackendError,
-    ) as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"fuel: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 1
+    """`fuel ...`: every error goes through the one boundary (tools/errors.py)."""
+    return run_parser("fuel", build_parser(), argv)
 
 
 if __name__ == "__main__":
