@@ -19,7 +19,7 @@ import importlib.metadata
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,37 @@ def _parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise CliError(f"--input expects NAME=FILE.npy, got '{spec}'")
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise CliError(f"cannot load input '{name}' from {path}: {e}") from None
+        if name in inputs:
+            raise CliError(f"--input {name} is given twice")
+        inputs[name] = _load_npy(name, path)
     return inputs
+
+
+def _load_npy(name: str, path: str) -> np.ndarray:
+    """The array of a `.npy` file, mapped before it is copied in: a header declaring more
+    data than the file holds is refused without allocating for it."""
+    try:
+        with np.errstate(over="ignore"):  # numpy's size product of an absurd shape overflows
+            a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or "empty file"
+        raise CliError(f"cannot load input '{name}' from {path}: {why}") from None
+    if not isinstance(a, np.ndarray):  # an .npz archive
+        a.close()
+        raise CliError(f"cannot load input '{name}' from {path}: not a .npy file of one array")
+    return np.array(a)
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse `type`: an integer >= `low`."""
+
+    def int_at_least(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return int_at_least
 
 
 def random_inputs(specs: Sequence[tuple[np.dtype, tuple[int, ...]]], seed: int) -> list[np.ndarray]:
@@ -228,9 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fill inputs not given with --input from a seeded generator",
     )
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=_at_least(0), default=0)
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
-    r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
+    r.add_argument("--repeat", type=_at_least(1), default=1, help="run N times, report the median")
     r.add_argument(
         "--profile", action="store_true", help="then time each schedule item and print the slowest"
     )
