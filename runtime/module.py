@@ -13,11 +13,13 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from fuel_dialect.attrs import NAME_ATTR, WEIGHTS_ATTR, WEIGHTS_SHA256_ATTR
@@ -44,6 +46,12 @@ class FuelModule:
     def __str__(self) -> str:
         return str(self.op)
 
+    def text(self, locations: bool = False) -> str:
+        """The IR text; with `locations`, each op's location too (`loc("node name")`)."""
+        out = StringIO()
+        Printer(stream=out, print_debuginfo=locations).print_op(self.op)
+        return out.getvalue()
+
     @property
     def entry(self) -> func.FuncOp:
         """The function that `fuel run` executes: `@main`, else the only function."""
@@ -69,11 +77,12 @@ class FuelModule:
                     f"{arr.dtype}{list(arr.shape)}"
                 )
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write `path` (IR text) and, when there are weights, `path` with the suffix
-        `.safetensors` beside it: weights first, IR last, each atomically, both staged before
-        either replaces an old file (a failed save leaves the old pair; see the module doc).
-        The IR records the weights' file name and sha256 (`fuel.weights_sha256`)."""
+    def save(self, path: str | os.PathLike[str], locations: bool = False) -> Path:
+        """Write `path` (IR text, with each op's `loc(...)` if `locations`) and, when there are
+        weights, `path` with the suffix `.safetensors` beside it: weights first, IR last, each
+        atomically, both staged before either replaces an old file (a failed save leaves the
+        old pair; see the module doc). The IR records the weights' file name and sha256
+        (`fuel.weights_sha256`)."""
         p = Path(path)
         files: list[tuple[Path, bytes]] = []
         if self.weights:
@@ -86,7 +95,7 @@ class FuelModule:
             files.append((wpath, data))
         else:
             self.op.attributes.pop(WEIGHTS_SHA256_ATTR, None)  # no file of ours to vouch for
-        files.append((p, (str(self.op) + "\n").encode()))
+        files.append((p, (self.text(locations) + "\n").encode()))
         atomic_write_files(files)
         return p
 

@@ -13,13 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from xdsl.printer import Printer
-
-from runtime.fsutil import atomic_write_text
 from runtime.module import FuelModule, ModuleError
 from tools.errors import ArgumentParser, run_parser
 
@@ -67,13 +63,6 @@ def load_any(path: str, weights: str | None = None) -> FuelModule:
     return FuelModule.load(path, weights)
 
 
-def with_locations(module: FuelModule) -> str:
-    """The module's IR text with every op's location (`loc(...)`)."""
-    out = StringIO()
-    Printer(stream=out, print_debuginfo=True).print_op(module.op)
-    return out.getvalue() + "\n"
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     """Import, save, summarise (errors go to the caller's boundary)."""
     from frontends.onnx import import_onnx  # lazy: it loads the onnx package
@@ -81,9 +70,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     shapes = dict(parse_shape(s) for s in args.input_shape)
     module = import_onnx(args.model, input_shapes=shapes)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
-    path = module.save(out)
-    if not args.no_locations:
-        atomic_write_text(path, with_locations(module))
+    path = module.save(out, locations=not args.no_locations)  # one save: the pair stays whole
     ops = sum(1 for _ in module.entry.body.block.ops) - 1
     size = sum(a.nbytes for a in module.weights.values())
     human = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
