@@ -27,12 +27,14 @@ class SourceMap:
     line_offset: int = 0
     """Lines of the file before `text` (a chunk of `--split-input-file`)."""
 
+    def at(self, pos: int) -> str:
+        """`name:line:col` of the offset `pos` in `text`."""
+        return f"{self.name}:{line_col(self.text, pos, self.line_offset)}"
+
     def where(self, op: Operation | None) -> str:
         """`name:line:col` of `op`'s first token, or `name` for an op the text did not spell."""
         start = self.starts.get(op) if op is not None else None
-        if start is None:
-            return self.name
-        return f"{self.name}:{line_col(self.text, start, self.line_offset)}"
+        return self.name if start is None else self.at(start)
 
 
 class LocatingParser(Parser):
@@ -47,6 +49,16 @@ class LocatingParser(Parser):
         op = super().parse_operation()
         self.source.starts[op] = start
         return op
+
+    def failure(self, error: BaseException) -> str:
+        """`name:line:col: message` for one of `PARSER_FAILURES` that escaped the parser."""
+        what = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        return f"{self.source.at(self.pos)}: {what}"
+
+
+PARSER_FAILURES = (DiagnosticException, RecursionError, ValueError, OverflowError)
+"""What else xDSL's parser raises on bad text, without a position: an attribute value out of
+range, nesting deeper than Python's stack (a `ParseError` says where itself)."""
 
 
 def line_col(text: str, pos: int, line_offset: int = 0) -> str:

@@ -28,7 +28,7 @@ from fuel_dialect.dtypes import ELEMENT_TYPES, dtype_name, shape_of
 from fuel_dialect.ops_movement import WeightOp
 from runtime.dtypes import to_numpy
 from runtime.fsutil import atomic_write_files, read_regular_file
-from runtime.ir_locations import LocatingParser, SourceMap, line_col, locate
+from runtime.ir_locations import PARSER_FAILURES, LocatingParser, SourceMap, locate
 from runtime.weights import WeightsError, weights_from_bytes, weights_to_bytes
 
 
@@ -42,6 +42,8 @@ class FuelModule:
 
     op: ModuleOp
     weights: dict[str, np.ndarray] = field(default_factory=dict)
+    name: str = field(default="", compare=False)
+    """Where the IR was read from (its file), for messages; empty for IR built in memory."""
 
     def __str__(self) -> str:
         return str(self.op)
@@ -54,8 +56,12 @@ class FuelModule:
 
     @property
     def entry(self) -> func.FuncOp:
-        """The function that `fuel run` executes: `@main`, else the only function."""
-        return entry_function(self.op)
+        """The function that `fuel run` executes: `@main`, else the only function; a
+        `ModuleError` naming the module's file if there is none."""
+        try:
+            return entry_function(self.op)
+        except ModuleError as e:
+            raise ModuleError(f"{self.name}: {e}" if self.name else str(e)) from None
 
     def weight_ops(self) -> Iterator[WeightOp]:
         for op in self.op.walk():
@@ -111,12 +117,11 @@ class FuelModule:
             module = parser.parse_module()
         except ParseError as e:
             raise ModuleError(str(e)) from None
-        except (DiagnosticException, RecursionError, ValueError, OverflowError) as e:
-            what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-            raise ModuleError(f"{name}:{line_col(text, parser.pos)}: {what}") from None
+        except PARSER_FAILURES as e:
+            raise ModuleError(parser.failure(e)) from None
         verify_located(module, parser.source)
         check_types(module, name, parser.source)
-        return FuelModule(module)
+        return FuelModule(module, name=name)
 
     @staticmethod
     def load(path: str | os.PathLike[str], weights: str | None = None) -> FuelModule:

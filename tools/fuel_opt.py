@@ -23,7 +23,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from fuel_dialect.dialect import Fuel
 from lowering import LOWERING_PASSES
 from passes import get_all_passes, lazy_pass
-from runtime.ir_locations import LocatingParser, SourceMap, locate
+from runtime.ir_locations import PARSER_FAILURES, LocatingParser, SourceMap, locate
 from tools.errors import CliError, UsageError, add_verbose, route_usage_errors, run_guarded
 
 
@@ -89,7 +89,12 @@ class FuelOptMain(xDSLOptMain):
         parser = LocatingParser(self.ctx, text, name)
         parser.source.line_offset = self._line_offset
         self.source = parser.source
-        return parser.parse_module(not self.args.no_implicit_module)
+        try:
+            return parser.parse_module(not self.args.no_implicit_module)
+        except DiagnosticException as e:  # an attribute's verifier: located, still a
+            raise type(e)(parser.failure(e)) from None  # diagnostic (--verify-diagnostics)
+        except PARSER_FAILURES as e:
+            raise CliError(parser.failure(e)) from None
 
     def _verify(self, module: ModuleOp) -> None:
         """`module.verify()`, its error prefixed with `file:line:col:` of the op at fault."""
@@ -102,6 +107,8 @@ class FuelOptMain(xDSLOptMain):
             for note in getattr(e, "__notes__", []):
                 located.add_note(note)
             raise located from None
+        except RecursionError:
+            raise CliError(f"{self.get_input_name()}: nested too deeply") from None
 
     def setup_pipeline(self) -> None:
         def dump(when: str, p: ModulePass, module: ModuleOp) -> None:
