@@ -14,8 +14,11 @@ Every failure is one readable message on stderr and a non-zero exit, never a tra
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import importlib.metadata
+import os
+import stat
 import statistics
 import sys
 import time
@@ -38,26 +41,42 @@ from tools.judge import add_judge_parser
 from tools.kernels import add_kernels_parser, add_verify_kernels_parser
 
 
-def _parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
-    inputs: dict[str, np.ndarray] = {}
+def _parse_inputs(specs: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
+    """`--input NAME=FILE.npy` ... -> {NAME: (FILE, array)}."""
+    inputs: dict[str, tuple[str, np.ndarray]] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise CliError(f"--input expects NAME=FILE.npy, got '{spec}'")
         if name in inputs:
             raise CliError(f"--input {name} is given twice")
-        inputs[name] = _load_npy(name, path)
+        inputs[name] = (path, _load_npy(name, path))
     return inputs
+
+
+def _check_inputs(ex: Any, given: dict[str, tuple[str, np.ndarray]]) -> None:
+    """Each given input has its graph input's dtype and shape, else an error naming its file
+    (the executor would say the same without the file)."""
+    specs = dict(zip(ex.input_names, ex.input_specs, strict=True))
+    for name, (path, a) in given.items():
+        if name in specs and (a.dtype, a.shape) != specs[name]:
+            dt, shape = specs[name]
+            got = f"{a.dtype}{list(a.shape)}"
+            raise CliError(f"{path}: input '{name}' must be {dt}{list(shape)}, got {got}")
 
 
 def _load_npy(name: str, path: str) -> np.ndarray:
     """The array of a `.npy` file, mapped before it is copied in: a header declaring more
     data than the file holds is refused without allocating for it."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block np.load's open
+            raise OSError(errno.EINVAL, "not a regular file", path)
         with np.errstate(over="ignore"):  # numpy's size product of an absurd shape overflows
             a = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or "empty file"
+        if "mmap length is greater" in why:  # numpy's words for a header promising too much
+            why = "its header declares more data than the file holds"
         raise CliError(f"cannot load input '{name}' from {path}: {why}") from None
     if not isinstance(a, np.ndarray):  # an .npz archive
         a.close()
@@ -74,6 +93,7 @@ def _at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value
 
+    int_at_least.__name__ = "int"  # argparse's "invalid int value: 'x'"
     return int_at_least
 
 
@@ -128,7 +148,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.emulate:  # before anything imports triton: emulated kernels run interpreted
         knobs.request_triton_interpreter()
     ex = _executor(args)
-    given = _parse_inputs(args.input)
+    loaded = _parse_inputs(args.input)
+    _check_inputs(ex, loaded)
+    given = {name: a for name, (_, a) in loaded.items()}
     if args.random_inputs:
         rand = random_inputs(ex.input_specs, args.seed)
         inputs = {n: given.get(n, r) for n, r in zip(ex.input_names, rand, strict=True)}
