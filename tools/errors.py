@@ -113,9 +113,7 @@ def run_guarded(prog: str, argv: Sequence[str] | None, body: Callable[[list[str]
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = VERBOSE in (args[: args.index("--")] if "--" in args else args)
     try:
-        code = body(args)
-        sys.stdout.flush()  # a closed pipe shows here, inside the boundary, not at exit
-        return code
+        return _flushed(body, args)
     except KeyboardInterrupt:
         if verbose:
             traceback.print_exc()
@@ -133,6 +131,15 @@ def run_guarded(prog: str, argv: Sequence[str] | None, body: Callable[[list[str]
             message += f"\n{prog}: this is a bug in fuel; rerun with {VERBOSE} for the traceback"
         _report(message, e, verbose)
         return EXIT_INTERNAL
+
+
+def _flushed(body: Callable[[list[str]], int], args: list[str]) -> int:
+    """`body(args)`, then stdout flushed, even on the way out of argparse's `--help`: a
+    closed pipe shows here, inside the boundary, not in the interpreter's last flush."""
+    try:
+        return body(args)
+    finally:
+        sys.stdout.flush()
 
 
 def _report(message: str, e: BaseException, verbose: bool) -> None:
