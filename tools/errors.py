@@ -126,7 +126,7 @@ def run_guarded(prog: str, argv: Sequence[str] | None, body: Callable[[list[str]
         return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - the boundary: a bug is reported, not a traceback
         first = (str(e).strip().splitlines() or [""])[0]
-        message = f"{prog}: internal error: {type(e).__name__}: {first}"
+        message = f"{prog}: internal error: {type(e).__name__}{': ' if first else ''}{first}"
         if not verbose:
             message += f"\n{prog}: this is a bug in fuel; rerun with {VERBOSE} for the traceback"
         _report(message, e, verbose)
