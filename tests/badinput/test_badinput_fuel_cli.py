@@ -29,6 +29,7 @@ AXIS_RANGE = """func.func @main(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   func.return %0 : tensor<4xf32>
 }
 """
+BAD_DEVICE = GOOD_IR.replace("fuel.exp %x", 'fuel.exp %x {fuel.device = #fuel.device<"gpu">}')
 HUGE_ARG = f"func.func @main(%x: {HUGE}) -> {HUGE} {{\n  func.return %x : {HUGE}\n}}\n"
 
 
@@ -104,6 +105,7 @@ RUN: dict[str, Case] = {
     "run-verify-return-type": _ir("v.mlir", BAD_RETURN, ":3:3: 'func.return'"),
     "run-verify-matmul-k": _ir("v.mlir", K_MISMATCH, ":2:3: 'fuel.matmul' contraction"),
     "run-verify-axis": _ir("v.mlir", AXIS_RANGE, ":2:3: 'fuel.reduce_sum' axis 2"),
+    "run-attribute-verifier": _ir("a.mlir", BAD_DEVICE, ":2:"),
     "run-unknown-op": _ir("v.mlir", GOOD_IR.replace("fuel.exp", "fuel.nope"), ":2:"),
     "run-huge-arg": _ir("h.mlir", HUGE_ARG, ":1:1: 'func.func' declares"),
     "run-no-function": _ir("f.mlir", "builtin.module {\n}\n", ""),

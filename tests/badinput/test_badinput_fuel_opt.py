@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.badinput.badinput_cli import GOOD_IR, assert_refused
-from tests.badinput.test_badinput_fuel_cli import AXIS_RANGE, BAD_RETURN, K_MISMATCH
+from tests.badinput.test_badinput_fuel_cli import AXIS_RANGE, BAD_DEVICE, BAD_RETURN, K_MISMATCH
 from tools.fuel_opt import main
 
 Case = Callable[[Path], tuple[list[str], list[str]]]
@@ -49,6 +49,7 @@ CASES: dict[str, Case] = {
     "verify-return-type": _file("v.mlir", BAD_RETURN, where=":3:3: 'func.return'"),
     "verify-matmul-k": _file("v.mlir", K_MISMATCH, where=":2:3: 'fuel.matmul' contraction"),
     "verify-axis": _file("v.mlir", AXIS_RANGE, where=":2:3: 'fuel.reduce_sum' axis 2"),
+    "attribute-verifier": _file("a.mlir", BAD_DEVICE, where=":2:54: invalid device 'gpu'"),
     "verify-second-chunk": _file("s.mlir", SPLIT, "--split-input-file", where=":7:3"),
     "deep-nesting": _file("d.mlir", "builtin.module {\n" * 3000 + "}\n" * 3000, where=":"),
     "unknown-pass": _good("-p", "no-such-pass", names=("no-such-pass",)),
