@@ -4,7 +4,8 @@
 
 Writes OUT.mlir (default: MODEL.mlir) and OUT.safetensors beside it. Each op carries the ONNX
 node it came from as its location (`loc("node name")`) unless `--no-locations`. An unsupported
-model is one line on stderr (every unsupported op type, or the node at fault) and exit code 1.
+model is one `OnnxImportError` (every unsupported op type, or the node at fault), which the
+boundary (tools/errors.py) prints as one line with exit code 1.
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from xdsl.printer import Printer
-
-from runtime.fsutil import atomic_write_text
 from runtime.module import FuelModule, ModuleError
+from tools.errors import ArgumentParser, run_parser
 
 
 def add_import_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -74,30 +72,14 @@ def add_input_shape_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def with_locations(module: FuelModule) -> str:
-    """The module's IR text with every op's location (`loc(...)`)."""
-    out = StringIO()
-    Printer(stream=out, print_debuginfo=True).print_op(module.op)
-    return out.getvalue() + "\n"
-
-
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import, save, summarise; an import error is one line on stderr and exit code 1."""
+    """Import, save, summarise (errors go to the caller's boundary)."""
     from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
-    try:
-        shapes = dict(parse_shape(s) for s in args.input_shape)
-        module = import_onnx(args.model, input_shapes=shapes)
-        out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
-        path = module.save(out)
-        if not args.no_locations:
-            atomic_write_text(path, with_locations(module))
-    except ModuleError as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"fuel: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 1
+    shapes = dict(parse_shape(s) for s in args.input_shape)
+    module = import_onnx(args.model, input_shapes=shapes)
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
+    path = module.save(out, locations=not args.no_locations)  # one save: the pair stays whole
     ops = sum(1 for _ in module.entry.body.block.ops) - 1
     size = sum(a.nbytes for a in module.weights.values())
     human = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
@@ -108,10 +90,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tools.import_onnx MODEL.onnx ...`: the `import` subcommand on its own."""
-    p = argparse.ArgumentParser(prog="fuel")
+    p = ArgumentParser(prog="fuel")
     add_import_parser(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(["import", *(sys.argv[1:] if argv is None else argv)])
-    return args.fn(args)
+    return run_parser("fuel", p, ["import", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

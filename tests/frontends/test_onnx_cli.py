@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -12,15 +11,12 @@ from onnx_models import make_model, mlp_model, run_ort
 
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from tools.import_onnx import add_import_parser, load_any, main, parse_shape
+from tools.import_onnx import load_any, main, parse_shape
 
 
 def fuel_import(*argv: str) -> int:
-    """Run `fuel import ARGV` through its own parser (as `fuel`'s main would dispatch it)."""
-    p = argparse.ArgumentParser(prog="fuel")
-    add_import_parser(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(["import", *argv])
-    return args.fn(args)
+    """Run `fuel import ARGV` through its own entry point (parser and error boundary)."""
+    return main(list(argv))
 
 
 def test_import_writes_ir_and_weights_that_run(save_model, tmp_path: Path, capsys) -> None:  # noqa: ANN001
