@@ -21,6 +21,7 @@ import re
 import site
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -61,11 +62,13 @@ def refresh_site(seen: set[str]) -> None:
 def run_shell(label: str, commands: list[tuple[str, list[str]]]) -> None:
     for command, expected in commands:
         print(f"$ {command}", flush=True)
+        t0 = time.perf_counter()
         p = subprocess.run(
             ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True
         )
         output = p.stdout + p.stderr
-        print(output, end="" if output.endswith("\n") or not output else "\n", flush=True)
+        print(output, end="" if output.endswith("\n") or not output else "\n")
+        print(f"[{time.perf_counter() - t0:.1f} s]", flush=True)
         if p.returncode != 0:
             fail(label, f"`{command}` exited {p.returncode}")
         missing = unmatched(expected, output)
