@@ -2,7 +2,8 @@
 
 * rms_norm (x, w; eps): y = x / sqrt(mean(x^2, last dim) + eps) * w.
 * layer_norm (x, w, b; eps): y = (x - mean) / sqrt(var + eps) * w + b, biased variance over the
-  last dim. Both compute in f32 for f16/bf16, else in the dtype itself.
+  last dim, of the values centred on the corrected two-pass mean (`row_mean`): a constant row
+  gives exactly the bias. Both compute in f32 for f16/bf16, else in the dtype itself.
 * rope (x, cos, sin; interleaved): x (..., S, D), cos/sin (S, D/2). Half-split (GPT-NeoX/HF
   rotate_half) pairs x[..., i] with x[..., i + D/2]; interleaved (GPT-J/Meta) pairs x[..., 2i]
   with x[..., 2i + 1]; each pair (a, b) becomes (a cos - b sin, b cos + a sin). f32/f16/bf16
@@ -62,11 +63,21 @@ def _rms_norm(cdt: np.dtype) -> Kernel:
     return rms_norm
 
 
+def row_mean(x: np.ndarray) -> np.ndarray:
+    """The mean over the last dim, corrected once by the mean of the residuals (the corrected
+    two-pass mean): a constant row's mean is exactly its value (the first pass's rounding error
+    r = c - m is exact, and so are d r and d r / d), so layer_norm gives it exactly the bias."""
+    d = x.shape[-1]
+    m = np.add.reduce(x, axis=-1, keepdims=True) / d
+    m += np.add.reduce(x - m, axis=-1, keepdims=True) / d
+    return m
+
+
 def _layer_norm(cdt: np.dtype) -> Kernel:
     def layer_norm(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         x, w, b = (_compute(a, cdt) for a in inputs)
         d = x.shape[-1]
-        xc = x - np.add.reduce(x, axis=-1, keepdims=True) / d
+        xc = x - row_mean(x)
         var = np.add.reduce(xc * xc, axis=-1, keepdims=True)
         var /= d
         var += params["eps"]
