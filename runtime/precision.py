@@ -90,7 +90,8 @@ def _ordered_int(x: np.ndarray) -> np.ndarray:
     i = np.ascontiguousarray(x).view(bits).astype(np.int64)
     lowest = np.int64(np.iinfo(bits).min)
     # A set sign bit means the magnitude is i - lowest; its order position is minus that.
-    # (lowest - i cannot overflow: i is negative there.) -0.0 maps to 0, like +0.0.
+    # (lowest - i cannot overflow: i is negative there.) -0.0 maps to 0, like +0.0: the sign of
+    # a zero is counted separately (`ulp_distance`).
     return np.where(i < 0, lowest - i, i)
 
 
@@ -109,16 +110,24 @@ def ulp_distance(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Number of representable values of `got.dtype` between `got` and `ref` (rounded to it).
 
     Both arrays are compared in `got`'s float dtype (f64, f32, f16 or bf16). NaN against NaN is
-    distance 0; NaN against a number is the maximum int64; +0 and -0 are 0 apart.
+    distance 0; NaN against a number is the maximum int64. +0 and -0 are 1 apart: the sign of a
+    zero is part of the result (1 / x, copysign, a later product or log tell them apart), so a
+    kernel returning +0 where IEEE arithmetic gives -0 is not exact. Every other distance is the
+    number of floats between the two values.
     """
     dt = got.dtype
     ref_r = round_to(ref, dt) if np.asarray(ref).dtype != dt else np.asarray(ref)
     g, r = _ordered_int(got), _ordered_int(ref_r)
-    dist = np.abs(g - r)
+    dist = np.abs(g - r) + ((g == 0) & (r == 0) & (signbit(got) != signbit(ref_r)))
     g_nan = np.isnan(got.astype(np.float64))
     r_nan = np.isnan(ref_r.astype(np.float64))
     dist = np.where(g_nan & r_nan, 0, dist)
     return np.where(g_nan ^ r_nan, np.iinfo(np.int64).max, dist)
+
+
+def signbit(x: np.ndarray) -> np.ndarray:
+    """The sign bit of every element of a float array (f16/bf16 included)."""
+    return np.signbit(np.asarray(x).astype(np.float64))
 
 
 def is_float_dtype(dt: np.dtype) -> bool:
@@ -153,7 +162,7 @@ def measure_errors(got: np.ndarray, ref: np.ndarray) -> ErrorReport:
         rel_err = np.where(abs_err == 0, 0.0, abs_err / np.maximum(np.abs(ref64), 1e-300))
     if is_float_dtype(got.dtype):
         ulp = int(ulp_distance(got, ref64).max(initial=0))
-        exact = bool(np.array_equal(got, round_to(ref64, got.dtype), equal_nan=True))
+        exact = ulp == 0  # NaN matches NaN; +0 and -0 differ
     else:  # integers compare exactly (float64 cannot hold every i64)
         ref_i = np.asarray(ref)
         ref_i = ref_i if ref_i.dtype.kind in "iub" else ref_i.astype(np.int64)

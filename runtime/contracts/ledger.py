@@ -25,9 +25,10 @@ from runtime.precision import UNAUDITED, PrecisionGuarantee
 
 LEDGER_NAME = "ledger.json"
 FORMAT = 1
-PROTOCOL = 1
+PROTOCOL = 2
 """Version of the verification protocol (probe sets, references, comparison rules). Bumping it
-invalidates every record: claims must be re-proven under the stronger protocol."""
+invalidates every record: claims must be re-proven under the stronger protocol. 2: +0 and -0
+are 1 ulp apart (`runtime.precision.ulp_distance`), reductions are probed with signed zeros."""
 
 CLAIMS = ("bit_stable", "max_ulp", "max_relative", "max_absolute")
 

@@ -239,8 +239,16 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) ->
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
+def _signed_zeros(t: str) -> np.ndarray:
+    """Rows of only -0.0 (IEEE: their sum is -0.0), mixed zeros (+0.0), only +0.0, and -0.0
+    with a value that cancels (x + -x is +0.0)."""
+    rows = [[-0.0] * 9, [-0.0, 0.0] * 4 + [-0.0], [0.0] * 9, [-0.0] * 7 + [1.5, -1.5]]
+    return np.array(rows, NUMPY_DTYPES[t])
+
+
 def reduce(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
-    """A (4, 5, 6) block with NaN, inf and -0 over five axis sets, and a ragged (3, 1000) sum."""
+    """A (4, 5, 6) block with NaN, inf and -0 over five axis sets, a ragged (3, 1000) sum, and
+    rows of signed zeros (floats)."""
     t = dtypes[0]
     rng = np.random.default_rng(606)
     out = []
@@ -250,6 +258,9 @@ def reduce(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
         out.append(Probe([x], _reduced_shape(x.shape, axes, keep), t, params, f"{axes} {keep}"))
     x = _block(t, (3, 1000), rng)
     out.append(Probe([x], (3,), t, {"axes": (1,), "keepdim": False}, "long rows"))
+    if t in FLOAT_DTYPES:
+        x = _signed_zeros(t)
+        out.append(Probe([x], (4,), t, {"axes": (1,), "keepdim": False}, "signed zeros"))
     return out
 
 

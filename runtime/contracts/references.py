@@ -63,11 +63,45 @@ _INT_OPS: Mapping[str, Callable[..., Any]] = {
     "min": np.minimum,
     "matmul": np.matmul,
 }
+
+
+def _sum(x: np.ndarray, p: Mapping[str, Any]) -> np.ndarray:
+    return np.add.reduce(x, tuple(p["axes"]), keepdims=p["keepdim"], initial=-0.0)
+
+
+def _extremum(is_max: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 maximum / minimum: NaN propagates and -0 is below +0."""
+    picked = np.maximum(a, b) if is_max else np.minimum(a, b)
+    tie = (a == 0) & (b == 0)
+    sa, sb = np.signbit(a), np.signbit(b)
+    negative = (sa & sb) if is_max else (sa | sb)
+    return np.where(tie, np.where(negative, -0.0, 0.0), picked)
+
+
+def _reduce_extremum(is_max: bool, x: np.ndarray, p: Mapping[str, Any]) -> np.ndarray:
+    """IEEE 754-2019 maximum / minimum over `axes`: a zero extremum is +0 for max when any +0
+    takes part, -0 for min when any -0 does."""
+    axes, keep = tuple(p["axes"]), p["keepdim"]
+    picked = (np.max if is_max else np.min)(x, axis=axes, keepdims=keep)
+    sign = np.signbit(x)
+    found = np.any((x == 0) & (~sign if is_max else sign), axis=axes, keepdims=keep)
+    negative = ~found if is_max else found
+    return np.where(picked == 0, np.where(negative, -0.0, 0.0), picked)
+
+
 _OVERRIDES: Mapping[str, Callable[..., Any]] = {
     # x / (1 + exp(-x)) is inf/inf at -inf; the limit is -0
     "silu": lambda a, p: np.where(np.isneginf(a[0]), -0.0, a[0] / (1 + np.exp(-a[0]))),
     "relu": lambda a, p: np.where((a[0] > 0) | np.isnan(a[0]), a[0], 0.0),
     "where": lambda a, p: np.where(a[0], a[1], a[2]),
+    # IEEE sums start from -0.0 (x + -0 = x): a sum of only -0.0 is -0.0 (numpy's +0.0 start
+    # would make it +0.0 and hide the sign of the zero from the ulp metric)
+    "reduce_sum": lambda a, p: _sum(a[0], p),
+    "max": lambda a, p: _extremum(True, a[0], a[1]),
+    "min": lambda a, p: _extremum(False, a[0], a[1]),
+    "reduce_max": lambda a, p: _reduce_extremum(True, a[0], p),
+    "reduce_min": lambda a, p: _reduce_extremum(False, a[0], p),
+    "reduce_mean": lambda a, p: _sum(a[0], p) / math.prod(a[0].shape[i] for i in p["axes"]),
 }
 
 
@@ -165,9 +199,13 @@ def _exact_one(op: str, x: float, y: float | None = None) -> float:
             ctx.prec = 60
             return float(Decimal(x).sqrt())
     assert y is not None
+    ieee = float(_F64_BASIC[op](np.float64(x), np.float64(y)))
     if special or (op == "div" and y == 0):
-        return float(_F64_BASIC[op](np.float64(x), np.float64(y)))
-    return _to_float(_EXACT[op](Fraction(x), Fraction(y)))
+        return ieee
+    exact = _to_float(_EXACT[op](Fraction(x), Fraction(y)))
+    # Fractions have no signed zero: a zero result takes IEEE's sign, which the f64 operation
+    # gets right (an exact zero sum is +0 but -0 + -0; a product or quotient xors the signs)
+    return math.copysign(0.0, ieee) if exact == 0 else exact
 
 
 # -- gelu ----------------------------------------------------------------------------------

@@ -6,8 +6,9 @@
   forgets to write shows up as a difference too).
 * `max_ulp` / `max_relative` / `max_absolute`: the output against the reference of
   `references.py` rounded to the output dtype (the `PrecisionGuarantee` convention); ULP
-  distance in the IEEE total order (`runtime.precision.ulp_distance`: +0 and -0 are 0 apart,
-  NaN vs NaN is 0, NaN vs a number is the maximum).
+  distance in the IEEE total order (`runtime.precision.ulp_distance`: +0 and -0 are 1 apart,
+  the sign of a zero being part of the result; NaN vs NaN is 0, NaN vs a number is the
+  maximum).
 
 Each claim yields a `LedgerRecord`: `pass` / `fail` with the measured worst case and its
 evidence (probe, element index, output, reference, inputs), `no_probe` when fuel has no probe

@@ -319,9 +319,9 @@ def exact_f16_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     2^29; anything larger overflows f16 whatever its rounding, and IEEE specials propagate)."""
     m = _rows(x, axes)
     full = m.shape[1] // _F16_BLOCK * _F16_BLOCK
-    parts = [np.add.reduce(m[:, :full].reshape(m.shape[0], -1, _F16_BLOCK), 2, F64)]
+    parts = [np.add.reduce(m[:, :full].reshape(m.shape[0], -1, _F16_BLOCK), 2, F64, initial=-0.0)]
     if full < m.shape[1] or full == 0:
-        parts.append(np.add.reduce(m[:, full:], 1, F64, keepdims=True))
+        parts.append(np.add.reduce(m[:, full:], 1, F64, keepdims=True, initial=-0.0))
     blocks = np.concatenate(parts, axis=1)
     if blocks.shape[1] == 1:
         return blocks[:, 0]  # one block: already exact
@@ -331,8 +331,12 @@ def exact_f16_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
         total = scaled.sum(axis=1).astype(F64)  # int -> float rounds to nearest (RNE)
     else:  # Python ints; CPython's int -> float is correctly rounded too
         total = np.array([float(v) for v in scaled.astype(object).sum(axis=1)], F64)
-    total /= _F16_SCALE  # a zero sum is +0.0, as numpy's own sums give even for all -0.0
-    return np.where(finite.all(axis=1), total, np.add.reduce(blocks, axis=1))
+    total /= _F16_SCALE
+    # an exact zero is +0.0 unless every term is -0.0 (IEEE RNE): then each block sum (started
+    # from -0.0, IEEE addition's identity) is -0.0 too
+    all_negative_zero = ((blocks == 0) & np.signbit(blocks)).all(axis=1)
+    total = np.where(all_negative_zero, -0.0, total)
+    return np.where(finite.all(axis=1), total, np.add.reduce(blocks, axis=1, initial=-0.0))
 
 
 def _into(out: np.ndarray, acc: np.ndarray) -> None:
@@ -346,7 +350,7 @@ def _sum_f64(dtype: str, mean: bool) -> Kernel:
         if dtype == "f16":
             acc = exact_f16_sum(x, axes)
         else:
-            acc = np.add.reduce(np.ascontiguousarray(x), axes, F64)
+            acc = np.add.reduce(np.ascontiguousarray(x), axes, F64, initial=-0.0)
         if mean:
             acc = acc / math.prod(x.shape[a] for a in axes)
         _into(outputs[0], np.asarray(acc))

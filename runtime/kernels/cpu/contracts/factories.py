@@ -34,8 +34,10 @@ from runtime.kernels.cpu.elementwise import (
     _unary,
     _where,
     _where_axis,
+    binary_kernel,
     composite_for,
 )
+from runtime.kernels.cpu.extrema import settle_zero_extrema, settle_zero_ties
 from runtime.kernels.cpu.linalg import _matmul
 from runtime.rounding import REVISION_CODE
 
@@ -107,6 +109,15 @@ def binary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
 
 
 @kernel_factory
+def extremum(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
+    """max/min (`maximum` / `minimum`): numpy's selection; floats then order -0 below +0."""
+    uf, cdt = _ufunc(ufunc), COMPUTE[compute](dtypes[0])
+    op = {"maximum": "max", "minimum": "min"}[ufunc]
+    kernel = binary_kernel(op, uf, dtypes[0], cdt)
+    return BuiltKernel(kernel, depends_on=(_binary, settle_zero_ties))
+
+
+@kernel_factory
 def compare(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
     """A comparison into i1; 16-bit floats compare in f32 (exact)."""
     uf, cdt = _ufunc(ufunc), _half_wide(dtypes[0])
@@ -140,7 +151,8 @@ def cast(dtypes: Dtypes) -> BuiltKernel:
 @kernel_factory
 def reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
     """reduce_sum/mean/max/min: f16/bf16 accumulate in f32; float sums read a contiguous copy."""
-    return BuiltKernel(_reduction._make_reduce(op, dtypes[0]))
+    kernel = _reduction._make_reduce(op, dtypes[0])
+    return BuiltKernel(kernel, depends_on=(settle_zero_extrema,))
 
 
 @kernel_factory
