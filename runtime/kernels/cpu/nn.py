@@ -35,7 +35,8 @@ from runtime.kernels.cpu._common import (
     Params,
     Shapes,
     add,
-    deterministic,
+    half,
+    measured,
     numel,
     operand_bytes,
     per_element_cost,
@@ -43,7 +44,8 @@ from runtime.kernels.cpu._common import (
 )
 from runtime.rounding import apply_into, store
 
-_NO_BOUND = "reduction over the last dim (cancellation): no relative bound"
+_NO_BOUND = "x - mean and the bias cancel: normwise relative error measured"
+_RMS_NOTE = "positive sum of squares, then products (no cancellation): ulp and rel measured"
 
 
 def _compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
@@ -173,16 +175,17 @@ def register_nn(table: KernelBindingTable) -> None:
     rope_cost = per_element_cost(3.0, "composite")
     for t in F:
         cdt = compute_dtype(t)
-        norm = deterministic(_NO_BOUND)
-        add(table, "rms_norm", (t, t, t), _rms_norm(cdt), norm, _norm_cost(4.0))
-        add(table, "layer_norm", (t, t, t, t), _layer_norm(cdt), norm, _norm_cost(8.0))
+        rms = measured(_RMS_NOTE, with_ulp=True)
+        add(table, "rms_norm", (t, t, t), _rms_norm(cdt), rms, _norm_cost(4.0))
+        ln = measured(_NO_BOUND, with_ulp=half(t))
+        add(table, "layer_norm", (t, t, t, t), _layer_norm(cdt), ln, _norm_cost(8.0))
         rope_claim = (
-            deterministic("f64 products rounded before the difference: cancellation")
+            measured("f64 products rounded before the difference: cancellation", with_ulp=True)
             if t == "f64"
             else ulp(1, "computed in f64: exact products, one rounding, then the final one")
         )
         add(table, "rope", (t, t, t, t), _rope(F64), rope_claim, rope_cost)
-        attn = deterministic("softmax-weighted sums (cancellation): no bound")
+        attn = measured("softmax-weighted sums (cancellation): measured", with_ulp=half(t))
         add(table, "attention", (t, t, t, t), _attention(cdt, False), attn, attention_cost)
         kernel = _attention(cdt, True)
         add(table, "attention", (t, t, t, "i64", t), kernel, attn, attention_cost)

@@ -34,8 +34,9 @@ from runtime.kernels.cpu._common import (
     Params,
     Shapes,
     add,
-    deterministic,
     exact,
+    half,
+    measured,
     operand_bytes,
     per_element_cost,
     ulp,
@@ -62,13 +63,13 @@ def reduction_claim(op: str, dtype: str) -> PrecisionGuarantee:
     """max/min select (exact); integer sums wrap exactly; float sums cancel (no bound)."""
     if op in ("reduce_max", "reduce_min") or dtype not in F:
         return exact("exact: selection, or wrapping integer sum")
-    return deterministic("float accumulation: no relative bound under cancellation")
+    return measured("float sums cancel: normwise relative error measured", with_ulp=half(dtype))
 
 
 def softmax_claim(dtype: str) -> PrecisionGuarantee:
     """Faithful when computed in f64 for a narrower result; f64 itself has no wider type."""
     if dtype == "f64":
-        return deterministic("f64 in f64: error grows with |x - max| and row length")
+        return measured("f64 in f64: error grows with |x - max| and row length", with_ulp=True)
     return ulp(1, "computed in f64, positive terms (no cancellation): faithful, rows < 2^28")
 
 

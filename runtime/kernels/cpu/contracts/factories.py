@@ -240,3 +240,16 @@ def f64acc_reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
 def flash_decode(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
     """numpy-flashdecode: split-KV attention of one query; `kv_len`: the 5-operand key form."""
     return BuiltKernel(_flash._kernel(kv_len), depends_on=(_flash.flash_decode, _flash._partial))
+
+
+@kernel_factory
+def f64acc_attention(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
+    """numpy-f64acc: attention (f32 values) computed in f64, rounded once."""
+    kernel = _nn._attention(F64, kv_len)
+    return BuiltKernel(kernel, depends_on=(_nn._sdpa, _nn._mask, _nn._compute))
+
+
+@kernel_factory
+def f64acc_rms_norm(dtypes: Dtypes) -> BuiltKernel:
+    """numpy-f64acc: rms_norm (f32 values) computed in f64, rounded once."""
+    return BuiltKernel(_nn._rms_norm(F64))
