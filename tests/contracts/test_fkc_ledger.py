@@ -192,6 +192,16 @@ def test_checked_in_cpu_ledger_is_current() -> None:
     assert LEDGER_PATH.parent == CONTRACTS_DIR
 
 
+def assert_within_recorded(records: list[LedgerRecord], book: Ledger) -> None:
+    """A measured claim re-measured here stays within the bound its checked-in record gives
+    (the bound was measured on the reference host; a host computing worse fails this)."""
+    for r in records:
+        if r.evidence.get("mode") == "measured":
+            recorded = book.records[r.key].bound
+            assert recorded is not None and r.measured is not None, r.key
+            assert r.measured <= float(recorded), (r.key, r.measured, recorded)
+
+
 def test_cpu_claims_reverify_on_this_machine() -> None:
     """The checked-in results reproduce here (all 369 CPU dtype keys, ~3 s)."""
     _, contracts = load_contracts(CONTRACTS_DIR)
@@ -201,6 +211,7 @@ def test_cpu_claims_reverify_on_this_machine() -> None:
         (r.kernel, r.dtypes, r.claim, r.measured) for r in records if not r.passed
     ]
     assert figures.kernels == 369 and figures.claims == len(Ledger.load(LEDGER_PATH).records)
+    assert_within_recorded(records, Ledger.load(LEDGER_PATH))
 
 
 def test_relative_and_absolute_bounds_are_measured(base: str, write: Write) -> None:
@@ -226,8 +237,10 @@ def test_checked_in_sibling_ledgers_are_current(folder: Path) -> None:
     current = {(k.name, k.backend, k.dtypes, revision_hex(k.revision)) for k in result.kernels}
     assert {r.key[:4] for r in book.records.values()} == current
     assert all(r.result == "pass" for r in book.records.values())
-    figures = Figures.of(verify_all(result.kernels))
+    records = verify_all(result.kernels)
+    figures = Figures.of(records)
     assert figures.failed == figures.unproven == 0 and figures.claims == len(book.records)
+    assert_within_recorded(records, book)
 
 
 # -- measured claims ---------------------------------------------------------------------------
@@ -302,8 +315,10 @@ def test_checked_in_hand_ledger_proves_every_hand_registered_claim() -> None:
         assert all(getattr(e.precision, c) is not None for c in e.precision.measured), k.name
     book = Ledger.load(HAND_LEDGER_PATH)
     assert all(r.result == "pass" for r in book.records.values())
-    figures = Figures.of(verify_all(kernels))
+    records = verify_all(kernels)
+    figures = Figures.of(records)
     assert figures.failed == figures.unproven == 0
+    assert_within_recorded(records, book)
 
 
 def test_hand_registered_claims_without_records_are_unaudited() -> None:
