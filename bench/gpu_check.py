@@ -20,7 +20,17 @@ Two phases, one table each:
 Without a GPU everything runs at small shapes under the Triton interpreter, prints
 "no GPU: timings skipped", and takes well under 2 minutes. Exit status 1 on any mismatch.
 
+**The Triton ledger.** Phase 1 checks each row's claim as declared (`triton_kernel_table(gate=
+False)`), and bit-stability by running it twice. With `--write-ledger` on a GPU it records the
+results in `runtime/kernels/triton/ledger.json` (one pass/fail record per claim, kernel
+`op/kernel_source`, at the kernel's revision hash, with the device name and the case as
+evidence): the registry's precision gate reads that file, so only then do the Triton claims
+become audited and pass precision floors. Without a GPU `--write-ledger` writes nothing (the
+interpreter runs numpy's arithmetic, not the hardware's: it proves nothing about a GPU), and the
+movement rows (bit copies, not swept here) stay unaudited until a check covers them.
+
     .venv/bin/python bench/gpu_check.py [--iters 20] [--peak-gbs 4800] [--skip-claims]
+                                        [--write-ledger]
 """
 
 from __future__ import annotations
@@ -48,9 +58,21 @@ import torch.nn.functional as F  # noqa: E402
 
 import runtime.kernels.triton  # noqa: E402, F401  (selects the interpreter on a CPU machine)
 from runtime.binding_table import BindingEntry  # noqa: E402
+from runtime.contracts.ledger import (  # noqa: E402
+    PROTOCOL,
+    Ledger,
+    LedgerRecord,
+    claims_of,
+    revision_hex,
+)
 from runtime.kernels.triton.movement import COPY_OPS  # noqa: E402
-from runtime.kernels.triton.registry import triton_kernel_table  # noqa: E402
-from runtime.precision import PrecisionGuarantee, measure_errors  # noqa: E402
+from runtime.kernels.triton.registry import (  # noqa: E402
+    BACKEND,
+    LEDGER_PATH,
+    ledger_kernel,
+    triton_kernel_table,
+)
+from runtime.precision import ErrorReport, PrecisionGuarantee, measure_errors  # noqa: E402
 
 DEV = "cuda" if GPU else "cpu"
 TD = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i1": torch.bool}
@@ -459,13 +481,19 @@ def _as_numpy(t: torch.Tensor) -> np.ndarray:
     return flat.cpu().numpy()
 
 
-def check(case: Case, got: torch.Tensor, claim: PrecisionGuarantee) -> tuple[bool, str]:
-    """The claim (or, with no numeric bound, the dtype tolerance) against float64."""
+def measure(case: Case, got: torch.Tensor) -> tuple[np.ndarray, np.ndarray, ErrorReport | None]:
+    """(output, float64 reference, errors) of the compared prefix; no report for booleans."""
     ref = case.ref64()
     if ref.shape != got.shape:  # prefill speed case: the reference holds the last queries
         got = got[:, :, -ref.shape[2] :]
     g, r = _as_numpy(got), ref.reshape(-1)[:CHECK_ELEMS].double().cpu().numpy()
-    if g.dtype == np.bool_:
+    return g, r, None if g.dtype == np.bool_ else measure_errors(g, r)
+
+
+def check(case: Case, got: torch.Tensor, claim: PrecisionGuarantee) -> tuple[bool, str]:
+    """The claim (or, with no numeric bound, the dtype tolerance) against float64."""
+    g, r, rep = measure(case, got)
+    if rep is None:
         bad = int((g != r.astype(bool)).sum())
         return bad == 0, f"{bad} wrong"
     if claim.max_ulp is None and claim.max_relative is None and claim.max_absolute is None:
@@ -473,7 +501,6 @@ def check(case: Case, got: torch.Tensor, claim: PrecisionGuarantee) -> tuple[boo
         worst = float(np.abs(g.astype(np.float64) - r)[finite].max(initial=0.0))
         limit = TOL[case.dtypes[-1]] * max(1.0, float(np.abs(r[finite]).max(initial=0.0)))
         return worst <= limit, f"abs {worst:.2e} <= {limit:.1e}"
-    rep = measure_errors(g, r)
     what = f"ulp {rep.max_ulp} abs {rep.max_absolute:.1e} ({claim.describe()})"
     return rep.satisfies(claim), what
 
@@ -486,6 +513,48 @@ def run_case(entry: BindingEntry, case: Case) -> tuple[bool, str, torch.Tensor |
     except Exception as err:  # a failing kernel is a reported mismatch, not a crash
         return False, f"error: {type(err).__name__}: {err}"[:70], None
     return ok, what, out
+
+
+def ledger_records(
+    key: tuple[str, tuple[str, ...]], entry: BindingEntry, case: Case, out: torch.Tensor | None
+) -> list[LedgerRecord]:
+    """One record per declared claim of `entry` from this GPU run (`out`: its first output, None
+    if it raised): bit-stability by a second run into a fresh buffer, bounds from the errors."""
+    op, dtypes = key
+    base = dict(
+        kernel=ledger_kernel(op, entry.kernel_source),
+        backend=BACKEND,
+        dtypes=dtypes,
+        revision=revision_hex(entry.revision_hash),
+        protocol=PROTOCOL,
+    )
+    evidence = {"device": torch.cuda.get_device_name(), "case": case.name, "by": "gpu_check"}
+    rep = None if out is None else measure(case, out)[2]
+    records = []
+    for claim, bound in claims_of(entry.precision):
+        if out is None:
+            ok, value = False, None
+        elif claim == "bit_stable":
+            again = torch.empty_like(out)
+            entry.kernel(case.inputs, [again], case.params)
+            ok, value = bool(torch.equal(out.view(torch.uint8), again.view(torch.uint8))), None
+        elif rep is None:  # a boolean result: exact or not
+            ok, value = check(case, out, entry.precision)[0], None
+        else:
+            value = float(getattr(rep, claim))
+            ok = bound is not None and value <= float(bound)
+        measured = value if value is not None and np.isfinite(value) else None
+        records.append(
+            LedgerRecord(
+                **base,
+                claim=claim,
+                result="pass" if ok else "fail",
+                bound=bound,
+                measured=measured,
+                evidence=evidence,
+            )
+        )
+    return records
 
 
 def time_ms(fn: Callable[[], object], iters: int) -> float:
@@ -512,14 +581,18 @@ def rate(case: Case, ms: float, peak_gbs: float) -> str:
     return f"{gbs:7.0f} GB/s{peak}"
 
 
-def claims_phase(table, big: bool) -> int:
+def claims_phase(table, big: bool, records: list[LedgerRecord] | None = None) -> int:
+    """Check every entry's declared claim; on a GPU, append its ledger records to `records`."""
     print(f"\n== claims: every registered entry vs float64 ({'GPU' if big else 'interpreter'})")
     failures = 0
     for (op, dtypes, _), e in table.iter_entries():
         if op in MOVEMENT:  # bit copies: tests/triton/test_kernels_movement.py (FUEL_GPU=1 too)
             continue
-        ok, what, _ = run_case(e, sweep_case(op, dtypes, e.kernel_source, big))
+        case = sweep_case(op, dtypes, e.kernel_source, big)
+        ok, what, out = run_case(e, case)
         failures += not ok
+        if records is not None:
+            records += ledger_records((op, dtypes), e, case, out)
         if not ok or big:
             print(
                 f"{op:11} {','.join(dtypes):22} {e.kernel_source:19} {what:52} "
@@ -527,6 +600,14 @@ def claims_phase(table, big: bool) -> int:
             )
     print(f"{len(table)} entries, {failures} failed")
     return failures
+
+
+def write_ledger(records: list[LedgerRecord]) -> None:
+    """Upsert this GPU run's records into the Triton ledger the registry's gate reads."""
+    ledger = Ledger.load(LEDGER_PATH)
+    ledger.upsert(records)
+    passed = sum(r.passed for r in records)
+    print(f"wrote {len(records)} records ({passed} pass) to {ledger.save(LEDGER_PATH)}")
 
 
 def speed_phase(table, iters: int, peak_gbs: float) -> int:
@@ -560,16 +641,27 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--peak-gbs", type=float, default=4800.0, help="HBM peak (H200: 4800)")
     ap.add_argument("--skip-claims", action="store_true", help="only the speed phase")
+    ap.add_argument(
+        "--write-ledger",
+        action="store_true",
+        help="on a GPU: record the claims phase in runtime/kernels/triton/ledger.json",
+    )
     args = ap.parse_args()
+    if args.write_ledger and not GPU:
+        print("--write-ledger: no GPU, nothing written (the interpreter proves nothing about one)")
+        return 1
     torch.manual_seed(0)
     if GPU:
         torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS f32 in true f32, like ours
         print(f"device: {torch.cuda.get_device_name()}")
     else:
         print("no GPU: kernels run under the Triton interpreter at small shapes; timings skipped")
-    table = triton_kernel_table()
+    table = triton_kernel_table(gate=False)  # the claims as declared: what this run checks
     t0 = time.perf_counter()
-    failures = 0 if args.skip_claims else claims_phase(table, big=GPU)
+    records: list[LedgerRecord] | None = [] if args.write_ledger else None
+    failures = 0 if args.skip_claims else claims_phase(table, big=GPU, records=records)
+    if records:
+        write_ledger(records)
     failures += speed_phase(table, args.iters, args.peak_gbs)
     print(f"\n{failures} mismatches; {time.perf_counter() - t0:.1f} s")
     return 1 if failures else 0

@@ -4,11 +4,18 @@ A `PrecisionGuarantee` is what a kernel *claims* about its numerics against an e
 (float64-or-better) reference. The picker's precision floor admits only claims it can prove
 ("cannot prove => not admissible"), so every claim made by a fuel kernel is checked by a test
 with `ulp_distance` / `max_errors` below.
+
+A bound is either declared (a number derived from the kernel's arithmetic, which verification
+checks) or *measured* (`measured` names it): the worst case the verification harness saw on its
+stated probe set (`runtime.contracts.probes`), recorded in the kernel's ledger and read from
+there when the kernel registers. `max_relative` is elementwise for elementwise ops and normwise
+(per output row, `runtime.contracts.verify.NORMWISE_OPS`) for matmul, attention, the norms and
+the float reductions, where cancellation leaves no elementwise bound.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ml_dtypes
 import numpy as np
@@ -23,9 +30,13 @@ class PrecisionGuarantee:
     """A kernel's numeric claim relative to an exact reference rounded to the output dtype.
 
     `max_ulp` is measured in units in the last place of the output dtype, `max_relative` and
-    `max_absolute` as |got - ref| / |ref| and |got - ref|. None means "no claim for this bound".
+    `max_absolute` as |got - ref| / |ref| and |got - ref| (|ref| at least the output dtype's
+    smallest normal: below it a relative bound is one on |got - ref| / tiny). None means "no
+    claim for this bound".
     `audited=False` is the UNAUDITED sentinel: nothing was checked. `audited=True` with no bounds
     and `bit_stable=False` is an audited "no bound applies" conclusion, with its reason in notes.
+    `measured` names the bounds (`max_ulp`, `max_relative`) that are measured, not declared:
+    None as declared, set from the ledger by the precision gate (`resolved`).
     """
 
     bit_stable: bool = False
@@ -34,6 +45,15 @@ class PrecisionGuarantee:
     max_absolute: float | None = None
     audited: bool = True
     notes: str = field(default="", compare=False)
+    measured: tuple[str, ...] = ()
+
+    def declared(self) -> PrecisionGuarantee:
+        """The claim as declared: measured bounds back to None (what a contract writes)."""
+        return replace(self, **dict.fromkeys(self.measured))
+
+    def resolved(self, bounds: dict[str, float]) -> PrecisionGuarantee:
+        """This claim with its measured bounds set to `bounds` (from a ledger)."""
+        return replace(self, **bounds)
 
     def makes_no_static_claim(self) -> bool:
         """True when no bound and no bit-stability is claimed (UNAUDITED or `none`)."""
@@ -47,13 +67,16 @@ class PrecisionGuarantee:
         return not self.audited
 
     def meets(self, other: PrecisionGuarantee) -> bool:
-        """Whether this claim is at least as strong as `other` on every bound `other` sets."""
+        """Whether this claim is at least as strong as `other` on every bound `other` sets. A
+        0-ulp claim is the rounded reference itself, so it also meets every relative and
+        absolute bound (both errors are measured against that rounded reference)."""
         if other.bit_stable and not self.bit_stable:
             return False
+        exact = self.max_ulp == 0
         for mine, theirs in (
             (self.max_ulp, other.max_ulp),
-            (self.max_relative, other.max_relative),
-            (self.max_absolute, other.max_absolute),
+            (0.0 if exact else self.max_relative, other.max_relative),
+            (0.0 if exact else self.max_absolute, other.max_absolute),
         ):
             if theirs is not None and (mine is None or mine > theirs):
                 return False
@@ -65,13 +88,20 @@ class PrecisionGuarantee:
         return PrecisionGuarantee(audited=True, notes=reason)
 
     def describe(self) -> str:
+        """`bit_stable, ulp<=1, rel<=3.3e-07 (measured)`; a measured bound not yet read from
+        a ledger is `rel<=?`."""
         parts = ["bit_stable"] if self.bit_stable else []
-        if self.max_ulp is not None:
-            parts.append(f"ulp<={self.max_ulp}")
-        if self.max_relative is not None:
-            parts.append(f"rel<={self.max_relative:g}")
-        if self.max_absolute is not None:
-            parts.append(f"abs<={self.max_absolute:g}")
+        for name, short, fmt in (
+            ("max_ulp", "ulp", "d"),
+            ("max_relative", "rel", "g"),
+            ("max_absolute", "abs", "g"),
+        ):
+            bound = getattr(self, name)
+            note = " (measured)" if name in self.measured else ""
+            if bound is not None:
+                parts.append(f"{short}<={bound:{fmt}}{note}")
+            elif note:
+                parts.append(f"{short}<=?{note}")
         if not self.audited:
             parts.append(_UNAUDITED_NOTE)
         return ", ".join(parts) or "none"
@@ -90,7 +120,8 @@ def _ordered_int(x: np.ndarray) -> np.ndarray:
     i = np.ascontiguousarray(x).view(bits).astype(np.int64)
     lowest = np.int64(np.iinfo(bits).min)
     # A set sign bit means the magnitude is i - lowest; its order position is minus that.
-    # (lowest - i cannot overflow: i is negative there.) -0.0 maps to 0, like +0.0.
+    # (lowest - i cannot overflow: i is negative there.) -0.0 maps to 0, like +0.0: the sign of
+    # a zero is counted separately (`ulp_distance`).
     return np.where(i < 0, lowest - i, i)
 
 
@@ -109,16 +140,24 @@ def ulp_distance(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Number of representable values of `got.dtype` between `got` and `ref` (rounded to it).
 
     Both arrays are compared in `got`'s float dtype (f64, f32, f16 or bf16). NaN against NaN is
-    distance 0; NaN against a number is the maximum int64; +0 and -0 are 0 apart.
+    distance 0; NaN against a number is the maximum int64. +0 and -0 are 1 apart: the sign of a
+    zero is part of the result (1 / x, copysign, a later product or log tell them apart), so a
+    kernel returning +0 where IEEE arithmetic gives -0 is not exact. Every other distance is the
+    number of floats between the two values.
     """
     dt = got.dtype
     ref_r = round_to(ref, dt) if np.asarray(ref).dtype != dt else np.asarray(ref)
     g, r = _ordered_int(got), _ordered_int(ref_r)
-    dist = np.abs(g - r)
+    dist = np.abs(g - r) + ((g == 0) & (r == 0) & (signbit(got) != signbit(ref_r)))
     g_nan = np.isnan(got.astype(np.float64))
     r_nan = np.isnan(ref_r.astype(np.float64))
     dist = np.where(g_nan & r_nan, 0, dist)
     return np.where(g_nan ^ r_nan, np.iinfo(np.int64).max, dist)
+
+
+def signbit(x: np.ndarray) -> np.ndarray:
+    """The sign bit of every element of a float array (f16/bf16 included)."""
+    return np.signbit(np.asarray(x).astype(np.float64))
 
 
 def is_float_dtype(dt: np.dtype) -> bool:
@@ -153,7 +192,7 @@ def measure_errors(got: np.ndarray, ref: np.ndarray) -> ErrorReport:
         rel_err = np.where(abs_err == 0, 0.0, abs_err / np.maximum(np.abs(ref64), 1e-300))
     if is_float_dtype(got.dtype):
         ulp = int(ulp_distance(got, ref64).max(initial=0))
-        exact = bool(np.array_equal(got, round_to(ref64, got.dtype), equal_nan=True))
+        exact = ulp == 0  # NaN matches NaN; +0 and -0 differ
     else:  # integers compare exactly (float64 cannot hold every i64)
         ref_i = np.asarray(ref)
         ref_i = ref_i if ref_i.dtype.kind in "iub" else ref_i.astype(np.int64)

@@ -60,7 +60,10 @@ def expected() -> set[tuple[str, tuple[str, ...], str]]:
     keys |= {("rsqrt", ("f32", "f32"), "numpy-fast")}
     keys |= {(op, (t, t), "numpy-fast") for op in ("sigmoid", "silu", "gelu", "softmax") for t in H}
     keys |= {(op, (t, t), "numpy-f64acc") for op in ("reduce_sum", "reduce_mean") for t in H}
-    keys |= {("matmul", ("f32",) * 3, "numpy-f64acc")}
+    keys |= {("matmul", ("f32",) * 3, "numpy-f64acc"), ("rms_norm", ("f32",) * 3, "numpy-f64acc")}
+    keys |= {
+        ("attention", k, "numpy-f64acc") for k in (("f32",) * 4, ("f32",) * 3 + ("i64", "f32"))
+    }
     keys |= {("matmul", (t, t, t), "numpy-einsum") for t in ("f32", "f64")}
     alln = tuple(NUMPY_DTYPES)
     keys |= {(op, (t, t), "numpy-contig") for op in ("transpose", "reshape") for t in alln}
@@ -128,7 +131,8 @@ def test_entry_facts(alt: tuple[str, tuple[str, ...], str]) -> None:
     assert e.revision_hash != 0 and e.cost is not None
     assert e.caps.strided_input == (alt[2] != "numpy-contig")
     assert e.caps.requires_broadcast == (alt[2] == "numpy-bcast-row")
-    est = e.cost([(4, 8, 8)] * len(alt[1]), alt[1], {"perm": (0, 2, 1), "axes": (2,)})
+    shapes = [(1, 2, 4, 8)] * len(alt[1]) if alt[0] == "attention" else [(4, 8, 8)] * len(alt[1])
+    est = e.cost(shapes, alt[1], {"perm": (0, 2, 1), "axes": (2,)})
     assert est.flops >= 0 and est.bytes_moved > 0 and est.overhead_ns > 0
 
 
@@ -248,7 +252,8 @@ def ulp_of(v: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def check_accumulation_bound(case: Case, got: np.ndarray, dtype: str, op: str) -> None:
-    """The f64acc siblings that claim bit-stability only, pinned to what their notes prove:
+    """The f64acc sums and matmul, pinned to what their notes prove (their ulp and relative
+    claims are measured on the verification probes, which do not cancel this deeply):
     |err| <= 0.5 ulp + n 2^-53 sum|x| (sum|a||b| for matmul; for a mean the scale is
     sum|x| / n), plus the f64 reference's own rounding."""
     ref = np.asarray(case.ref, np.float64).reshape(got.shape)
@@ -271,8 +276,9 @@ def test_claim_holds(alt: tuple[str, tuple[str, ...], str]) -> None:
         if t not in FLOATS:
             np.testing.assert_array_equal(got, np.asarray(case.ref).astype(got.dtype))
             continue
-        if claim.max_ulp is None and claim.max_absolute is None:  # bit-stable only
-            if alt[2] == "numpy-f64acc":
+        if claim.max_ulp is None and claim.max_absolute is None:  # no declared bound
+            # (measured bounds hold on the verification probes: tests/contracts check those)
+            if alt[2] == "numpy-f64acc" and op in ("reduce_sum", "reduce_mean", "matmul"):
                 check_accumulation_bound(case, got, t, op)
             else:
                 check_close(got, case, t)

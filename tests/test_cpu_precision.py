@@ -25,6 +25,7 @@ from runtime.binding_table import BindingEntry
 from runtime.contracts.references import (
     _HALF_GRID,
     ERF,
+    _extremum,
     _gelu_decimal,
     erf_decimal,
     round_int,
@@ -224,7 +225,10 @@ def exact_f64_binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not (math.isfinite(x) and math.isfinite(y)) or (op == "div" and y == 0):
             out.append(float(_F64_OPS[op](np.float64(x), np.float64(y))))
             continue
-        out.append(_fraction_to_float(_FRACTION_OPS[op](Fraction(x), Fraction(y))))
+        exact = _fraction_to_float(_FRACTION_OPS[op](Fraction(x), Fraction(y)))
+        # a Fraction has no signed zero: a zero takes IEEE's sign, which the f64 op gets right
+        zero = math.copysign(0.0, float(_F64_OPS[op](np.float64(x), np.float64(y))))
+        out.append(zero if exact == 0 else exact)
     return np.array(out, np.float64)
 
 
@@ -311,8 +315,8 @@ def cases_binary(op: str, dtypes: tuple[str, ...]) -> list[Case]:
         b = np.concatenate([b, expo, np.round(expo[:500])])
         with np.errstate(all="ignore"):
             return [Case([a, b], {}, a.shape, np.power(_f64(a).astype(L), _f64(b).astype(L)))]
-    if op in ("max", "min"):
-        ref = (np.maximum if op == "max" else np.minimum)(_f64(a), _f64(b))
+    if op in ("max", "min"):  # IEEE 754-2019: NaN propagates, -0 is below +0
+        ref = _extremum(op == "max", _f64(a), _f64(b))
     elif t == "f64":
         ref = exact_f64_binary(op, a, b)
     else:

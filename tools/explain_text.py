@@ -133,16 +133,23 @@ def _layer1(c: Candidate) -> str:
     return fmt_ns(c.static_ns) + (f" ({', '.join(work)})" if work else "")
 
 
+FLOOR = "rejected:precision-floor"
+
+
 def _row(c: Candidate, verdict: str) -> tuple[str, ...]:
+    """One candidate's cells; a kernel the precision floor rejected shows, instead of a cost it
+    never got, the claim its ledger proves (what fell short of the floor)."""
     judge = "—" if c.judge_ns is None else fmt_ns(c.judge_ns)
     rejected = verdict.startswith("rejected")
     total = "—" if rejected else fmt_ns(c.time_ns)
     transfer = "—" if rejected else fmt_ns(c.inbound_transfer_ns)
+    proof = "claims" if c.precision.is_unaudited() else "proves"
+    layer1 = f"{proof} {c.precision.describe()}" if verdict == FLOOR else _layer1(c)
     return (
         c.kernel_source or "?",
         c.backend,
         c.device,
-        _layer1(c),
+        layer1,
         judge,
         transfer,
         total,
@@ -229,7 +236,9 @@ class _Why:
             if d.winner.inbound_transfer_ns > 0
             else ""
         )
-        return f"{verb} {d.device}: no kernel for {kop} on {', '.join(others)}{tail}"
+        floored = {c.device for c in d.alternatives.rejected if c.verdict == FLOOR}
+        what = "no kernel the precision floor admits" if floored & set(others) else "no kernel"
+        return f"{verb} {d.device}: {what} for {kop} on {', '.join(others)}{tail}"
 
     def moved(self, op: Operation, d: Decision, src: str) -> str:
         dev, costs, w = d.device, d.node_cost, d.winner
@@ -309,6 +318,12 @@ class _Why:
         filters = sorted({c.verdict.removeprefix("rejected:") for c in d.alternatives.rejected})
         if filters:
             text += f"; {len(d.alternatives.rejected)} rejected by {', '.join(filters)}"
+        if any(c.verdict == FLOOR for c in d.alternatives.rejected):
+            floor = describe_precision(self.options.precision)
+            text += (
+                f" (their verified claims do not prove {floor}); {w.kernel_source} proves "
+                f"{w.precision.describe()}"
+            )
         return text
 
 

@@ -20,6 +20,7 @@ named by `--allow`.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -31,12 +32,14 @@ from runtime.binding_table import BindingEntry, KernelBindingTable, KernelCaps
 from runtime.contracts import Ledger, contract_source, import_glob, load_contracts
 from runtime.contracts.importer import expand
 from runtime.contracts.ledger import LEDGER_NAME, LedgerRecord, claims_of
-from runtime.contracts.lower import LoweredKernel, lower
-from runtime.contracts.verify import Figures, verify_all
+from runtime.contracts.lower import lower
+from runtime.contracts.verify import Figures, HandKernel, Verifiable, verify_all
 from runtime.kernels import global_bindings
 from runtime.kernels.cpu.contracts import (
     CONTRACTS_DIR,
+    HAND_LEDGER_PATH,
     PROVIDER_DIRS,
+    hand_registered_kernels,
     register_cpu_kernels_from_contracts,
     vendor_dirs,
 )
@@ -143,6 +146,8 @@ def _rel(path: str) -> str:
 
 
 def _status(entry: BindingEntry, verified: bool | None, from_contract: bool) -> str:
+    """`unaudited`, `audited` (nothing checkable), `verified` by a ledger, or `claimed` (a
+    hand registration no ledger covers: a table built without the gate)."""
     p = entry.precision
     if not p.audited:
         return "unaudited"
@@ -150,7 +155,22 @@ def _status(entry: BindingEntry, verified: bool | None, from_contract: bool) -> 
         return "audited"
     if from_contract:
         return "verified" if verified else "unaudited"
-    return "claimed"
+    return "verified" if verified else "claimed"
+
+
+def _hand_verified(op: str, dtypes: tuple[str, ...], backend: str, entry: BindingEntry) -> bool:
+    """A hand-registered CPU entry whose (gated) claims the hand ledger proves."""
+    k = HandKernel(op, dtypes, backend, entry)
+    p = entry.precision
+    if backend != "cpu" or any(getattr(p, c) is None for c in p.measured):
+        return False  # measured bounds not read from a ledger: not gated
+    declared = p.declared()
+    return not _hand_ledger().missing(k.name, backend, dtypes, k.revision, declared)
+
+
+@functools.cache
+def _hand_ledger() -> Ledger:
+    return Ledger.load(HAND_LEDGER_PATH)
 
 
 def table_rows(
@@ -171,7 +191,11 @@ def table_rows(
             _caps(entry.caps),
             prov.cost_class if prov else "-",
             entry.precision.describe(),
-            _status(entry, prov.verified if prov else None, prov is not None),
+            _status(
+                entry,
+                prov.verified if prov else _hand_verified(o, dtypes, b, entry),
+                prov is not None,
+            ),
             _rel(prov.path) + f":{prov.line}" if prov else "hand-registered",
         )
         groups.setdefault(fields, []).append(_key(dtypes))
@@ -217,14 +241,24 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 @dataclass
 class _Group:
-    """The kernels of one provider's files and the ledger beside them."""
+    """The kernels of one provider's files and the ledger beside them (or the hand-registered
+    CPU kernels and their ledger: `whole` is False there, as which of them exist depends on the
+    machine, so rows of kernels absent here are kept)."""
 
     ledger_path: Path
-    kernels: list[LoweredKernel]
+    kernels: Sequence[Verifiable]
+    whole: bool = True
+
+
+def _hand_group(args: argparse.Namespace) -> list[_Group]:
+    if args.contracts or args.backend not in (None, "cpu"):
+        return []
+    kernels = [k for k in hand_registered_kernels() if args.op is None or k.op == args.op]
+    return [_Group(HAND_LEDGER_PATH, kernels, whole=False)]
 
 
 def _groups(args: argparse.Namespace) -> list[_Group]:
-    out = []
+    out = _hand_group(args)
     for source in args.contracts or _builtin_contract_dirs():
         files = expand(source)
         _, contracts = load_contracts(files, tuple(args.allow))
@@ -264,7 +298,7 @@ def _check(groups: Sequence[_Group]) -> int:
                 missing += 1
                 print(
                     f"UNPROVEN {k.name} ({', '.join(k.dtypes)}) {k.backend}: "
-                    f"{', '.join(lack)} [{_rel(k.contract.path)}:{k.contract.line}]"
+                    f"{', '.join(lack)} [{_rel(k.where)}]"
                 )
     total = sum(len(g.kernels) for g in groups)
     print(f"{total} kernels checked against their ledgers: {missing} with unproven claims")
@@ -283,6 +317,8 @@ def cmd_verify_kernels(args: argparse.Namespace) -> int:
         if args.write_ledger:
             ledger = Ledger.load(g.ledger_path)
             ledger.upsert(fresh)
+            if g.whole and args.op is None and args.backend is None:  # all the folder's
+                ledger.prune((k.name, k.backend, k.dtypes) for k in g.kernels)
             print(f"wrote {len(fresh)} records to {_rel(str(ledger.save(g.ledger_path)))}")
     for r in records:
         if not r.passed:

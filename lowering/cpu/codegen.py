@@ -121,11 +121,12 @@ FLOAT_BINARY = {
     "mul": "{x} * {y}",
     "div": "{x} / {y}",
     "pow": "({T})pow((double){x}, (double){y})",
-    "max": "(({x} > {y} || {x} != {x}) ? {x} : {y})",
-    "min": "(({x} < {y} || {x} != {x}) ? {x} : {y})",
+    "max": "(({x} > {y} || {x} != {x}) ? {x} : (({x} == {y} && !signbit({x})) ? {x} : {y}))",
+    "min": "(({x} < {y} || {x} != {x}) ? {x} : (({x} == {y} && signbit({x})) ? {x} : {y}))",
 }
-"""Binary float ops; max/min propagate a NaN from either side and, like numpy's, return the
-second operand on ties (max(-0.0, 0.0) is 0.0, relu(-0.0) is 0.0)."""
+"""Binary float ops; max/min propagate a NaN from either side and order -0 below +0 like the
+numpy kernels (IEEE 754-2019: max(-0.0, 0.0) is 0.0 and min(-0.0, 0.0) is -0.0 in either
+order; on other ties either operand is the same value)."""
 
 INT_BINARY = {
     "add": "({T})(({U}){x} + ({U}){y})",

@@ -143,7 +143,11 @@ class IncompleteCost(FkcError):
 
 
 class BadPrecisionBound(FkcError):
-    rule, summary = "FKC-E29", "precision bounds are non-negative numbers (max_ulp an integer)"
+    rule, summary = (
+        "FKC-E29",
+        "precision bounds are non-negative numbers (max_ulp an integer) or `measured` (max_ulp, "
+        "max_relative)",
+    )
 
 
 class IncoherentPrecision(FkcError):

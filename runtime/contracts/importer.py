@@ -29,7 +29,7 @@ from runtime.contracts.errors import (
     UnverifiedClaimWarning,
     warn,
 )
-from runtime.contracts.ledger import LEDGER_NAME, Ledger, claims_of, gate
+from runtime.contracts.ledger import LEDGER_NAME, Ledger, claims_of
 from runtime.contracts.lower import LoweredKernel, lower
 from runtime.contracts.model import KernelContract, Provider
 from runtime.contracts.parse import parse_file
@@ -144,8 +144,8 @@ def apply_gate(
     out, downgraded = [], []
     by_contract: dict[str, list[tuple[LoweredKernel, list[str]]]] = {}
     for k in kernels:
-        missing = ledger.missing(k.name, k.backend, k.dtypes, k.revision, k.precision)
-        out.append(gate(k.precision, missing))
+        precision, missing = ledger.resolve(k.name, k.backend, k.dtypes, k.revision, k.precision)
+        out.append(precision)
         if missing:
             downgraded.append(k)
             by_contract.setdefault(k.contract.where, []).append((k, missing))

@@ -5,15 +5,18 @@ A JSON file beside the contracts it covers (`ledger.json`), one record per
 `no_probe` / `no_reference`) and its evidence (the measured worst case, its element and
 inputs). `fuel verify-kernels --write-ledger` regenerates it; it is checked in.
 
-At import (`gate`), a kernel whose machine-checkable claims do not all have a `pass` record at
-its current revision and the current protocol is registered with the UNAUDITED guarantee
-instead, so the picker's precision floor only ever admits proven claims. JSON rather than YAML
+At import (`Ledger.resolve`), a kernel whose machine-checkable claims do not all have a `pass`
+record at its current revision and the current protocol is registered with the UNAUDITED
+guarantee instead, so the picker's precision floor only ever admits proven claims. A measured
+claim (`PrecisionGuarantee.measured`) takes its bound from its record: the worst case measured on
+the probe set, rounded up (`measured_bound`). JSON rather than YAML
 because 64-bit revision hashes exceed a float's precision: they are stored as hex strings.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,9 +28,11 @@ from runtime.precision import UNAUDITED, PrecisionGuarantee
 
 LEDGER_NAME = "ledger.json"
 FORMAT = 1
-PROTOCOL = 1
+PROTOCOL = 3
 """Version of the verification protocol (probe sets, references, comparison rules). Bumping it
-invalidates every record: claims must be re-proven under the stronger protocol."""
+invalidates every record: claims must be re-proven under the stronger protocol. 2: +0 and -0
+are 1 ulp apart (`runtime.precision.ulp_distance`), reductions are probed with signed zeros.
+3: measured claims; `max_relative` is normwise for `verify.NORMWISE_OPS`."""
 
 CLAIMS = ("bit_stable", "max_ulp", "max_relative", "max_absolute")
 
@@ -38,14 +43,38 @@ def revision_hex(revision: int) -> str:
     return f"{revision:016x}"
 
 
-def claims_of(p: PrecisionGuarantee) -> list[tuple[str, float | bool]]:
-    """The machine-checkable claims of a guarantee as (claim, bound)."""
-    out: list[tuple[str, float | bool]] = [("bit_stable", True)] if p.bit_stable else []
+def claims_of(p: PrecisionGuarantee) -> list[tuple[str, float | bool | None]]:
+    """The machine-checkable claims of a guarantee as (claim, bound); a measured claim's bound
+    is None (the verification measures it)."""
+    out: list[tuple[str, float | bool | None]] = [("bit_stable", True)] if p.bit_stable else []
     for claim in CLAIMS[1:]:
         bound = getattr(p, claim)
-        if bound is not None:
+        if claim in p.measured:
+            out.append((claim, None))
+        elif bound is not None:
             out.append((claim, bound))
     return out
+
+
+MEASURED_CLAIMS = ("max_ulp", "max_relative")
+"""The bounds a claim may leave to measurement (an absolute error bound depends on the data's
+scale, so a probe set cannot stand for it)."""
+
+
+def measured_bound(claim: str, worst: float, unit_roundoff: float) -> float | None:
+    """The bound a measured claim records for the worst case `worst` on the probes: ulp as
+    the integer itself, relative errors rounded up to two significant digits; never tighter
+    than one unit (1 ulp, or the output dtype's unit roundoff), since exactness is for proofs,
+    not measurements. None when nothing finite was measured (no bound holds)."""
+    if not math.isfinite(worst):
+        return None
+    if claim == "max_ulp":
+        return float(max(1, math.ceil(worst)))
+    if worst <= unit_roundoff:
+        return unit_roundoff
+    step = 10.0 ** (math.floor(math.log10(worst)) - 1)
+    bound = math.ceil(worst / step) * step
+    return float(f"{bound:.2g}") if float(f"{bound:.2g}") >= worst else bound
 
 
 @dataclass(frozen=True)
@@ -106,11 +135,37 @@ class Ledger:
         r = self.records.get((kernel, backend, tuple(dtypes), revision_hex(revision), claim))
         return r is not None and r.passed
 
+    def record(
+        self, kernel: str, backend: str, dtypes: Sequence[str], revision: int, claim: str
+    ) -> LedgerRecord | None:
+        return self.records.get((kernel, backend, tuple(dtypes), revision_hex(revision), claim))
+
     def missing(
         self, kernel: str, backend: str, dtypes: Sequence[str], revision: int, p: PrecisionGuarantee
     ) -> list[str]:
-        """The claims of `p` without a pass record at this revision."""
-        return [c for c, _ in claims_of(p) if not self.passed(kernel, backend, dtypes, revision, c)]
+        """The claims of `p` without a pass record at this revision (a measured claim also
+        needs its recorded bound)."""
+        out = []
+        for claim, _ in claims_of(p):
+            r = self.record(kernel, backend, dtypes, revision, claim)
+            if r is None or not r.passed or (claim in p.measured and r.bound is None):
+                out.append(claim)
+        return out
+
+    def resolve(
+        self, kernel: str, backend: str, dtypes: Sequence[str], revision: int, p: PrecisionGuarantee
+    ) -> tuple[PrecisionGuarantee, list[str]]:
+        """(the guarantee to register, the claims lacking a pass record): the claim with its
+        measured bounds read from their records when all are proven, else UNAUDITED."""
+        lack = self.missing(kernel, backend, dtypes, revision, p)
+        if lack:
+            return UNAUDITED, lack
+        bounds = {}
+        for claim in p.measured:
+            r = self.record(kernel, backend, dtypes, revision, claim)
+            assert r is not None and r.bound is not None
+            bounds[claim] = int(r.bound) if claim == "max_ulp" else float(r.bound)
+        return p.resolved(bounds), []
 
     def upsert(self, records: Iterable[LedgerRecord]) -> None:
         """Add `records`, dropping older records of the same (kernel, backend, dtypes, claim)
@@ -123,6 +178,14 @@ class Ledger:
             if (r.kernel, r.backend, r.dtypes, r.claim) not in fresh
         }
         self.records.update((r.key, r) for r in new)
+
+    def prune(self, current: Iterable[tuple[str, str, tuple[str, ...]]]) -> None:
+        """Drop the records of every (kernel, backend, dtypes) not in `current`: kernels that
+        were renamed, split or removed leave no stale rows behind."""
+        keep = set(current)
+        self.records = {
+            k: r for k, r in self.records.items() if (r.kernel, r.backend, r.dtypes) in keep
+        }
 
     def to_text(self) -> str:
         """Deterministic JSON, one record per line (sorted, no timestamps): regenerating the
@@ -156,8 +219,3 @@ def _record(row: dict[str, Any]) -> LedgerRecord:
         protocol=int(row.get("protocol", 0)),
         evidence=dict(row.get("evidence") or {}),
     )
-
-
-def gate(claimed: PrecisionGuarantee, missing: Sequence[str]) -> PrecisionGuarantee:
-    """The guarantee to register: the claim if nothing is missing, else UNAUDITED."""
-    return claimed if not missing else UNAUDITED

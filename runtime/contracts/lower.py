@@ -8,7 +8,8 @@
 * caps projection: `strided_input` when every input walks strides (strided and broadcast
   accepted), `requires_broadcast` when an input requires a stride-0 view;
 * precision lowering: `audited: false` => UNAUDITED; audited with nothing claimed =>
-  `PrecisionGuarantee.none(notes)`; otherwise the claimed bounds;
+  `PrecisionGuarantee.none(notes)`; otherwise the claimed bounds, a `measured` one as a name
+  in `PrecisionGuarantee.measured` (the ledger gives its value);
 * revision hash over the canonical re-serialization of the block (comments and formatting do
   not change it), the provider, and the source of the code it runs;
 * cost expressions were compiled once at validation; here they become one `CostFn`.
@@ -63,6 +64,19 @@ class LoweredKernel:
     @property
     def name(self) -> str:
         return self.contract.name
+
+    @property
+    def where(self) -> str:
+        """The contract's `file:line`."""
+        return self.contract.where
+
+    def view_runs(self) -> tuple[bool, bool]:
+        """(strided views, offset views): whether every input's layout accepts them."""
+        layouts = [o.layout for o in self.contract.inputs]
+        return (
+            all(lay is not None and lay.strided == "accepted" for lay in layouts),
+            all(lay is not None and lay.offset == "accepted" for lay in layouts),
+        )
 
     def accepts(self, shapes: Sequence[Sequence[int]]) -> bool:
         """Whether operand shapes (inputs then outputs) meet the contract's ranks, shape
@@ -163,6 +177,7 @@ def lower_precision(contract: KernelContract) -> PrecisionGuarantee:
         max_absolute=p.max_absolute,
         audited=True,
         notes=p.notes,
+        measured=p.measured,
     )
 
 

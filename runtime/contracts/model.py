@@ -135,6 +135,8 @@ class PrecisionSpec:
     max_absolute: float | None
     audited: bool
     notes: str
+    measured: tuple[str, ...] = ()
+    """The bounds written `measured` (their value is None here; the ledger holds it)."""
 
 
 @dataclass(frozen=True)

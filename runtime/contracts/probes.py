@@ -162,11 +162,19 @@ def where(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
     return [Probe([cond, a, b], (5, 6, 7), dtypes[-1], {}, "broadcast")]
 
 
-MATMUL_SHAPES = (((2, 1, 3, 4), (3, 4, 5)), ((4, 6), (6, 3)), ((1, 7, 16), (2, 16, 1)))
+MATMUL_SHAPES = (
+    ((2, 1, 3, 4), (3, 4, 5)),
+    ((4, 6), (6, 3)),
+    ((1, 7, 16), (2, 16, 1)),
+    ((2, 9, 33), (33, 17)),
+    ((40, 64), (64, 24)),
+)
+"""Batched, plain, broadcast-batch; then products by a 2-D weight with 18 and 40 rows (kernels
+that switch from GEMV to a blocked GEMM above a few rows take the blocked path; ragged sizes)."""
 
 
 def matmul(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
-    """Batched, plain and broadcast-batch products (`MATMUL_SHAPES`)."""
+    """Batched, plain and broadcast-batch products, and blocked ones (`MATMUL_SHAPES`)."""
     t = dtypes[0]
     rng = np.random.default_rng(404)
     out = []
@@ -239,8 +247,16 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) ->
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
+def _signed_zeros(t: str) -> np.ndarray:
+    """Rows of only -0.0 (IEEE: their sum is -0.0), mixed zeros (+0.0), only +0.0, and -0.0
+    with a value that cancels (x + -x is +0.0)."""
+    rows = [[-0.0] * 9, [-0.0, 0.0] * 4 + [-0.0], [0.0] * 9, [-0.0] * 7 + [1.5, -1.5]]
+    return np.array(rows, NUMPY_DTYPES[t])
+
+
 def reduce(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
-    """A (4, 5, 6) block with NaN, inf and -0 over five axis sets, and a ragged (3, 1000) sum."""
+    """A (4, 5, 6) block with NaN, inf and -0 over five axis sets, a ragged (3, 1000) sum, and
+    rows of signed zeros (floats)."""
     t = dtypes[0]
     rng = np.random.default_rng(606)
     out = []
@@ -250,6 +266,9 @@ def reduce(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
         out.append(Probe([x], _reduced_shape(x.shape, axes, keep), t, params, f"{axes} {keep}"))
     x = _block(t, (3, 1000), rng)
     out.append(Probe([x], (3,), t, {"axes": (1,), "keepdim": False}, "long rows"))
+    if t in FLOAT_DTYPES:
+        x = _signed_zeros(t)
+        out.append(Probe([x], (4,), t, {"axes": (1,), "keepdim": False}, "signed zeros"))
     return out
 
 
@@ -328,6 +347,51 @@ def attention(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
     return out
 
 
+FUSED_SHAPES = (((4, 6), 5), ((2, 9, 33), 17), ((1, 3, 16), 40))
+"""(x shape, n): rows by a 2-D weight, few and many (a GEMV and a blocked GEMM)."""
+ACTS = ("none", "relu", "silu", "gelu", "gelu_tanh")
+
+
+def matmul_bias_act(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """act(x @ w + b) for every activation over `FUSED_SHAPES` (bias of the output's width)."""
+    t = dtypes[0]
+    rng = np.random.default_rng(1212)
+    out = []
+    for shape, n in FUSED_SHAPES:
+        x, w = _normal(t, shape, rng), _normal(t, (shape[-1], n), rng, 0.3)
+        b = _normal(t, (n,), rng)
+        for act in ACTS:
+            params = {"act": act}
+            out.append(Probe([x, w, b], (*shape[:-1], n), t, params, f"{shape}x{n} {act}"))
+    return out
+
+
+def gated_mlp(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """(silu(x @ wg) * (x @ wu)) @ wd over `FUSED_SHAPES` (hidden width n, back to d)."""
+    t = dtypes[0]
+    rng = np.random.default_rng(1313)
+    out = []
+    for shape, n in FUSED_SHAPES:
+        d = shape[-1]
+        x = _normal(t, shape, rng)
+        wg, wu, wd = (_normal(t, s, rng, 0.3) for s in ((d, n), (d, n), (n, d)))
+        out.append(Probe([x, wg, wu, wd], shape, t, {}, f"{shape} hidden {n}"))
+    return out
+
+
+def concat(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Two and three pieces of a (4, 5, 6) block of values with edges, along each axis."""
+    t = dtypes[0]
+    rng = np.random.default_rng(1414)
+    x = _take(t, 120, rng).reshape(4, 5, 6)
+    out = []
+    for axis, cuts in ((0, (1,)), (1, (2, 3)), (2, (1, 5)), (-1, (3,))):
+        pieces = [np.ascontiguousarray(a) for a in np.split(x, cuts, axis=axis)]
+        label = f"{len(pieces)} pieces, axis {axis}"
+        out.append(Probe(pieces, x.shape, t, {"axis": axis}, label))
+    return out
+
+
 def movement(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
     """One or two probes per op over a (4, 5, 6) block of values with edges."""
     t = dtypes[0]
@@ -385,6 +449,9 @@ PROBES: Mapping[str, Builder] = {
     "layer_norm": norm,
     "rope": rope,
     "attention": attention,
+    "matmul_bias_act": matmul_bias_act,
+    "gated_mlp": gated_mlp,
+    "concat": concat,
     **dict.fromkeys(("reshape", "transpose", "broadcast", "slice", "gather"), movement),
 }
 """op -> probe builder."""

@@ -63,11 +63,80 @@ _INT_OPS: Mapping[str, Callable[..., Any]] = {
     "min": np.minimum,
     "matmul": np.matmul,
 }
+
+
+def _sum(x: np.ndarray, p: Mapping[str, Any]) -> np.ndarray:
+    return np.add.reduce(x, tuple(p["axes"]), keepdims=p["keepdim"], initial=-0.0)
+
+
+def _extremum(is_max: bool, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 maximum / minimum: NaN propagates and -0 is below +0."""
+    picked = np.maximum(a, b) if is_max else np.minimum(a, b)
+    tie = (a == 0) & (b == 0)
+    sa, sb = np.signbit(a), np.signbit(b)
+    negative = (sa & sb) if is_max else (sa | sb)
+    return np.where(tie, np.where(negative, -0.0, 0.0), picked)
+
+
+def _reduce_extremum(is_max: bool, x: np.ndarray, p: Mapping[str, Any]) -> np.ndarray:
+    """IEEE 754-2019 maximum / minimum over `axes`: a zero extremum is +0 for max when any +0
+    takes part, -0 for min when any -0 does."""
+    axes, keep = tuple(p["axes"]), p["keepdim"]
+    picked = (np.max if is_max else np.min)(x, axis=axes, keepdims=keep)
+    sign = np.signbit(x)
+    found = np.any((x == 0) & (~sign if is_max else sign), axis=axes, keepdims=keep)
+    negative = ~found if is_max else found
+    return np.where(picked == 0, np.where(negative, -0.0, 0.0), picked)
+
+
+def _softmax_rows(s: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis with fully masked (-inf) rows giving zeros."""
+    m = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0))
+    den = np.sum(e, axis=-1, keepdims=True)
+    return e / np.where(den == 0, 1, den)
+
+
+def _attention(a: Sequence[np.ndarray], p: Mapping[str, Any]) -> np.ndarray:
+    """Grouped-query SDPA with the optional `kv_len` operand (keys j >= kv_len masked, causal
+    keeps j <= i + kv_len - Sq, kv_len clamped to [0, Sk]; a row with no key is zero)."""
+    q, k, v = a[:3]
+    sq, sk = q.shape[2], k.shape[2]
+    kv_len = min(max(int(a[3]), 0), sk) if len(a) == 4 else sk
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    j, i = np.arange(sk), np.arange(sq)[:, None]
+    valid = (j < kv_len) & ((j <= i + kv_len - sq) if p["causal"] else True)
+    scores = np.where(valid, (q @ k.swapaxes(-1, -2)) * p["scale"], -np.inf)
+    return _softmax_rows(scores) @ v
+
+
+_ACTS: Mapping[str, Callable[[np.ndarray], np.ndarray]] = {
+    "none": lambda y: y,
+    "relu": lambda y: np.where((y > 0) | np.isnan(y), y, 0.0),
+    "silu": lambda y: y / (1 + np.exp(-y)),
+    "gelu": lambda y: NUMPY_REFERENCES["gelu"]([y], {"approximate": "none"}),
+    "gelu_tanh": lambda y: NUMPY_REFERENCES["gelu"]([y], {"approximate": "tanh"}),
+}
+"""matmul_bias_act's activations, evaluated in the reference's wide dtype."""
+
+
 _OVERRIDES: Mapping[str, Callable[..., Any]] = {
     # x / (1 + exp(-x)) is inf/inf at -inf; the limit is -0
     "silu": lambda a, p: np.where(np.isneginf(a[0]), -0.0, a[0] / (1 + np.exp(-a[0]))),
     "relu": lambda a, p: np.where((a[0] > 0) | np.isnan(a[0]), a[0], 0.0),
     "where": lambda a, p: np.where(a[0], a[1], a[2]),
+    # IEEE sums start from -0.0 (x + -0 = x): a sum of only -0.0 is -0.0 (numpy's +0.0 start
+    # would make it +0.0 and hide the sign of the zero from the ulp metric)
+    "reduce_sum": lambda a, p: _sum(a[0], p),
+    "attention": _attention,
+    "matmul_bias_act": lambda a, p: _ACTS[p["act"]](a[0] @ a[1] + a[2]),
+    "gated_mlp": lambda a, p: (_ACTS["silu"](a[0] @ a[1]) * (a[0] @ a[2])) @ a[3],
+    "max": lambda a, p: _extremum(True, a[0], a[1]),
+    "min": lambda a, p: _extremum(False, a[0], a[1]),
+    "reduce_max": lambda a, p: _reduce_extremum(True, a[0], p),
+    "reduce_min": lambda a, p: _reduce_extremum(False, a[0], p),
+    "reduce_mean": lambda a, p: _sum(a[0], p) / math.prod(a[0].shape[i] for i in p["axes"]),
 }
 
 
@@ -86,6 +155,7 @@ def wrap(values: Any, dtype: str) -> np.ndarray:
 
 
 _MOVEMENT: Mapping[str, Callable[..., Any]] = {
+    "concat": lambda a, p: np.concatenate(a, axis=p["axis"]),
     "reshape": lambda a, p: a[0].reshape(p["shape"]),
     "transpose": lambda a, p: a[0].transpose(p["perm"]),
     "broadcast": lambda a, p: np.broadcast_to(a[0], p["shape"]),
@@ -165,9 +235,13 @@ def _exact_one(op: str, x: float, y: float | None = None) -> float:
             ctx.prec = 60
             return float(Decimal(x).sqrt())
     assert y is not None
+    ieee = float(_F64_BASIC[op](np.float64(x), np.float64(y)))
     if special or (op == "div" and y == 0):
-        return float(_F64_BASIC[op](np.float64(x), np.float64(y)))
-    return _to_float(_EXACT[op](Fraction(x), Fraction(y)))
+        return ieee
+    exact = _to_float(_EXACT[op](Fraction(x), Fraction(y)))
+    # Fractions have no signed zero: a zero result takes IEEE's sign, which the f64 operation
+    # gets right (an exact zero sum is +0 but -0 + -0; a product or quotient xors the signs)
+    return math.copysign(0.0, ieee) if exact == 0 else exact
 
 
 # -- gelu ----------------------------------------------------------------------------------

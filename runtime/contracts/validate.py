@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 from runtime.contracts import errors as E
 from runtime.contracts.entry import check_entry_point
 from runtime.contracts.expr import Expr, ExprError, compile_expr
+from runtime.contracts.ledger import MEASURED_CLAIMS
 from runtime.contracts.model import (
     AWKWARD_LAYOUT,
     COST_CLASSES,
@@ -67,6 +68,9 @@ KERNEL_REQUIRED = (
 INPUT_FIELDS = ("name", "dtypes", "layout", "rank", "shape")
 OUTPUT_FIELDS = ("name", "dtype_rule", "shape_rule", "rank")
 COST_FIELDS = ("provenance", "class", "flops", "bytes", "overhead_ns")
+MEASURED = "measured"
+"""`max_ulp: measured` / `max_relative: measured`: the bound is the worst case verification
+measures on the probe set, recorded in the ledger (`runtime.contracts.ledger.measured_bound`)."""
 PRECISION_FIELDS = ("bit_stable", "max_ulp", "max_relative", "max_absolute", "audited", "notes")
 CAPS_FIELDS = ("awkward_layout", "in_place")
 PROVIDER_FIELDS = ("name", "backend", "kernel_source", "revision_base")
@@ -493,18 +497,25 @@ def _precision(r: _Reader, b: Mapping[str, Any]) -> PrecisionSpec:
     audited = r.get(m, at, "audited", "bool")
     notes = r.get(m, at, "notes", "str") if m.get("notes") is not None else ""
     bounds: dict[str, Any] = {}
+    measured = []
     for key in ("max_ulp", "max_relative", "max_absolute"):
         value = m.get(key)
+        if value == MEASURED and key in MEASURED_CLAIMS:
+            measured.append(key)
+            bounds[key] = None
+            continue
         kind = "int" if key == "max_ulp" else "num"
         ok = value is None or (_is(value, kind) and math.isfinite(value) and value >= 0)
         if not ok:
+            also = f" or `{MEASURED}`" if key in MEASURED_CLAIMS else ""
+            what = _TYPE_NAMES[kind].split()[-1]
             r.fail(
                 E.BadPrecisionBound,
                 (*at, key),
-                f"precision.{key} is a non-negative {_TYPE_NAMES[kind][3:]}, got {value!r}",
+                f"precision.{key} is a non-negative {what}{also}, got {value!r}",
             )
         bounds[key] = value
-    claims = bit_stable or any(v is not None for v in bounds.values())
+    claims = bit_stable or bool(measured) or any(v is not None for v in bounds.values())
     if not audited and claims:
         r.fail(
             E.IncoherentPrecision,
@@ -524,6 +535,7 @@ def _precision(r: _Reader, b: Mapping[str, Any]) -> PrecisionSpec:
         None if bounds["max_absolute"] is None else float(bounds["max_absolute"]),
         audited,
         notes,
+        tuple(measured),
     )
 
 

@@ -5,38 +5,136 @@
   contract's layout accepts them; all outputs must be byte-identical (an element the kernel
   forgets to write shows up as a difference too).
 * `max_ulp` / `max_relative` / `max_absolute`: the output against the reference of
-  `references.py` rounded to the output dtype (the `PrecisionGuarantee` convention); ULP
-  distance in the IEEE total order (`runtime.precision.ulp_distance`: +0 and -0 are 0 apart,
-  NaN vs NaN is 0, NaN vs a number is the maximum).
+  `references.py` rounded to the output dtype (the `PrecisionGuarantee` convention).
+  `max_relative` is elementwise, except for `NORMWISE_OPS` (matmul, attention, the norms, float
+  sums), where cancellation leaves no elementwise bound: there it is normwise per output row,
+  ||got - ref||_2 / ||ref||_2 over the last axis. ULP
+  distance in the IEEE total order (`runtime.precision.ulp_distance`: +0 and -0 are 1 apart,
+  the sign of a zero being part of the result; NaN vs NaN is 0, NaN vs a number is the
+  maximum).
 
 Each claim yields a `LedgerRecord`: `pass` / `fail` with the measured worst case and its
 evidence (probe, element index, output, reference, inputs), `no_probe` when fuel has no probe
-builder for the op, `no_reference` when it has no reference. Only the CPU backend can be
+builder for the op, `no_reference` when it has no reference. A measured claim
+(`PrecisionGuarantee.measured`) passes with the worst case as its bound (`measured_bound`:
+rounded up, never below one unit) unless that worst case is not finite. Only the CPU backend can be
 invoked on the host today; kernels of other backends are skipped (no record is written, so
 their existing ledger rows stay).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import ml_dtypes
 import numpy as np
 
-from runtime.contracts.ledger import PROTOCOL, LedgerRecord, claims_of, revision_hex
-from runtime.contracts.lower import LoweredKernel
+from runtime.binding_table import BindingEntry, Kernel
+from runtime.contracts.ledger import (
+    PROTOCOL,
+    LedgerRecord,
+    claims_of,
+    measured_bound,
+    revision_hex,
+)
 from runtime.contracts.probes import Probe, probes_for
 from runtime.contracts.references import reference
 from runtime.dtypes import NUMPY_DTYPES
-from runtime.precision import is_float_dtype, round_to, ulp_distance
+from runtime.precision import PrecisionGuarantee, is_float_dtype, round_to, ulp_distance
 
 INVOKABLE_BACKENDS = frozenset({"cpu"})
+NORMWISE_OPS = frozenset(
+    {
+        "matmul",
+        "matmul_bias_act",
+        "gated_mlp",
+        "attention",
+        "rms_norm",
+        "layer_norm",
+        "reduce_sum",
+        "reduce_mean",
+    }
+)
+"""Ops whose `max_relative` is normwise per output row (see the module docstring)."""
+
+
+class Verifiable(Protocol):
+    """What the harness needs of a kernel: a contract's `LoweredKernel` or a `HandKernel`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def dtypes(self) -> tuple[str, ...]: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def precision(self) -> PrecisionGuarantee: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def where(self) -> str: ...
+    def accepts(self, shapes: Sequence[Sequence[int]]) -> bool: ...
+    def view_runs(self) -> tuple[bool, bool]: ...
+
+
+@dataclass(frozen=True)
+class HandKernel:
+    """A hand-registered binding entry as the harness and the ledger see it: named
+    `op/kernel_source` (unique at a key), at the entry's revision hash, the probes its cost
+    prices as feasible, strided and offset views run where the entry walks strides."""
+
+    op: str
+    dtypes: tuple[str, ...]
+    backend: str
+    entry: BindingEntry
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}/{self.entry.kernel_source}"
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.entry.kernel
+
+    @property
+    def precision(self) -> PrecisionGuarantee:
+        return self.entry.precision
+
+    @property
+    def revision(self) -> int:
+        return self.entry.revision_hash
+
+    @property
+    def where(self) -> str:
+        return "hand-registered"
+
+    def accepts(self, shapes: Sequence[Sequence[int]]) -> bool:
+        """The probes the entry's cost prices as feasible: a hand-registered kernel states its
+        domain by an infinite cost elsewhere (flash decoding: one query per head)."""
+        if self.entry.cost is None:
+            return True
+        try:
+            c = self.entry.cost([tuple(s) for s in shapes], self.dtypes, {})
+        except ValueError:  # a variadic key (concat: (T, T) for any number of inputs)
+            return True
+        return all(math.isfinite(v) for v in (c.flops, c.bytes_moved, c.overhead_ns))
+
+    def view_runs(self) -> tuple[bool, bool]:
+        return self.entry.caps.strided_input, self.entry.caps.strided_input
+
+
 REPEATS = 3
 _FILLS = (0x00, 0xFF, 0x5A)
 
 
-def run(lk: LoweredKernel, probe: Probe, inputs: Sequence[np.ndarray], fill: int = 0) -> np.ndarray:
+def run(lk: Verifiable, probe: Probe, inputs: Sequence[np.ndarray], fill: int = 0) -> np.ndarray:
     """Run the kernel on `inputs` into an output pre-filled with the byte `fill`."""
     dt = NUMPY_DTYPES[probe.out_dtype]
     out = np.empty(probe.out_shape, dt)
@@ -60,13 +158,13 @@ def _offset(a: np.ndarray) -> np.ndarray:
     return view
 
 
-def _variants(lk: LoweredKernel, probe: Probe) -> list[tuple[str, list[np.ndarray], int]]:
+def _variants(lk: Verifiable, probe: Probe) -> list[tuple[str, list[np.ndarray], int]]:
     """(label, inputs, fill) of every run the bit-stability check compares."""
     runs = [(f"repeat {i}", [a.copy() for a in probe.inputs], _FILLS[i]) for i in range(REPEATS)]
-    layouts = [o.layout for o in lk.contract.inputs]
-    if all(lay is not None and lay.strided == "accepted" for lay in layouts):
+    strided, offset = lk.view_runs()
+    if strided:
         runs.append(("strided views", [_strided(a) for a in probe.inputs], 0))
-    if all(lay is not None and lay.offset == "accepted" for lay in layouts):
+    if offset:
         runs.append(("offset views", [_offset(a) for a in probe.inputs], 0))
     return runs
 
@@ -87,7 +185,7 @@ def _inputs_at(probe: Probe, index: tuple[int, ...]) -> list[Any] | None:
         return None
 
 
-def check_bit_stable(lk: LoweredKernel, probes: Sequence[Probe]) -> tuple[bool, dict[str, Any]]:
+def check_bit_stable(lk: Verifiable, probes: Sequence[Probe]) -> tuple[bool, dict[str, Any]]:
     """Byte-identical outputs across repeats, garbage fills and accepted layouts."""
     for probe in probes:
         runs = _variants(lk, probe)
@@ -111,8 +209,16 @@ def check_bit_stable(lk: LoweredKernel, probes: Sequence[Probe]) -> tuple[bool, 
     return True, {"probes": len(probes), "runs_per_probe": runs_per_probe}
 
 
+def smallest_normal(got: np.ndarray) -> float:
+    """The underflow threshold of `got`'s float dtype (float64's for other dtypes)."""
+    dt = got.dtype if is_float_dtype(got.dtype) else np.dtype(np.float64)
+    return float(ml_dtypes.finfo(dt).smallest_normal)
+
+
 def element_errors(got: np.ndarray, ref: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-element ulp / relative / absolute error of `got` against `ref` rounded to its dtype."""
+    """Per-element ulp / relative / absolute error of `got` against `ref` rounded to its dtype.
+    Relative errors divide by |ref|, at least the dtype's smallest normal (the usual mixed
+    model: below the underflow threshold only an absolute error of that size is bounded)."""
     if is_float_dtype(got.dtype):
         ref64 = np.asarray(ref).astype(np.float64)
         ulp = ulp_distance(got, ref64)
@@ -127,8 +233,46 @@ def element_errors(got: np.ndarray, ref: np.ndarray) -> dict[str, np.ndarray]:
         same = (g == r) | (np.isnan(g) & np.isnan(r))
         absolute = np.where(same, 0.0, np.abs(g - r))
         absolute = np.where(np.isnan(absolute), np.inf, absolute)
-        relative = np.where(same, 0.0, absolute / np.maximum(np.abs(r), np.finfo(np.float64).tiny))
+        relative = np.where(same, 0.0, absolute / np.maximum(np.abs(r), smallest_normal(got)))
     return {"max_ulp": np.asarray(ulp), "max_relative": relative, "max_absolute": absolute}
+
+
+def _norm(x: np.ndarray) -> np.ndarray:
+    """The 2-norm of each row of a finite-or-inf (rows, n) array, scaled against overflow."""
+    top = np.max(np.abs(x), axis=1, initial=0.0)
+    safe = np.where((top > 0) & np.isfinite(top), top, 1.0)
+    return np.where(np.isfinite(top), safe * np.sqrt(np.sum((x / safe[:, None]) ** 2, 1)), top)
+
+
+def normwise_errors(got: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per output row (the last axis; a 0-d output is one row): ||got - ref||_2 / ||ref||_2
+    with `ref` rounded to got's dtype, and the flat index of each row's largest difference.
+    Equal non-finite values (NaN facing NaN, inf facing the same inf) are no difference, any
+    other non-finite pair an infinite one; the norm of the reference row counts as at least
+    the dtype's smallest normal (so a zero reference row admits only tiny differences)."""
+    n = got.shape[-1] if got.ndim else 1
+    g = got.astype(np.float64).reshape(-1, max(n, 1))
+    r = round_to(np.asarray(ref).astype(np.float64), got.dtype).astype(np.float64)
+    r = r.reshape(g.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (g == r) | (np.isnan(g) & np.isnan(r))
+        diff = np.where(same, 0.0, g - r)
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        num, den = _norm(diff), _norm(np.where(np.isfinite(r), r, 0.0))
+        rel = np.where(num == 0, 0.0, num / np.maximum(den, smallest_normal(got)))
+    rel = np.where(np.isnan(rel), np.inf, rel)
+    rows = np.arange(g.shape[0])
+    return rel, rows * g.shape[1] + np.argmax(np.abs(diff), axis=1)
+
+
+def claim_errors(op: str, got: np.ndarray, ref: np.ndarray) -> dict[str, tuple[np.ndarray, ...]]:
+    """Per claim: (the errors, the flat output index each one stands for)."""
+    out: dict[str, tuple[np.ndarray, ...]] = {
+        c: (e.reshape(-1), np.arange(e.size)) for c, e in element_errors(got, ref).items()
+    }
+    if op in NORMWISE_OPS and is_float_dtype(got.dtype) and got.size:
+        out["max_relative"] = normwise_errors(got, ref)
+    return out
 
 
 @dataclass
@@ -138,7 +282,7 @@ class _Worst:
 
 
 def check_bounds(
-    lk: LoweredKernel, probes: Sequence[Probe], claims: Sequence[str]
+    lk: Verifiable, probes: Sequence[Probe], claims: Sequence[str]
 ) -> dict[str, _Worst] | None:
     """The worst error per claim over all probes; None when there is no reference."""
     worst = {c: _Worst() for c in claims}
@@ -148,16 +292,16 @@ def check_bounds(
         if ref is None:
             return None
         got = run(lk, probe, probe.inputs)
-        errs = element_errors(got, np.broadcast_to(ref, got.shape))
+        errs = claim_errors(lk.op, got, np.broadcast_to(ref, got.shape))
         elements += got.size
         for claim in claims:
-            e = errs[claim]
+            e, at = errs[claim]
             if e.size == 0:
                 continue
             i = int(np.argmax(e))
-            value = float(e.reshape(-1)[i])
+            value = float(e[i])
             if worst[claim].evidence is None or value > worst[claim].value:
-                index = tuple(int(k) for k in np.unravel_index(i, got.shape))
+                index = tuple(int(k) for k in np.unravel_index(int(at[i]), got.shape))
                 rref = np.broadcast_to(ref, got.shape)[index]
                 worst[claim] = _Worst(
                     value,
@@ -175,7 +319,36 @@ def check_bounds(
     return worst
 
 
-def verify_kernel(lk: LoweredKernel) -> list[LedgerRecord]:
+def unit_roundoff(dtype: str) -> float:
+    """Half an ulp of 1.0 in a float dtype: 2^-53, 2^-24, 2^-11, 2^-8."""
+    return {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}.get(dtype, 0.0)
+
+
+def _bound_record(lk: Verifiable, base: dict[str, Any], claim: str, bound: Any, w: _Worst):
+    """The record of one bound claim from its worst case (measured or checked)."""
+    evidence = dict(w.evidence or {})
+    if claim == "max_relative":
+        evidence["metric"] = "normwise per row" if lk.op in NORMWISE_OPS else "elementwise"
+    finite = math.isfinite(w.value)
+    if not finite:
+        evidence["worst"] = repr(w.value)
+    if claim in lk.precision.measured:
+        recorded = measured_bound(claim, w.value, unit_roundoff(lk.dtypes[-1]))
+        evidence["mode"] = "measured"
+        ok, bound = recorded is not None, recorded
+    else:
+        ok = w.value <= float(bound)
+    return LedgerRecord(
+        **base,
+        claim=claim,
+        result="pass" if ok else "fail",
+        bound=bound,
+        measured=w.value if finite else None,
+        evidence=evidence,
+    )
+
+
+def verify_kernel(lk: Verifiable) -> list[LedgerRecord]:
     """One record per machine-checkable claim of `lk` (empty if it claims nothing)."""
     claims = claims_of(lk.precision)
     if not claims or lk.backend not in INVOKABLE_BACKENDS:
@@ -218,18 +391,7 @@ def verify_kernel(lk: LoweredKernel) -> list[LedgerRecord]:
                     LedgerRecord(**base, claim=claim, result="no_reference", bound=bound)
                 )
             else:
-                w = worst[claim]
-                ok = w.value <= float(bound)
-                records.append(
-                    LedgerRecord(
-                        **base,
-                        claim=claim,
-                        result="pass" if ok else "fail",
-                        bound=bound,
-                        measured=w.value,
-                        evidence=w.evidence or {},
-                    )
-                )
+                records.append(_bound_record(lk, base, claim, bound, worst[claim]))
     except Exception as e:  # a kernel that raises on a probe fails every claim, with the reason
         error = {"error": f"{type(e).__name__}: {e}"}
         return [
@@ -239,8 +401,8 @@ def verify_kernel(lk: LoweredKernel) -> list[LedgerRecord]:
 
 
 def verify_all(
-    kernels: Iterable[LoweredKernel],
-    progress: Callable[[int, int, LoweredKernel], None] | None = None,
+    kernels: Iterable[Verifiable],
+    progress: Callable[[int, int, Verifiable], None] | None = None,
 ) -> list[LedgerRecord]:
     """`verify_kernel` over `kernels`, reporting (done, total, kernel) to `progress`."""
     todo = list(kernels)

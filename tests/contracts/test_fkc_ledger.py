@@ -7,10 +7,12 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from runtime.binding_table import KernelBindingTable
 from runtime.contracts import (
+    FkcError,
     Ledger,
     LedgerRecord,
     LedgerWarning,
@@ -18,13 +20,16 @@ from runtime.contracts import (
     import_glob,
     load_contracts,
 )
-from runtime.contracts.ledger import LEDGER_NAME, PROTOCOL, revision_hex
+from runtime.contracts.ledger import LEDGER_NAME, PROTOCOL, measured_bound, revision_hex
 from runtime.contracts.lower import LoweredKernel, lower
-from runtime.contracts.verify import Figures, verify_all, verify_kernel
+from runtime.contracts.verify import Figures, normwise_errors, verify_all, verify_kernel
 from runtime.kernels.cpu.contracts import (
     CONTRACTS_DIR,
+    HAND_LEDGER_PATH,
     LEDGER_PATH,
     PROVIDER_DIRS,
+    gate_hand_kernels,
+    hand_registered_kernels,
     register_cpu_contracts,
 )
 from runtime.precision import UNAUDITED, PrecisionGuarantee
@@ -187,6 +192,16 @@ def test_checked_in_cpu_ledger_is_current() -> None:
     assert LEDGER_PATH.parent == CONTRACTS_DIR
 
 
+def assert_within_recorded(records: list[LedgerRecord], book: Ledger) -> None:
+    """A measured claim re-measured here stays within the bound its checked-in record gives
+    (the bound was measured on the reference host; a host computing worse fails this)."""
+    for r in records:
+        if r.evidence.get("mode") == "measured":
+            recorded = book.records[r.key].bound
+            assert recorded is not None and r.measured is not None, r.key
+            assert r.measured <= float(recorded), (r.key, r.measured, recorded)
+
+
 def test_cpu_claims_reverify_on_this_machine() -> None:
     """The checked-in results reproduce here (all 369 CPU dtype keys, ~3 s)."""
     _, contracts = load_contracts(CONTRACTS_DIR)
@@ -196,6 +211,7 @@ def test_cpu_claims_reverify_on_this_machine() -> None:
         (r.kernel, r.dtypes, r.claim, r.measured) for r in records if not r.passed
     ]
     assert figures.kernels == 369 and figures.claims == len(Ledger.load(LEDGER_PATH).records)
+    assert_within_recorded(records, Ledger.load(LEDGER_PATH))
 
 
 def test_relative_and_absolute_bounds_are_measured(base: str, write: Write) -> None:
@@ -221,5 +237,96 @@ def test_checked_in_sibling_ledgers_are_current(folder: Path) -> None:
     current = {(k.name, k.backend, k.dtypes, revision_hex(k.revision)) for k in result.kernels}
     assert {r.key[:4] for r in book.records.values()} == current
     assert all(r.result == "pass" for r in book.records.values())
-    figures = Figures.of(verify_all(result.kernels))
+    records = verify_all(result.kernels)
+    figures = Figures.of(records)
     assert figures.failed == figures.unproven == 0 and figures.claims == len(book.records)
+    assert_within_recorded(records, book)
+
+
+# -- measured claims ---------------------------------------------------------------------------
+
+
+def test_measured_claims_take_their_bound_from_the_ledger(base: str, write: Write) -> None:
+    """`measured` bounds: verification records the worst case on the probes (rounded up, never
+    below one unit), the gate registers it; without a record the kernel is UNAUDITED."""
+    path = write(base.replace("max_ulp: 2", "max_ulp: measured\n  max_relative: measured"))
+    records = verify_all(_lowered(path))
+    by_key = {(r.dtypes[0], r.claim): r for r in records}
+    for t in ("f32", "f64"):
+        for claim in ("max_ulp", "max_relative"):
+            r = by_key[(t, claim)]
+            assert r.result == "pass" and r.evidence["mode"] == "measured"
+            assert r.measured is not None and r.bound is not None and r.bound >= r.measured
+    assert by_key[("f32", "max_ulp")].bound == 1.0  # exp in f64, rounded once: 0 seen, 1 claimed
+    assert by_key[("f32", "max_relative")].bound == 2.0**-24  # the unit roundoff, at least
+    assert by_key[("f64", "max_relative")].evidence["metric"] == "elementwise"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _precisions(path, Ledger(records))
+    f64 = got[1]
+    assert f64.max_ulp == int(by_key[("f64", "max_ulp")].bound or 0) and f64.audited
+    assert f64.max_relative == by_key[("f64", "max_relative")].bound
+    assert f64.measured == ("max_ulp", "max_relative") and "(measured)" in f64.describe()
+    assert f64.declared() == PrecisionGuarantee(bit_stable=True, measured=f64.measured)
+    with pytest.warns(UnverifiedClaimWarning, match="max_relative"):
+        assert _precisions(path, None) == [UNAUDITED, UNAUDITED]
+
+
+def test_measured_bounds_round_up_and_never_claim_exactness() -> None:
+    u = 2.0**-24
+    assert measured_bound("max_ulp", 0.0, u) == 1.0 and measured_bound("max_ulp", 1578, u) == 1578
+    assert measured_bound("max_relative", 3.2378443390792333e-07, u) == 3.3e-07
+    assert measured_bound("max_relative", 0.0, u) == u
+    assert measured_bound("max_relative", 1.0000001e-5, u) == 1.1e-05
+    assert measured_bound("max_ulp", float("inf"), u) is None  # nothing finite: no bound holds
+
+
+def test_an_absolute_bound_cannot_be_measured(base: str, write: Write) -> None:
+    path = write(base.replace("max_ulp: 2", "max_absolute: measured"))
+    with pytest.raises(FkcError, match=r"max_absolute is a non-negative number, got 'measured'"):
+        _lowered(path)
+
+
+def test_normwise_relative_error_is_per_output_row() -> None:
+    """||got - ref|| / ||ref|| over the last axis: a cancelling element does not blow it up,
+    a zero reference row admits only a zero row, equal infinities are no difference."""
+    ref = np.array([[1.0, 1e-9, 1.0], [0.0, 0.0, 0.0], [np.inf, 2.0, np.nan]])
+    got = np.array([[1.0, 2e-9, 1.0], [0.0, 0.0, 0.0], [np.inf, 2.0, np.nan]], np.float32)
+    rel, at = normwise_errors(got, ref)
+    assert rel[0] == pytest.approx(1e-9 / np.sqrt(2), rel=1e-3) and rel[1] == 0 and rel[2] == 0
+    assert at[0] == 1
+    got[1, 2] = 1e-30
+    assert normwise_errors(got, ref)[0][1] > 1e7  # judged against the smallest normal
+
+
+# -- the hand-registered CPU kernels -----------------------------------------------------------
+
+
+def test_checked_in_hand_ledger_proves_every_hand_registered_claim() -> None:
+    """concat, the fused kernels and the native ones (where available here) register with their
+    claims proven by `hand-registered/ledger.json`, measured bounds filled in; its rows pass."""
+    kernels = hand_registered_kernels()
+    assert {"concat", "matmul_bias_act", "gated_mlp"} <= {k.op for k in kernels}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnverifiedClaimWarning)
+        entries = gate_hand_kernels(kernels)
+    for k, e in zip(kernels, entries, strict=True):
+        assert e.precision.audited and e.precision.bit_stable, k.name
+        assert all(getattr(e.precision, c) is not None for c in e.precision.measured), k.name
+    book = Ledger.load(HAND_LEDGER_PATH)
+    assert all(r.result == "pass" for r in book.records.values())
+    records = verify_all(kernels)
+    figures = Figures.of(records)
+    assert figures.failed == figures.unproven == 0
+    assert_within_recorded(records, book)
+
+
+def test_hand_registered_claims_without_records_are_unaudited() -> None:
+    from passes.picker.ranker import PrecisionRequirement
+
+    kernels = hand_registered_kernels()
+    with pytest.warns(UnverifiedClaimWarning, match="hand-registered CPU kernels"):
+        entries = gate_hand_kernels(kernels, Ledger())
+    assert all(e.precision == UNAUDITED for e in entries)
+    floor = PrecisionRequirement.parse("bit_stable")
+    assert not any(floor.admits(e.precision) for e in entries)

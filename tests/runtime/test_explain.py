@@ -456,3 +456,35 @@ def test_explain_a_tampered_bundle_is_refused(decoder_bundle: Path, tmp_path: Pa
     assert fuel_main(["explain", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "picker.json" in err and "sha256" in err
+
+
+README_LINE = "fuel explain examples/decoder_block.mlir --precision ulp=2"
+
+
+def _winners(text: str) -> list[str]:
+    return [ln.split()[0] for ln in text.splitlines() if ln.rstrip().endswith(" winner")]
+
+
+def test_a_precision_floor_changes_the_plan_and_says_why(capsys) -> None:
+    """The README's example: under `--precision ulp=2` the decoder block gets kernels the
+    default plan does not pick (f64-accumulating matmul and attention, whose measured claims
+    prove <= 1 ulp), and each such decision names the floor, what the rejected kernels prove
+    and what the winner proves."""
+    readme = (ROOT / "README.md").read_text()
+    assert README_LINE in readme
+    argv = ["explain", str(DECODER), "--judge", "none", "--topology", str(CPU_2GPU)]
+    assert main([*argv, "--precision", "ulp=2"]) == 0  # the optimized plan (the README's)
+    assert "numpy-f64acc" in _winners(capsys.readouterr().out)
+    argv.append("--no-optimize")  # op for op: the same decision points with and without
+    assert main(argv) == 0
+    default = capsys.readouterr().out
+    assert main([*argv, "--precision", "ulp=2"]) == 0
+    floored = capsys.readouterr().out
+    assert "precision  ulp<=2" in floored
+    changed = [(a, b) for a, b in zip(_winners(default), _winners(floored), strict=True) if a != b]
+    assert changed and all(b == "numpy-f64acc" for _, b in changed), changed
+    why = [w for w in why_lines(floored) if "numpy-f64acc is the only admissible" in w]
+    assert why and all("rejected by precision-floor" in w for w in why)
+    assert all("do not prove ulp<=2); numpy-f64acc proves bit_stable, ulp<=1" in w for w in why)
+    assert re.search(r"native +cpu +cpu +proves bit_stable, rel<=\S+ \(measured\)", floored)
+    assert re.search(r"triton +cuda +cuda:0 +claims .*unaudited", floored)  # no GPU run yet

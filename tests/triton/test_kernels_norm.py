@@ -41,6 +41,15 @@ def test_layer_norm(dtype: str, shape: tuple) -> None:
     check_stable(e, [x, w, b], shape, dtype, {"eps": 1e-5}, got)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layer_norm_of_a_constant_row_is_the_bias(dtype: str) -> None:
+    """The corrected two-pass mean is exactly a constant row's value: the bias, bit for bit."""
+    x = quantize(np.array([0.1, 3.3, -1234.567, 1e-3])[:, None].repeat(100, 1), dtype)
+    _, w, b = _data((4, 100), dtype, 2, 2)
+    got = run(entry("layer_norm", (dtype,) * 4), [x, w, b], x.shape, dtype, {"eps": 1e-5})
+    np.testing.assert_array_equal(got, np.broadcast_to(b, x.shape))
+
+
 def _rope64(x: np.ndarray, c: np.ndarray, s: np.ndarray, interleaved: bool) -> np.ndarray:
     x, c, s = (t.astype(np.float64) for t in (x, c, s))
     out = np.empty_like(x)

@@ -39,9 +39,11 @@ TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
 
 @functools.cache
 def table() -> KernelBindingTable:
+    """The Triton rows with their claims as declared (what these tests check under the
+    interpreter; the registry's gate marks them unaudited until a GPU run proves them)."""
     from runtime.kernels.triton.registry import triton_kernel_table
 
-    return triton_kernel_table()
+    return triton_kernel_table(gate=False)
 
 
 def entry(op: str, dtypes: Sequence[str], source: str = "triton") -> BindingEntry:

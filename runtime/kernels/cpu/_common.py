@@ -151,10 +151,24 @@ def exact(notes: str) -> PrecisionGuarantee:
 
 
 def ulp(bound: int, notes: str) -> PrecisionGuarantee:
-    """Bit-stable with a verified ULP bound."""
-    return PrecisionGuarantee(bit_stable=True, max_ulp=bound, notes=notes)
+    """Bit-stable with a verified ULP bound, and the relative error measured on the probes (a
+    1-ulp bound is a relative one only per dtype: the ledger gives its value)."""
+    return PrecisionGuarantee(bit_stable=True, max_ulp=bound, notes=notes, measured=REL)
 
 
-def deterministic(notes: str) -> PrecisionGuarantee:
-    """Audited: no numeric bound holds (cancellation), but repeat runs are byte-identical."""
-    return PrecisionGuarantee(bit_stable=True, notes=notes)
+REL = ("max_relative",)
+ULP_REL = ("max_ulp", "max_relative")
+
+
+def measured(notes: str, *, with_ulp: bool = False) -> PrecisionGuarantee:
+    """Bit-stable with the relative error (normwise for matmul, attention, norms and sums) and,
+    `with_ulp`, the ulp error measured on the probes: no static bound survives cancellation,
+    so the bound is the worst case of the stated probe set, read from the ledger. `with_ulp`
+    where the ulp error means something: a result rounded once from a wider computation (f16,
+    bf16 in f32; f64 accumulation), or one without cancellation (rms_norm)."""
+    return PrecisionGuarantee(bit_stable=True, notes=notes, measured=ULP_REL if with_ulp else REL)
+
+
+def half(dtype: str) -> bool:
+    """f16 / bf16: computed in f32 and rounded once, where an ulp bound is meaningful."""
+    return dtype in ("f16", "bf16")

@@ -6,9 +6,11 @@ Every claim is verified by tests/test_cpu_alternatives.py. Families, by `kernel_
 
 * `numpy-fast` - transcendentals evaluated natively in f32 (numpy's SIMD routines, no f64
   detour), f16/bf16 composites in f32 instead of f64: 1.2-35x faster, looser ULP bounds.
-* `numpy-f64acc` - float reductions and f32 matmul accumulated in f64 and rounded once: slower,
-  and tighter (an f16 sum is correctly rounded; f32/bf16 errors shrink by 2^29 but cancellation
-  still defeats any relative bound, so those claim bit-stability only).
+* `numpy-f64acc` - float reductions, f32 matmul, rms_norm and attention computed in f64 and
+  rounded once: slower, and tighter (an f16 sum is correctly rounded; f32/bf16 errors shrink by
+  2^29 but cancellation still defeats any static relative bound, so their ulp and relative
+  errors are measured on the verification probes: within 1 ulp there). What a `--precision
+  ulp=N` floor picks for matmul and attention.
 * `numpy-einsum` - matmul through `np.einsum(optimize=False)`: numpy's own product-sum loop,
   ~10-15x slower than BLAS, so the picker has a slower candidate to rank below it.
 * `numpy-contig` - transpose/reshape that assume C-contiguous inputs (`strided_input=False`):
@@ -40,14 +42,15 @@ from runtime.kernels.cpu._common import (
     add,
     compute_kernel,
     copy_cost,
-    deterministic,
     exact,
+    measured,
     numel,
     operand_bytes,
     per_element_cost,
     ulp,
 )
 from runtime.kernels.cpu.linalg import matmul_cost
+from runtime.kernels.cpu.nn import _attention, _compute, _mask, _rms_norm, _sdpa, attention_cost
 from runtime.precision import PrecisionGuarantee
 from runtime.rounding import REVISION_CODE, apply_into, narrow, store
 
@@ -229,6 +232,7 @@ def _softmax_claim(dtype: str) -> PrecisionGuarantee:
     return PrecisionGuarantee(
         bit_stable=True,
         max_absolute=2.0**-17,
+        measured=("max_relative",),
         notes="f32: x - max rounds (|x - max| u relative in exp), exp <= 6 ulp (12u), the "
         "weighted mean of |x - max| <= ln n, row sum pairwise (depth <= 42) or in f64: |err| "
         "<= p (|x - max| + 84) u <= 85u, u = 2^-24, for rows < 2^24; no ULP bound",
@@ -276,11 +280,11 @@ def _register_fast(table: KernelBindingTable) -> None:
     def cost(op: str) -> CostFn:
         return per_element_cost(*FAST_COST[op])
 
-    for op, (uf, claimed, measured) in FAST_UFUNCS.items():
-        claim = ulp(claimed, f"f32-native numpy SIMD: measured {measured} ulp; >= x2 margin")
+    for op, (uf, claimed, seen) in FAST_UFUNCS.items():
+        claim = ulp(claimed, f"f32-native numpy SIMD: measured {seen} ulp; >= x2 margin")
         _register(table, op, ("f32", "f32"), _ufunc_fast(uf), claim, cost(op), FAST, direct=uf)
-    for op, (claimed, measured) in FAST_COMPOSITE_ULP.items():
-        f32_claim = ulp(claimed, f"computed in f32: measured {measured} ulp; x2 margin")
+    for op, (claimed, seen) in FAST_COMPOSITE_ULP.items():
+        f32_claim = ulp(claimed, f"computed in f32: measured {seen} ulp; x2 margin")
         for t in ("f32",) if op == "rsqrt" else ("f32", "f16", "bf16"):
             claim = f32_claim if t == "f32" else ulp(1, _HALF_NOTE)
             kernel = _composite_fast(op, t)
@@ -319,9 +323,9 @@ def exact_f16_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     2^29; anything larger overflows f16 whatever its rounding, and IEEE specials propagate)."""
     m = _rows(x, axes)
     full = m.shape[1] // _F16_BLOCK * _F16_BLOCK
-    parts = [np.add.reduce(m[:, :full].reshape(m.shape[0], -1, _F16_BLOCK), 2, F64)]
+    parts = [np.add.reduce(m[:, :full].reshape(m.shape[0], -1, _F16_BLOCK), 2, F64, initial=-0.0)]
     if full < m.shape[1] or full == 0:
-        parts.append(np.add.reduce(m[:, full:], 1, F64, keepdims=True))
+        parts.append(np.add.reduce(m[:, full:], 1, F64, keepdims=True, initial=-0.0))
     blocks = np.concatenate(parts, axis=1)
     if blocks.shape[1] == 1:
         return blocks[:, 0]  # one block: already exact
@@ -331,8 +335,12 @@ def exact_f16_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
         total = scaled.sum(axis=1).astype(F64)  # int -> float rounds to nearest (RNE)
     else:  # Python ints; CPython's int -> float is correctly rounded too
         total = np.array([float(v) for v in scaled.astype(object).sum(axis=1)], F64)
-    total /= _F16_SCALE  # a zero sum is +0.0, as numpy's own sums give even for all -0.0
-    return np.where(finite.all(axis=1), total, np.add.reduce(blocks, axis=1))
+    total /= _F16_SCALE
+    # an exact zero is +0.0 unless every term is -0.0 (IEEE RNE): then each block sum (started
+    # from -0.0, IEEE addition's identity) is -0.0 too
+    all_negative_zero = ((blocks == 0) & np.signbit(blocks)).all(axis=1)
+    total = np.where(all_negative_zero, -0.0, total)
+    return np.where(finite.all(axis=1), total, np.add.reduce(blocks, axis=1, initial=-0.0))
 
 
 def _into(out: np.ndarray, acc: np.ndarray) -> None:
@@ -346,7 +354,7 @@ def _sum_f64(dtype: str, mean: bool) -> Kernel:
         if dtype == "f16":
             acc = exact_f16_sum(x, axes)
         else:
-            acc = np.add.reduce(np.ascontiguousarray(x), axes, F64)
+            acc = np.add.reduce(np.ascontiguousarray(x), axes, F64, initial=-0.0)
         if mean:
             acc = acc / math.prod(x.shape[a] for a in axes)
         _into(outputs[0], np.asarray(acc))
@@ -365,7 +373,7 @@ F64ACC_CLAIMS: dict[tuple[str, str], PrecisionGuarantee] = {
     ),
     ("reduce_mean", "f16"): ulp(1, "exact f16 sum, f64 divide, then f16 rounding: faithful"),
     **{
-        (op, t): deterministic(_F64ACC_SUM_NOTE)
+        (op, t): measured(_F64ACC_SUM_NOTE, with_ulp=True)
         for op in ("reduce_sum", "reduce_mean")
         for t in ("f32", "bf16")
     },
@@ -405,11 +413,43 @@ def _register_f64acc(table: KernelBindingTable) -> None:
             F64ACC,
             also=(exact_f16_sum, _rows, _into),
         )
-    claim = deterministic(
+    claim = measured(
         "f32 products exact in f64, f64 sums rounded once: |err| <= 0.5 ulp + k 2^-53 "
-        "sum|a||b|; cancellation leaves no bound; bits fixed per BLAS build/threads"
+        "sum|a||b|; ulp and rel measured; bits fixed per BLAS build/threads",
+        with_ulp=True,
     )
     _register(table, "matmul", ("f32",) * 3, _matmul_f64acc, claim, _matmul_f64acc_cost, F64ACC)
+    t = "f32"
+    norm = measured("f32 values in f64, rounded once: ulp and rel measured", with_ulp=True)
+    _register(table, "rms_norm", (t,) * 3, _rms_norm(F64), norm, f64acc_rms_cost, F64ACC)
+    attn = measured(_F64ACC_ATTENTION_NOTE, with_ulp=True)
+    for key, kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
+        kernel = _attention(F64, kv_len)
+        also = (_sdpa, _mask, _compute)
+        _register(table, "attention", key, kernel, attn, f64acc_attention_cost, F64ACC, also=also)
+
+
+_F64ACC_ATTENTION_NOTE = (
+    "f32 values in f64 (scores, softmax and the weighted sum), rounded once: cancellation only "
+    "2^-53-relative before the rounding; ulp and rel measured"
+)
+
+
+def f64acc_attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """Attention in f64: twice the FLOP time of f32, plus the f64 copies of q, k, v and out."""
+    base = attention_cost(shapes, dtypes, params)
+    q, k, v, out = shapes[0], shapes[1], shapes[2], shapes[-1]
+    copies = 8.0 * (numel(q) + numel(k) + numel(v) + numel(out))
+    return CostEstimate(2.0 * base.flops, base.bytes_moved + copies, base.overhead_ns)
+
+
+def f64acc_rms_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """rms_norm in f64: 8 FLOPs per element (4 at half rate), plus the f64 copies of x and w and
+    the f64 product."""
+    x, w = shapes[0], shapes[1]
+    copies = 8.0 * (2 * numel(x) + numel(w))
+    flops = 8.0 * numel(x)
+    return CostEstimate(flops, operand_bytes(shapes, dtypes) + copies, OVERHEAD_NS["composite"])
 
 
 # -- numpy-einsum: numpy's own product-sum loop -------------------------------------------------
@@ -431,9 +471,9 @@ def _einsum_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostE
 
 
 def _register_einsum(table: KernelBindingTable) -> None:
-    claim = deterministic(
-        "single-threaded einsum loop on contiguous operands: no bound "
-        "(dot products cancel), bits fixed by shapes and values"
+    claim = measured(
+        "single-threaded einsum loop on contiguous operands: dot products cancel, normwise "
+        "relative error measured; bits fixed by shapes and values"
     )
     for t in ("f32", "f64"):
         _register(table, "matmul", (t, t, t), _matmul_einsum, claim, _einsum_cost, EINSUM)

@@ -1,14 +1,15 @@
 """Elementwise kernels: unary math, binary arithmetic, comparisons and `where`.
 
 Semantics are numpy's ufuncs, with numpy broadcasting between the inputs (the output has the
-broadcast shape and is written in place through `out=`). Integer arithmetic wraps modulo
-2^bits; `max`/`min` propagate NaN. Compute dtypes (see `_common.WIDE`, `F64_COMPUTE`): f16/bf16
-compute + - * / sqrt in f32 and round once, which is exact (f32 has >= 2p + 2 bits, so the double
-rounding is innocuous); f32, f16 and bf16 transcendentals compute in f64 so only the final
-rounding is left (f32: faithful, <= 1 ulp; f16/bf16: correctly rounded, checked on all 65,536
-inputs, as no 16-bit result lies within 2^-40 of a rounding midpoint); f64 uses numpy's f64
-routines, with bounds measured against long double. Every f16/bf16 result is written by
-`runtime.rounding` (one correct rounding; a NaN result is the dtype's positive quiet NaN).
+broadcast shape and is written in place through `out=`). Integer arithmetic wraps modulo 2^bits;
+`max`/`min` propagate NaN and order -0 below +0 (IEEE 754-2019, `extrema.py`). Compute dtypes (see
+`_common.WIDE`, `F64_COMPUTE`): f16/bf16 compute + - * / sqrt in f32 and round once, which is exact
+(f32 has >= 2p + 2 bits, so the double rounding is innocuous); f32, f16 and bf16 transcendentals
+compute in f64 so only the final rounding is left (f32: faithful, <= 1 ulp; f16/bf16: correctly
+rounded, checked on all 65,536 inputs, as no 16-bit result lies within 2^-40 of a rounding
+midpoint); f64 uses numpy's f64 routines, with bounds measured against long double. Every f16/bf16
+result is written by `runtime.rounding` (one correct rounding; a NaN result is the dtype's positive
+quiet NaN).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from runtime.kernels.cpu._common import (
     per_element_cost,
     ulp,
 )
+from runtime.kernels.cpu.extrema import settle_zero_ties
 from runtime.precision import PrecisionGuarantee
 from runtime.rounding import apply_into
 
@@ -152,6 +154,22 @@ def _sign_bits(uf: np.ufunc, mask: int) -> Kernel:
         uf(inputs[0].view(np.uint16), m, out=outputs[0].view(np.uint16))
 
     return sign_bits
+
+
+def _extremum(uf: np.ufunc, cdt: np.dtype | None) -> Kernel:
+    """Float max/min: numpy's selection (in `cdt`), then IEEE's sign on ties of zeros."""
+    select = _binary(uf, cdt)
+
+    def extremum(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        select(inputs, outputs, params)
+        settle_zero_ties(uf, inputs[0], inputs[1], outputs[0])
+
+    return extremum
+
+
+def binary_kernel(op: str, uf: np.ufunc, t: str, cdt: np.dtype | None) -> Kernel:
+    """The kernel of binary `op` at dtype `t`: float max/min settle zero ties (`_extremum`)."""
+    return _extremum(uf, cdt) if op in ("max", "min") and t in F else _binary(uf, cdt)
 
 
 def _relu(cdt: np.dtype | None) -> Kernel:
@@ -288,7 +306,9 @@ def register_elementwise(table: KernelBindingTable) -> None:
             # np.maximum/minimum deprecate a positional `out`: no direct form for them
             direct = uf if cdt is None and op not in ("max", "min") else None
             claim = elementwise_claim(op, t)
-            add(table, op, (t, t, t), _binary(uf, cdt), claim, cost, direct=direct)
+            kernel = binary_kernel(op, uf, t, cdt)
+            also = (_binary, settle_zero_ties) if kernel.__name__ == "extremum" else ()
+            add(table, op, (t, t, t), kernel, claim, cost, direct=direct, also=also)
     for op, uf in COMPARE_UFUNCS.items():
         dtypes = (*F, *I, "i1") if op in ("eq", "ne") else (*F, *I)
         for t in dtypes:

@@ -32,7 +32,8 @@ from runtime.kernels.cpu._common import (
     Params,
     Shapes,
     add,
-    deterministic,
+    half,
+    measured,
     operand_bytes,
 )
 from runtime.kernels.cpu.activations import _activations
@@ -138,9 +139,13 @@ def _gated_cost(costs: dict) -> Callable[..., CostEstimate]:
 def register_fused(table: KernelBindingTable) -> None:
     """Register matmul_bias_act and gated_mlp for F; after the elementwise family, whose cost
     functions the fused costs are composed from."""
-    claim = deterministic("matmul accumulation (cancellation): no bound; f32 equals the chain")
     acts = (special.silu, special.gelu_erf, special.gelu_tanh)
     for t in F:
+        claim = measured(
+            "matmul accumulation (cancellation): normwise relative error measured; f32 equals "
+            "the chain",
+            with_ulp=half(t),
+        )
         costs = _part_costs(table, t)
         if t == "f32" and torch_available():  # vendor BLAS first: the tie-breaker (torch_blas)
             add(

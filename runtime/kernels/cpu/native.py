@@ -52,6 +52,7 @@ from runtime.kernels.cpu._common import (
     Params,
     Shapes,
     add,
+    measured,
     numel,
     operand_bytes,
     ulp,
@@ -60,8 +61,7 @@ from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.flash import flash_cost
 from runtime.kernels.cpu.fused import _gated_cost, _gated_mlp, _mba_cost, _part_costs
 from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
-from runtime.kernels.cpu.nn import _NO_BOUND, _rms_norm, _rope, attention_cost
-from runtime.precision import PrecisionGuarantee
+from runtime.kernels.cpu.nn import _rms_norm, _rope, attention_cost
 from runtime.rounding import store
 
 NATIVE = "native"
@@ -611,10 +611,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         return
     code = native.revision_text()
     t = "f32"
-    claim = PrecisionGuarantee(
-        bit_stable=True,
-        notes="matmul accumulation (cancellation): no bound; bits fixed by the shapes",
-    )
+    claim = measured("matmul accumulation (cancellation): normwise relative error measured")
     packed = (_fma_shape, _fma_gemm, _fma_rows, _packed_weight, pack, _encode_packed, _writable)
     add(
         table,
@@ -655,7 +652,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         "rms_norm",
         (t, t, t),
         _rms_norm_native,
-        PrecisionGuarantee(bit_stable=True, notes=_NO_BOUND),
+        measured("positive sum of squares, then products: ulp and rel measured", with_ulp=True),
         _rms_cost,
         also=(_numpy_rms,),
         source=NATIVE,
@@ -676,10 +673,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         source=NATIVE,
         code=code,
     )
-    attn = PrecisionGuarantee(
-        bit_stable=True,
-        notes="softmax-weighted sums (cancellation): no bound; exponentials and sums in f64",
-    )
+    attn = measured("softmax-weighted sums (cancellation): exponentials and sums in f64")
     for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
         add(
             table,

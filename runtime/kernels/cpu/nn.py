@@ -2,7 +2,8 @@
 
 * rms_norm (x, w; eps): y = x / sqrt(mean(x^2, last dim) + eps) * w.
 * layer_norm (x, w, b; eps): y = (x - mean) / sqrt(var + eps) * w + b, biased variance over the
-  last dim. Both compute in f32 for f16/bf16, else in the dtype itself.
+  last dim, of the values centred on the corrected two-pass mean (`row_mean`): a constant row
+  gives exactly the bias. Both compute in f32 for f16/bf16, else in the dtype itself.
 * rope (x, cos, sin; interleaved): x (..., S, D), cos/sin (S, D/2). Half-split (GPT-NeoX/HF
   rotate_half) pairs x[..., i] with x[..., i + D/2]; interleaved (GPT-J/Meta) pairs x[..., 2i]
   with x[..., 2i + 1]; each pair (a, b) becomes (a cos - b sin, b cos + a sin). f32/f16/bf16
@@ -34,7 +35,8 @@ from runtime.kernels.cpu._common import (
     Params,
     Shapes,
     add,
-    deterministic,
+    half,
+    measured,
     numel,
     operand_bytes,
     per_element_cost,
@@ -42,7 +44,8 @@ from runtime.kernels.cpu._common import (
 )
 from runtime.rounding import apply_into, store
 
-_NO_BOUND = "reduction over the last dim (cancellation): no relative bound"
+_NO_BOUND = "x - mean and the bias cancel: normwise relative error measured"
+_RMS_NOTE = "positive sum of squares, then products (no cancellation): ulp and rel measured"
 
 
 def _compute(x: np.ndarray, cdt: np.dtype) -> np.ndarray:
@@ -62,11 +65,21 @@ def _rms_norm(cdt: np.dtype) -> Kernel:
     return rms_norm
 
 
+def row_mean(x: np.ndarray) -> np.ndarray:
+    """The mean over the last dim, corrected once by the mean of the residuals (the corrected
+    two-pass mean): a constant row's mean is exactly its value (the first pass's rounding error
+    r = c - m is exact, and so are d r and d r / d), so layer_norm gives it exactly the bias."""
+    d = x.shape[-1]
+    m = np.add.reduce(x, axis=-1, keepdims=True) / d
+    m += np.add.reduce(x - m, axis=-1, keepdims=True) / d
+    return m
+
+
 def _layer_norm(cdt: np.dtype) -> Kernel:
     def layer_norm(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         x, w, b = (_compute(a, cdt) for a in inputs)
         d = x.shape[-1]
-        xc = x - np.add.reduce(x, axis=-1, keepdims=True) / d
+        xc = x - row_mean(x)
         var = np.add.reduce(xc * xc, axis=-1, keepdims=True)
         var /= d
         var += params["eps"]
@@ -162,16 +175,17 @@ def register_nn(table: KernelBindingTable) -> None:
     rope_cost = per_element_cost(3.0, "composite")
     for t in F:
         cdt = compute_dtype(t)
-        norm = deterministic(_NO_BOUND)
-        add(table, "rms_norm", (t, t, t), _rms_norm(cdt), norm, _norm_cost(4.0))
-        add(table, "layer_norm", (t, t, t, t), _layer_norm(cdt), norm, _norm_cost(8.0))
+        rms = measured(_RMS_NOTE, with_ulp=True)
+        add(table, "rms_norm", (t, t, t), _rms_norm(cdt), rms, _norm_cost(4.0))
+        ln = measured(_NO_BOUND, with_ulp=half(t))
+        add(table, "layer_norm", (t, t, t, t), _layer_norm(cdt), ln, _norm_cost(8.0))
         rope_claim = (
-            deterministic("f64 products rounded before the difference: cancellation")
+            measured("f64 products rounded before the difference: cancellation", with_ulp=True)
             if t == "f64"
             else ulp(1, "computed in f64: exact products, one rounding, then the final one")
         )
         add(table, "rope", (t, t, t, t), _rope(F64), rope_claim, rope_cost)
-        attn = deterministic("softmax-weighted sums (cancellation): no bound")
+        attn = measured("softmax-weighted sums (cancellation): measured", with_ulp=half(t))
         add(table, "attention", (t, t, t, t), _attention(cdt, False), attn, attention_cost)
         kernel = _attention(cdt, True)
         add(table, "attention", (t, t, t, "i64", t), kernel, attn, attention_cost)

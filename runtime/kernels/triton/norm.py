@@ -2,8 +2,11 @@
 
 One program per row of the input viewed as (rows, d), in BLOCK-wide strips with f32 lane
 accumulators. rms_norm: `y = x * (1 / sqrt_rn(sum(x^2) / d + eps)) * w`, two passes (sum of
-squares, write). layer_norm: three passes, mean, then the biased variance of the *centred*
-values (two-pass, no E[x^2] - E[x]^2 cancellation), then `(x - mean) * rstd * w + b`.
+squares, write). layer_norm: three passes, the mean m, then the sums of the *centred* values
+c = x - m and of their squares (no E[x^2] - E[x]^2 cancellation), which correct the mean by
+delta = sum(c) / d (the corrected two-pass mean) and give var = sum(c^2) / d - delta^2, then
+`(x - (m + delta)) * rstd * w + b`. A constant row's corrected mean is exactly its value (m's
+rounding error r is exact, and so are d r and d r / d), so it gives exactly the bias.
 """
 
 from collections.abc import Sequence
@@ -56,12 +59,16 @@ def layer_norm_kernel(x, w, b, y, D, sx, sy, eps, BLOCK: tl.constexpr):
         acc += f32(tl.load(xr + off + cols, mask=off + cols < D, other=0.0))
     mean = tl.div_rn(tl.sum(acc, axis=0), D.to(tl.float32))
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    sq = tl.zeros((BLOCK,), dtype=tl.float32)
     for off in range(0, D, BLOCK):
         mask = off + cols < D
         v = f32(tl.load(xr + off + cols, mask=mask, other=0.0))
         c = tl.where(mask, v - mean, 0.0)
-        acc += c * c
-    var = tl.div_rn(tl.sum(acc, axis=0), D.to(tl.float32))
+        acc += c
+        sq += c * c
+    delta = tl.div_rn(tl.sum(acc, axis=0), D.to(tl.float32))
+    var = tl.maximum(tl.div_rn(tl.sum(sq, axis=0), D.to(tl.float32)) - delta * delta, 0.0)
+    mean += delta
     rstd = tl.div_rn(1.0, tl.sqrt_rn(var + eps))
     for off in range(0, D, BLOCK):
         mask = off + cols < D

@@ -10,12 +10,18 @@ kernel_source is `"triton"` for each key's first entry; extra siblings at a key 
 stamp names its kernel by (key, kernel_source) and the executor takes the first sibling with
 that source: two siblings sharing one source could not be told apart.
 
-Precision claims (`CLAIMS`) are verified against float64 by `tests/triton/`, under the
-interpreter, and on hardware by `bench/gpu_check.py`. Where the GPU evaluates a function with
-its fast approximate `ex2.approx.f32` (tl.exp: exp, tanh, sigmoid, silu, pow, softmax's terms),
-f32 claims no static bound (`deterministic`); log/sin/cos/erf go through libdevice (<= 2 ulp in
-f32). f16/bf16 results computed in f32 keep a 1-ulp bound because the f32 error stays far below
-half an f16/bf16 ulp over their ranges.
+Precision claims (`CLAIMS`) are checked against float64 by `tests/triton/` under the
+interpreter, which runs numpy's arithmetic, not the GPU's; only a run on hardware verifies them:
+`bench/gpu_check.py --write-ledger` on a GPU writes `ledger.json` beside this file (one record
+per claim, kernel `op/kernel_source`, at the kernel's revision). A row registers its claim
+gated by that ledger: proven claims as they are, every other one marked unaudited
+(`audited=False`, the claim kept for display and ranking), which no precision floor admits. No
+GPU run has written the ledger yet, so every Triton claim is unaudited.
+
+Where the GPU evaluates a function with its fast approximate `ex2.approx.f32` (tl.exp: exp, tanh,
+sigmoid, silu, pow, softmax's terms), f32 claims no static bound (`deterministic`); log/sin/cos/erf
+go through libdevice (<= 2 ulp in f32). f16/bf16 results computed in f32 keep a 1-ulp bound because
+the f32 error stays far below half an f16/bf16 ulp over their ranges.
 
 Nothing here touches the process-wide table. The table loads these kernels lazily, the first
 time planning or execution involves a device with the `cuda` backend
@@ -25,11 +31,15 @@ CPU-only work never imports torch or triton.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from runtime.binding_table import KernelBindingTable, KernelCaps
+from runtime.contracts.ledger import Ledger
 from runtime.cost import FAMILY_OVERHEAD_NS, CostEstimate, cost_fn_for, dtype_bytes, io_bytes
 from runtime.dtypes import ALL_DTYPES
 from runtime.kernels.triton import _common
@@ -249,25 +259,53 @@ def _rows() -> list[tuple[str, tuple[str, ...], Any, str, PrecisionGuarantee, An
     return rows
 
 
-def register_triton_kernels(table: KernelBindingTable) -> None:
-    """Register every Triton kernel on backend "cuda" into `table` (appended; not finalized)."""
+LEDGER_PATH = Path(__file__).resolve().parent / "ledger.json"
+"""What GPU runs of `bench/gpu_check.py --write-ledger` proved (absent until one has run)."""
+
+
+def ledger_kernel(op: str, source: str) -> str:
+    """A Triton row's kernel name in the ledger: `op/kernel_source` (unique at a key)."""
+    return f"{op}/{source}"
+
+
+def gated(
+    op: str, dtypes: tuple[str, ...], source: str, revision: int, claim: PrecisionGuarantee
+) -> PrecisionGuarantee:
+    """`claim` as `LEDGER_PATH` proves it: resolved when every claim has a pass record at
+    `revision`, else marked unaudited (kept for display and ranking, refused by every floor)."""
+    ledger = _ledger()
+    precision, missing = ledger.resolve(ledger_kernel(op, source), BACKEND, dtypes, revision, claim)
+    if not missing:
+        return precision
+    return replace(claim, audited=False, notes=f"{claim.notes}; unaudited: no GPU run proved it")
+
+
+@functools.cache
+def _ledger() -> Ledger:
+    return Ledger.load(LEDGER_PATH)
+
+
+def register_triton_kernels(table: KernelBindingTable, *, gate: bool = True) -> None:
+    """Register every Triton kernel on backend "cuda" into `table` (appended; not finalized),
+    claims gated by the GPU ledger (`gate=False`: as declared, for the checks that verify them)."""
     for op, dtypes, kernel, source, precision, cost in _rows():
+        revision = _revision(kernel)
         table.register(
             op,
             dtypes,
             BACKEND,
             kernel,
             caps=CAPS,
-            precision=precision,
+            precision=gated(op, dtypes, source, revision, precision) if gate else precision,
             cost=cost,
             kernel_source=source,
-            revision=_revision(kernel),
+            revision=revision,
         )
 
 
-def triton_kernel_table() -> KernelBindingTable:
+def triton_kernel_table(*, gate: bool = True) -> KernelBindingTable:
     """A fresh, finalized table holding only the Triton kernels (for tests and tools)."""
     table = KernelBindingTable()
-    register_triton_kernels(table)
+    register_triton_kernels(table, gate=gate)
     table.finalize()
     return table

@@ -29,19 +29,30 @@ only what they cannot express:
   param, which a contract's cost expression cannot read; their precision is tested against
   float64 in `tests/test_cpu_precision.py`.
 * any hand-registered family added to `runtime.kernels.cpu` later, until it gets contracts.
+
+Those hand-registered kernels (and the native ones, `runtime.kernels.cpu.native`) are verified by
+the same harness (`runtime.contracts.verify.HandKernel`: named `op/kernel_source`, at the entry's
+revision hash) into `hand-registered/ledger.json`, and gated by it like the contracts: a claim
+without a pass record there registers as UNAUDITED, which no precision floor admits.
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
-from runtime.binding_table import KernelBindingTable
-from runtime.contracts import ImportResult, Ledger, import_glob
+from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.contracts import ImportResult, Ledger, UnverifiedClaimWarning, import_glob
+from runtime.contracts.errors import warn
+from runtime.contracts.verify import HandKernel
 from runtime.kernels.cpu.library import register_cpu_kernels
 from runtime.kernels.cpu.torch_blas import available
 
 CONTRACTS_DIR = Path(__file__).resolve().parent
 LEDGER_PATH = CONTRACTS_DIR / "ledger.json"
+HAND_LEDGER_PATH = CONTRACTS_DIR / "hand-registered" / "ledger.json"
+"""The verification ledger of the hand-registered CPU kernels (no contract file beside it)."""
 PROVIDER_DIRS = tuple(
     CONTRACTS_DIR / name
     for name in (
@@ -84,6 +95,56 @@ def register_cpu_sibling_contracts(table: KernelBindingTable) -> list[ImportResu
     return [import_glob(d, table, ledger=d / "ledger.json") for d in PROVIDER_DIRS]
 
 
+def _hand_only(results: list[ImportResult]) -> list[HandKernel]:
+    """The hand registration's entries that no contract of `results` replaces, in order."""
+    replaced = {(k.op, k.dtypes, k.backend, k.kernel_source) for r in results for k in r.kernels}
+    scratch = KernelBindingTable()
+    register_cpu_kernels(scratch)
+    return [
+        HandKernel(op, dtypes, backend, e)
+        for (op, dtypes, backend), e in scratch.iter_entries()
+        if (op, dtypes, backend, e.kernel_source) not in replaced
+    ]
+
+
+def hand_registered_kernels() -> list[HandKernel]:
+    """The CPU kernels the default table registers by hand (concat, the fused ops, native; torch
+    and native ones where available), with their claims as declared: what `fuel verify-kernels`
+    verifies into `HAND_LEDGER_PATH`."""
+    table = KernelBindingTable()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnverifiedClaimWarning)  # only the keys matter here
+        results = [
+            *register_cpu_vendor_contracts(table),
+            register_cpu_contracts(table),
+            *register_cpu_sibling_contracts(table),
+        ]
+    return _hand_only(results)
+
+
+def gate_hand_kernels(
+    kernels: list[HandKernel], ledger: Ledger | Path = HAND_LEDGER_PATH
+) -> list[BindingEntry]:
+    """Each hand-registered entry with its precision gated by `ledger` (measured bounds read
+    from it; UNAUDITED where a claim lacks a pass record, with one UnverifiedClaimWarning)."""
+    book = ledger if isinstance(ledger, Ledger) else Ledger.load(ledger)
+    out, lost = [], []
+    for k in kernels:
+        precision, missing = book.resolve(k.name, k.backend, k.dtypes, k.revision, k.precision)
+        if missing:
+            lost.append(f"{k.name} ({', '.join(k.dtypes)}): {', '.join(missing)}")
+        out.append(replace(k.entry, precision=precision))
+    if lost:
+        more = f" and {len(lost) - 4} more" if len(lost) > 4 else ""
+        warn(
+            UnverifiedClaimWarning,
+            f"hand-registered CPU kernels without a pass record in {book.path or 'the ledger'} "
+            f"at their revision: {'; '.join(lost[:4])}{more}; registered as UNAUDITED (run "
+            "`fuel verify-kernels --write-ledger`)",
+        )
+    return out
+
+
 def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
     """The whole CPU kernel library, from contracts wherever a contract can express the kernel.
 
@@ -91,31 +152,30 @@ def register_cpu_kernels_from_contracts(table: KernelBindingTable) -> None:
     providers in the hand registration's order (so sibling order at every key is the hand
     table's: vendor BLAS, then numpy, then the alternatives), then, from the hand
     registration (`register_cpu_kernels`, built in a scratch table), every entry no contract
-    replaces: today `concat` (variadic) and the fused `matmul_bias_act` / `gated_mlp` (see the
-    module docstring). A leftover lands after the contract siblings of its key; no key has one
-    today (those keys have no contract kernel), and
-    `tests/contracts/test_fkc_cpu_migration.py` checks the order.
+    replaces, gated by `HAND_LEDGER_PATH`: today `concat` (variadic), the fused
+    `matmul_bias_act` / `gated_mlp` and the native kernels (see the module docstring). A
+    leftover lands after the contract siblings of its key; no key has one today (those keys
+    have no contract kernel), and `tests/contracts/test_fkc_cpu_migration.py` checks the order.
     """
     results = [
         *register_cpu_vendor_contracts(table),
         register_cpu_contracts(table),
         *register_cpu_sibling_contracts(table),
     ]
-    replaced = {(k.op, k.dtypes, k.backend, k.kernel_source) for r in results for k in r.kernels}
-    scratch = KernelBindingTable()
-    register_cpu_kernels(scratch)
-    for (op, dtypes, backend), e in scratch.iter_entries():
-        if (op, dtypes, backend, e.kernel_source) in replaced:
-            continue
+    kernels = _hand_only(results)
+    for k, entry in zip(kernels, gate_hand_kernels(kernels), strict=True):
         # hand-registered on purpose: concat is variadic, a contract's operand list is fixed
-        table.register_entry(op, dtypes, backend, e)
+        table.register_entry(k.op, k.dtypes, k.backend, entry)
     table.finalize()
 
 
 __all__ = [
     "CONTRACTS_DIR",
+    "HAND_LEDGER_PATH",
     "LEDGER_PATH",
     "PROVIDER_DIRS",
+    "gate_hand_kernels",
+    "hand_registered_kernels",
     "register_cpu_contracts",
     "register_cpu_kernels_from_contracts",
     "register_cpu_sibling_contracts",

@@ -34,8 +34,10 @@ from runtime.kernels.cpu.elementwise import (
     _unary,
     _where,
     _where_axis,
+    binary_kernel,
     composite_for,
 )
+from runtime.kernels.cpu.extrema import settle_zero_extrema, settle_zero_ties
 from runtime.kernels.cpu.linalg import _matmul
 from runtime.rounding import REVISION_CODE
 
@@ -107,6 +109,15 @@ def binary(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
 
 
 @kernel_factory
+def extremum(dtypes: Dtypes, ufunc: str, compute: str) -> BuiltKernel:
+    """max/min (`maximum` / `minimum`): numpy's selection; floats then order -0 below +0."""
+    uf, cdt = _ufunc(ufunc), COMPUTE[compute](dtypes[0])
+    op = {"maximum": "max", "minimum": "min"}[ufunc]
+    kernel = binary_kernel(op, uf, dtypes[0], cdt)
+    return BuiltKernel(kernel, depends_on=(_binary, settle_zero_ties))
+
+
+@kernel_factory
 def compare(dtypes: Dtypes, ufunc: str) -> BuiltKernel:
     """A comparison into i1; 16-bit floats compare in f32 (exact)."""
     uf, cdt = _ufunc(ufunc), _half_wide(dtypes[0])
@@ -140,7 +151,8 @@ def cast(dtypes: Dtypes) -> BuiltKernel:
 @kernel_factory
 def reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
     """reduce_sum/mean/max/min: f16/bf16 accumulate in f32; float sums read a contiguous copy."""
-    return BuiltKernel(_reduction._make_reduce(op, dtypes[0]))
+    kernel = _reduction._make_reduce(op, dtypes[0])
+    return BuiltKernel(kernel, depends_on=(settle_zero_extrema,))
 
 
 @kernel_factory
@@ -228,3 +240,16 @@ def f64acc_reduce(dtypes: Dtypes, op: str) -> BuiltKernel:
 def flash_decode(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
     """numpy-flashdecode: split-KV attention of one query; `kv_len`: the 5-operand key form."""
     return BuiltKernel(_flash._kernel(kv_len), depends_on=(_flash.flash_decode, _flash._partial))
+
+
+@kernel_factory
+def f64acc_attention(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
+    """numpy-f64acc: attention (f32 values) computed in f64, rounded once."""
+    kernel = _nn._attention(F64, kv_len)
+    return BuiltKernel(kernel, depends_on=(_nn._sdpa, _nn._mask, _nn._compute))
+
+
+@kernel_factory
+def f64acc_rms_norm(dtypes: Dtypes) -> BuiltKernel:
+    """numpy-f64acc: rms_norm (f32 values) computed in f64, rounded once."""
+    return BuiltKernel(_nn._rms_norm(F64))
