@@ -60,10 +60,12 @@ from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp
 from runtime import knobs, native
 from runtime.binding_table import KernelBindingTable
 from runtime.compiled import kernel_id, kernel_ops, library_kernel_id
+from runtime.contracts.verify import HandKernel
 from runtime.devices import DeviceUnavailable, TorchDevice
 from runtime.executor import Executor, placed_device
 from runtime.fsutil import atomic_write_bytes
 from runtime.kernels import global_bindings
+from runtime.kernels.cpu.contracts import gate_hand_kernels
 from runtime.kernels.cpu.native import register_native
 from runtime.knobs import EMULATE_ENV
 from runtime.loaders.c import c_cache_dir, find_compiler, register_prebuilt
@@ -620,10 +622,20 @@ _NATIVE_TABLE: list[KernelBindingTable] = []
 
 def _native_table() -> KernelBindingTable:
     """The global table plus fuel's native kernels, registered although no C compiler is here
-    (a bundle ships the library: `_install_native`)."""
+    (a signed bundle ships the library: `_install_native`), their claims gated by the
+    hand-registered ledger as where they are registered normally."""
     if not _NATIVE_TABLE:
-        table = global_bindings().copy()
-        register_native(table, force=True)
+        base, full = global_bindings(), global_bindings().copy()
+        register_native(full, force=True)  # its costs read the base kernels'
+        have = {(key, e.kernel_source) for key, e in base.iter_entries()}
+        kernels = [
+            HandKernel(*key, e)
+            for key, e in full.iter_entries()
+            if (key, e.kernel_source) not in have
+        ]
+        table = base.copy()
+        for k, entry in zip(kernels, gate_hand_kernels(kernels), strict=True):  # ledger-gated
+            table.register_entry(k.op, k.dtypes, k.backend, entry)
         _NATIVE_TABLE.append(table)
     return _NATIVE_TABLE[0]
 
