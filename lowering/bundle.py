@@ -41,6 +41,7 @@ from fuel_dialect.dispatch import ALTERNATIVES_ATTR
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.backend import BackendError, KernelArtifact, lower
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
+from passes.instrument import expect, run_stage
 from runtime.bundle import (
     CHECKSUM_KEY,
     FORMAT,
@@ -166,7 +167,9 @@ def build_bundle(
     else:
         work.op.attributes.pop(WEIGHTS_ATTR, None)
     files[MODULE_FILE] = (str(work.op) + "\n").encode()
-    files[PICKER_FILE] = (json.dumps(picker_record(work), indent=1) + "\n").encode()
+    expect(1)
+    record = run_stage("picker-record", picker_record, work)
+    files[PICKER_FILE] = (json.dumps(record, indent=1) + "\n").encode()
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

@@ -16,10 +16,12 @@ generated Triton sources read `TRITON_INTERPRET` themselves, in the process that
 | `FUEL_GPU` | `configure_triton` | `1`: compile Triton kernels for real even without a GPU |
 | `TRITON_INTERPRET` | `triton_interpret` | `1`: Triton kernels run in Triton's interpreter |
 | `TRITON_DEFAULT_FP_FUSION` | `configure_triton` | defaults to `1` (FMA contraction, as before) |
+| `FUEL_LOG` | `log_level` | `info`: log each compile stage's time; `debug`: and its start |
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from collections.abc import Callable, Mapping
@@ -93,6 +95,20 @@ def configure_triton(gpu_present: Callable[[], bool]) -> None:
         return
     if not gpu_present():
         os.environ["TRITON_INTERPRET"] = "1"
+
+
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+"""`FUEL_LOG` values and the `logging` level each sets on the `fuel` logger."""
+
+
+def log_level() -> int | None:
+    """`FUEL_LOG` as a `logging` level (None when unset); `ValueError` for another value."""
+    value = os.environ.get("FUEL_LOG", "").strip().lower()
+    if not value:
+        return None
+    if value not in LOG_LEVELS:
+        raise ValueError(f"FUEL_LOG must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return LOG_LEVELS[value]
 
 
 def child_env(python_path: tuple[str, ...] = (), **overrides: str) -> Mapping[str, str]:
