@@ -31,7 +31,7 @@ import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
@@ -286,17 +286,23 @@ def _write_archive(dest: Path, files: Mapping[str, bytes]) -> None:
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
-                for name in sorted(files, key=lambda n: (n != MANIFEST, n)):  # manifest first
-                    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                    info.external_attr = 0o644 << 16
-                    zf.writestr(info, files[name])
+            write_archive_to(f, files)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_archive_to(stream: BinaryIO, files: Mapping[str, bytes]) -> None:
+    """The bundle `files` as the one-file archive (see the module doc) written to `stream`
+    (a file, or a pipe: `fuel-opt -t fuel-bundle > m.fuelbundle`)."""
+    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name in sorted(files, key=lambda n: (n != MANIFEST, n)):  # manifest first
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, files[name])
 
 
 # -- the picker's record ---------------------------------------------------------------------

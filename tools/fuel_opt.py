@@ -1,23 +1,59 @@
 """`fuel-opt`: parse fuel IR, run a `-p` pipeline (verifying after each pass), print.
 
-fuel-opt model.mlir -p cse,canonicalize --print-ir-after-all
+    fuel-opt model.mlir -p cse,canonicalize --print-ir-after-all
+    fuel-opt model.mlir -p fuel-optimize --dump-dir dump/ --time-passes -t fuel-c
+    cat model.mlir | fuel-opt - -p fuel-optimize -t fuel-bundle -o m.fuelbundle
+
+What an mlir-opt user expects: `-` (or no file) reads stdin; `--print-ir-after-all` and
+`--print-ir-before-all` dump around each pass and around each stage inside one (fuel-optimize's
+stages, `passes.instrument`); `--print-between-passes` prints the IR between passes on stdout
+(xDSL's); `--dump-dir DIR` writes `00-parse.mlir` then one numbered file per pass and stage;
+`--time-passes` prints MLIR's execution time report (parse, each pass and its stages, verify,
+output) on stderr; `-t` picks an output target (`tools.targets`: mlir, fuel-c, fuel-triton,
+fuel-bundle). `FUEL_LOG=info` logs each stage's time.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
+from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fuel_dialect.dialect import Fuel
 from lowering import LOWERING_PASSES
 from passes import get_all_passes, lazy_pass
+from passes.instrument import stage
+from tools.stages import IrPrinter, compile_view
+
+BUNDLE = "fuel-bundle"
+FUEL_TARGETS = {"fuel-c": "CTarget", "fuel-triton": "TritonTarget", BUNDLE: "BundleTarget"}
+"""fuel's `-t` targets: name -> class in `tools.targets`, imported when asked for (it imports
+the runtime and the backends: fuel-opt starts without them)."""
+XDSL_TARGETS_FOR_FUEL = ("mlir",)
+"""xDSL's targets that print fuel IR (the others print only their own dialects)."""
+
+
+def target_class(name: str) -> Callable[[], type[Target]]:
+    """The factory of fuel target `name`, as xDSL's `available_targets` holds them."""
+
+    def load() -> type[Target]:  # xDSL tells a target factory by its empty signature
+        import importlib
+
+        return getattr(importlib.import_module("tools.targets"), FUEL_TARGETS[name])
+
+    return load
 
 
 class FuelOptMain(xDSLOptMain):
@@ -29,6 +65,12 @@ class FuelOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         self.ctx.register_dialect("fuel", lambda: Fuel)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        xdsl = {k: v for k, v in self.available_targets.items() if k in XDSL_TARGETS_FOR_FUEL}
+        fuel = {name: target_class(name) for name in FUEL_TARGETS}
+        self.available_targets = {**xdsl, **fuel}
 
     def register_all_passes(self) -> None:
         for name, factory in get_all_passes().items():
@@ -43,6 +85,12 @@ class FuelOptMain(xDSLOptMain):
         )
         arg_parser.add_argument(
             "--print-ir-after-all", action="store_true", help="print the IR after each pass"
+        )
+        arg_parser.add_argument(
+            "--dump-dir",
+            metavar="DIR",
+            help="write the parsed input and the IR after each pass and stage to DIR as "
+            "numbered files (00-parse.mlir, 01-fuel-fix-dtypes.mlir, ...)",
         )
 
     def setup_pipeline(self) -> None:
@@ -60,6 +108,77 @@ class FuelOptMain(xDSLOptMain):
                 dump("Before", nxt, module)
 
         self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
+
+    # -- input: `-` is stdin, read once ----------------------------------------------------------
+
+    _input: bytes | None = None
+
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        name = self.args.input_file
+        stdin = name in (None, "-")
+        if self._input is None:
+            if stdin:
+                self._input = sys.stdin.buffer.read()
+            else:
+                with open(name, "rb") as f:
+                    self._input = f.read()
+        extension = "mlir" if stdin else os.path.splitext(name)[1].removeprefix(".")
+        return io.BytesIO(self._input), extension
+
+    def get_input_name(self) -> str:
+        return "<stdin>" if self.args.input_file in (None, "-") else self.args.input_file
+
+    # -- stages: parse, each pass (with the stages inside it), verify, output -----------------
+
+    def run(self) -> None:
+        printer = IrPrinter(self.args.print_ir_before_all, self.args.print_ir_after_all)
+        with compile_view(self.args.dump_dir, self.args.time_passes, extra=(printer,)):
+            super().run()
+
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        with stage("parse") as s:
+            s.product = super().parse_chunk(chunk, file_extension, start_offset)
+        return s.product
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        """The pipeline as xDSL's `PassPipeline.apply` runs it, each pass a stage (what
+        `--time-passes`, `--dump-dir` and the progress bar see) and the callback (verify,
+        dumps) a `verify` stage."""
+        passes, callback = self.pipeline.passes, self.pipeline.callback
+        steps = [(None, passes[0] if passes else None)]
+        steps += [(p, passes[i + 1] if i + 1 < len(passes) else None) for i, p in enumerate(passes)]
+        for done, nxt in steps:
+            if done is not None:
+                with stage(done.name, prog):
+                    done.apply(self.ctx, prog)
+                if nxt is not None and self.args.print_between_passes:  # as xdsl-opt prints it
+                    print(f"IR after {done.name}:")
+                    Printer(stream=sys.stdout).print_op(prog)
+                    print("\n\n\n")
+            if callback is not None:
+                with stage("verify"):
+                    callback(done, prog, nxt)
+
+    def prepare_output(self) -> IO[str]:
+        if self._target_name() == BUNDLE:
+            return sys.stdout  # the bundle goes to -o itself (a directory or an archive)
+        return super().prepare_output()
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        with stage("output"):
+            if self._target_name() != BUNDLE:
+                return super().output_resulting_program(prog)
+            target = target_class(BUNDLE)().from_spec(parse_spec(self.args.target))
+            assert hasattr(target, "write")  # tools.targets.BundleTarget
+            name = self.args.input_file
+            where = Path(name).parent if name not in (None, "-") else Path.cwd()
+            target.write(prog, where, self.args.output_file, sys.stdout.buffer)
+            return ""
+
+    def _target_name(self) -> str:
+        return parse_spec(self.args.target).name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
