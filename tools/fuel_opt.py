@@ -10,7 +10,8 @@ stages, `passes.instrument`); `--print-between-passes` prints the IR between pas
 (xDSL's); `--dump-dir DIR` writes `00-parse.mlir` then one numbered file per pass and stage;
 `--time-passes` prints MLIR's execution time report (parse, each pass and its stages, verify,
 output) on stderr; `-t` picks an output target (`tools.targets`: mlir, fuel-c, fuel-triton,
-fuel-bundle). `FUEL_LOG=info` logs each stage's time.
+fuel-bundle); `--verify-diagnostics` checks `expected-error` designators as mlir-opt does
+(`tools.expected_diagnostics`). `FUEL_LOG=info` logs each stage's time.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from fuel_dialect.dialect import Fuel
 from lowering import LOWERING_PASSES
 from passes import get_all_passes, lazy_pass
 from passes.instrument import stage
+from tools import expected_diagnostics as ed
 from tools.stages import IrPrinter, compile_view
 
 BUNDLE = "fuel-bundle"
@@ -109,7 +111,7 @@ class FuelOptMain(xDSLOptMain):
 
         self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
 
-    # -- input: `-` is stdin, read once ----------------------------------------------------------
+    # -- input: `-` is stdin, read once (the verify-diagnostics check reads it first) ---------
 
     _input: bytes | None = None
 
@@ -133,7 +135,10 @@ class FuelOptMain(xDSLOptMain):
     def run(self) -> None:
         printer = IrPrinter(self.args.print_ir_before_all, self.args.print_ir_after_all)
         with compile_view(self.args.dump_dir, self.args.time_passes, extra=(printer,)):
-            super().run()
+            if self.args.verify_diagnostics and self._has_designators():
+                self.run_expecting()
+            else:
+                super().run()
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -179,6 +184,38 @@ class FuelOptMain(xDSLOptMain):
 
     def _target_name(self) -> str:
         return parse_spec(self.args.target).name
+
+    # -- --verify-diagnostics with expected-error designators ---------------------------------
+
+    def _has_designators(self) -> bool:
+        stream, _ = self.get_input_stream()
+        return ed.has_designators(stream.read().decode("utf-8", "replace"))
+
+    def run_expecting(self) -> None:
+        """Process each chunk, collect its error, check it against the chunk's designators
+        (`tools.expected_diagnostics`); `ExpectationsFailed` lists every mismatch."""
+        stream, _ = self.get_input_stream()
+        text, name = stream.read().decode("utf-8"), self.get_input_name()
+        output = self.prepare_output()
+        problems: list[str] = []
+        for i, (chunk, offset) in enumerate(ed.split_chunks(text, self.args.split_input_file)):
+            if i > 0:
+                output.write("// -----\n")
+            parser = ed.LineRecordingParser(self.ctx, chunk, name)
+            module, errors = None, []
+            try:
+                with stage("parse") as s:
+                    s.product = module = parser.parse_module(not self.args.no_implicit_module)
+                self.apply_passes(module)
+                output.write(self.output_resulting_program(module))
+            except (ParseError, DiagnosticException) as e:
+                errors.append((ed.error_line(e, parser, module, offset), ed.message(e)))
+            problems += ed.check(ed.expectations(chunk, offset + 1), errors, name)
+        output.flush()
+        if problems:
+            raise ed.ExpectationsFailed(
+                f"{len(problems)} diagnostic expectation(s) not met:\n" + "\n".join(problems)
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
