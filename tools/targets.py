@@ -15,8 +15,10 @@ prints only what is there. So `fuel-opt m.mlir -p fuel-optimize -t fuel-c` shows
 `fuel compile m.mlir` generates. A module with no fusible group prints a comment saying so.
 
 `fuel-bundle{target=cpu,sm_90}` builds the bundle for those targets (default `cpu`; the cpu
-target optimizes a module not yet optimized); weights come from the file the module names
-(`fuel.weights`, beside the input; `-` reads it relative to the working directory). A bundle
+target optimizes a module not yet optimized), refusing, as `fuel compile` does, IR whose
+generated kernels hold a source fuel would not write from their ops (docs/bundles.md). Weights
+come from the file the module names (`fuel.weights`, beside the input; `-` reads it relative
+to the working directory). A bundle
 is binary, so, as LLVM tools refuse to write bitcode to a terminal, it is written to `-o`, or to
 stdout only when stdout is not a terminal (`fuel-opt m.mlir -t fuel-bundle > m.fuelbundle`).
 
@@ -129,6 +131,7 @@ class BundleTarget(Target):
         `DiagnosticException` saying why (what fuel-opt reports as a bad input)."""
         from lowering.backend import BackendError
         from lowering.bundle import build_bundle, write_archive_to, write_bundle
+        from lowering.kernel_source import KernelSourceError, check_kernel_sources
         from runtime.bundle import BundleError
 
         if dest is None and stdout.isatty():
@@ -137,11 +140,14 @@ class BundleTarget(Target):
                 "directory), or redirect stdout"
             )
         try:
+            check_kernel_sources(module, "-t fuel-bundle")  # as fuel compile: IR is data
             fm = with_weights(module, input_dir)
             if dest is not None:
                 write_bundle(fm, dest, self.target, created_by=CREATED_BY)
                 return
             files = build_bundle(fm, self.target, created_by=CREATED_BY)
+        except KernelSourceError as e:
+            raise DiagnosticException(str(e)) from None
         except (ModuleError, WeightsError, BundleError, BackendError, OSError) as e:
             raise DiagnosticException(f"-t fuel-bundle: {e}") from None
         buf = io.BytesIO()  # seekable: the same bytes as the file form
