@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, cast
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
@@ -38,6 +38,9 @@ from passes import get_all_passes, lazy_pass
 from passes.instrument import stage
 from tools import expected_diagnostics as ed
 from tools.stages import IrPrinter, compile_view
+
+if TYPE_CHECKING:
+    from tools.targets import BundleTarget
 
 BUNDLE = "fuel-bundle"
 FUEL_TARGETS = {"fuel-c": "CTarget", "fuel-triton": "TritonTarget", BUNDLE: "BundleTarget"}
@@ -59,7 +62,8 @@ def target_class(name: str) -> Callable[[], type[Target]]:
 
 
 class FuelOptMain(xDSLOptMain):
-    """xdsl-opt with the fuel dialect, fuel's passes and IR dumps around each pass."""
+    """xdsl-opt with the fuel dialect, fuel's passes and targets, and each pass a stage that
+    `--dump-dir`, `--time-passes` and the IR dumps see (see the module doc)."""
 
     def __init__(self, args: Sequence[str] | None = None):
         super().__init__(description="fuel modular optimizer driver", args=args)
@@ -175,8 +179,8 @@ class FuelOptMain(xDSLOptMain):
         with stage("output"):
             if self._target_name() != BUNDLE:
                 return super().output_resulting_program(prog)
-            target = target_class(BUNDLE)().from_spec(parse_spec(self.args.target))
-            assert hasattr(target, "write")  # tools.targets.BundleTarget
+            spec = parse_spec(self.args.target)
+            target = cast("BundleTarget", target_class(BUNDLE)().from_spec(spec))
             name = self.args.input_file
             where = Path(name).parent if name not in (None, "-") else Path.cwd()
             target.write(prog, where, self.args.output_file, sys.stdout.buffer)
@@ -195,27 +199,36 @@ class FuelOptMain(xDSLOptMain):
         """Process each chunk, collect its error, check it against the chunk's designators
         (`tools.expected_diagnostics`); `ExpectationsFailed` lists every mismatch."""
         stream, _ = self.get_input_stream()
-        text, name = stream.read().decode("utf-8"), self.get_input_name()
+        text = stream.read().decode("utf-8")
         output = self.prepare_output()
         problems: list[str] = []
-        for i, (chunk, offset) in enumerate(ed.split_chunks(text, self.args.split_input_file)):
-            if i > 0:
-                output.write("// -----\n")
-            parser = ed.LineRecordingParser(self.ctx, chunk, name)
-            module, errors = None, []
-            try:
-                with stage("parse") as s:
-                    s.product = module = parser.parse_module(not self.args.no_implicit_module)
-                self.apply_passes(module)
-                output.write(self.output_resulting_program(module))
-            except (ParseError, DiagnosticException) as e:
-                errors.append((ed.error_line(e, parser, module, offset), ed.message(e)))
-            problems += ed.check(ed.expectations(chunk, offset + 1), errors, name)
-        output.flush()
+        try:
+            for i, (chunk, offset) in enumerate(ed.split_chunks(text, self.args.split_input_file)):
+                if i > 0:
+                    output.write("// -----\n")
+                problems += self._check_chunk(chunk, offset, output)
+        finally:
+            if output is not sys.stdout:
+                output.close()
         if problems:
             raise ed.ExpectationsFailed(
                 f"{len(problems)} diagnostic expectation(s) not met:\n" + "\n".join(problems)
             )
+
+    def _check_chunk(self, chunk: str, offset: int, output: IO[str]) -> list[str]:
+        """Parse, transform and print one chunk (`offset` lines into the file); the mismatches
+        between the error it raised, if any, and its designators."""
+        name = self.get_input_name()
+        parser = ed.LineRecordingParser(self.ctx, chunk, name)
+        module, errors = None, []
+        try:
+            with stage("parse") as s:
+                s.product = module = parser.parse_module(not self.args.no_implicit_module)
+            self.apply_passes(module)
+            output.write(self.output_resulting_program(module))
+        except (ParseError, DiagnosticException) as e:
+            errors.append((ed.error_line(e, parser, module, offset), ed.message(e)))
+        return ed.check(ed.expectations(chunk, offset + 1), errors, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
