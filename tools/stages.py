@@ -87,9 +87,12 @@ class Progress(StageObserver):
     def expect(self, count: int) -> None:
         self.bar.total = (self.bar.total or 0) + count
 
+    def _shown(self) -> bool:
+        return not self.bar.disable and time.time() - self.bar.start_t >= self.delay
+
     def started(self, stage: Stage) -> None:
         self.bar.set_description_str(" > ".join(stage.path), refresh=False)
-        if not self.bar.disable and time.time() - self.bar.start_t >= self.delay:
+        if self._shown():
             self.bar.refresh()  # a new stage shows at once (tqdm rate-limits updates only)
 
     def finished(self, stage: Stage) -> None:
@@ -98,6 +101,8 @@ class Progress(StageObserver):
 
     def close(self) -> None:
         self.timer.cancel()
+        if self._shown():
+            self.bar.clear()  # tqdm clears only a bar an update drew, not one refresh() drew
         self.bar.close()
 
 

@@ -18,9 +18,9 @@ prints only what is there. So `fuel-opt m.mlir -p fuel-optimize -t fuel-c` shows
 target optimizes a module not yet optimized), refusing, as `fuel compile` does, IR whose
 generated kernels hold a source fuel would not write from their ops (docs/bundles.md). Weights
 come from the file the module names (`fuel.weights`, beside the input; `-` reads it relative
-to the working directory). A bundle
-is binary, so, as LLVM tools refuse to write bitcode to a terminal, it is written to `-o`, or to
-stdout only when stdout is not a terminal (`fuel-opt m.mlir -t fuel-bundle > m.fuelbundle`).
+to the working directory). A bundle is binary, so, as LLVM tools refuse to write bitcode to a
+terminal, it is written to `-o`, or to stdout only when stdout is not a terminal
+(`fuel-opt m.mlir -t fuel-bundle > m.fuelbundle`).
 
 xDSL's other targets (`llvm`, `x86-asm`, `riscv-asm`, `wgsl`, ...) print only their own
 dialects, never fuel IR, so fuel-opt does not offer them.
