@@ -475,6 +475,18 @@ def _check_files(path: Path, manifest: Mapping[str, Any], files: Mapping[str, by
                     )
 
 
+def read_verified(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(manifest, files) of the bundle at `path`, read as `read_declared` reads them, every
+    file's size and sha256 checked against the manifest (steps 1-3 of the module doc);
+    nothing is loaded or compiled."""
+    manifest, files = read_declared(path)
+    try:
+        _check_files(path, manifest, files)
+    except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
+        raise BundleError(f"{path}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None
+    return manifest, files
+
+
 def _pick_target(path: Path, manifest: Mapping[str, Any], emulate: bool) -> str:
     """The best target this machine runs: a GPU target whose GPU is here, else (`emulate`) the
     first GPU target, else "cpu"; every target is checked, so an unknown one is refused."""
@@ -895,9 +907,12 @@ class LoadedBundle:
             )
         return self._gpu[target]
 
-    def executor(self, target: str | None = None, emulate: bool | None = None):  # noqa: ANN201
+    def executor(  # noqa: ANN201
+        self, target: str | None = None, emulate: bool | None = None, function: str | None = None
+    ):
         """An `Executor` for `target` (default: `self.target`, or the first GPU target when
-        `emulate`), dispatching only the declared kernels.
+        `emulate`) running `function` (default: the entry), dispatching only the declared
+        kernels.
 
         A GPU target runs its lowered IR (`runtime.lowered.place_lowered`: launches on
         `cuda:0`, copies in and out). On a machine with that GPU its generated kernels are
@@ -916,10 +931,10 @@ class LoadedBundle:
                 f"{', '.join(self.manifest['targets'])})"
             )
         if target == "cpu":
-            return self._cpu_executor()
-        return self._gpu_executor(target, emulate)
+            return self._cpu_executor(function)
+        return self._gpu_executor(target, emulate, function)
 
-    def _gpu_executor(self, target: str, emulate: bool):  # noqa: ANN202
+    def _gpu_executor(self, target: str, emulate: bool, function: str | None):  # noqa: ANN202
         reason = incompatibility(target, self.manifest["targets"][target].get("fingerprint", {}))
         if reason is not None and not emulate:
             raise BundleError(
@@ -936,9 +951,9 @@ class LoadedBundle:
                 devices = {d: TorchDevice(d, emulate=True) for d in sorted(names)}
             except DeviceUnavailable as e:
                 raise BundleError(f"{self.path}: cannot emulate {target}: {e}") from None
-        return Executor(module, table=table, devices=devices)
+        return Executor(module, table=table, devices=devices, function=function)
 
-    def _cpu_executor(self):  # noqa: ANN202
+    def _cpu_executor(self, function: str | None):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
         if self.target != "cpu" and "cpu" not in self._gpu:  # resolved on first use
             self._gpu["cpu"] = (
@@ -955,7 +970,7 @@ class LoadedBundle:
                     f"'{stamp.backend.data}', which the CPU executor cannot "
                     "drive; compile for this machine's topology"
                 )
-        return Executor(self.module, table=table)
+        return Executor(self.module, table=table, function=function)
 
 
 def _cpu_target(
@@ -990,9 +1005,8 @@ def load_bundle(
     `Trust`."""
     p = Path(path)
     emulate = emulation_requested(emulate)
-    manifest, files = read_declared(p)
+    manifest, files = read_verified(p)
     try:
-        _check_files(p, manifest, files)
         chosen = _pick_target(p, manifest, emulate)
     except (AttributeError, KeyError, TypeError) as e:  # a well-signed but malformed manifest
         raise BundleError(f"{p}: malformed {MANIFEST} ({type(e).__name__}: {e})") from None

@@ -679,10 +679,10 @@ def route_peak(
 
 
 class Executor:
-    """Runs a module's entry function from a precompiled flat schedule: on the host, and on
-    the devices its ops are placed on (`topology` gives their capacities and backends;
-    `devices` shares runtimes between executors; `judge` feeds the route picker). A lowered
-    module (`is_lowered`) first goes through `place_lowered(module, lowered_device)`."""
+    """Runs a module's entry function (or `function`) from a precompiled flat schedule: on the
+    host, and on the devices its ops are placed on (`topology` gives their capacities and
+    backends; `devices` shares runtimes between executors; `judge` feeds the route picker). A
+    lowered module (`is_lowered`) first goes through `place_lowered(module, lowered_device)`."""
 
     def __init__(
         self,
@@ -694,10 +694,11 @@ class Executor:
         devices: Mapping[str, DeviceRuntime] | None = None,
         judge: JudgeOracle | None = None,
         lowered_device: str = "cuda:0",
+        function: str | None = None,
     ):
         if is_lowered(module):
             module = place_lowered(module, lowered_device)
-        fn = module.entry
+        fn = module.function(function)
         self.input_names, self.output_names = io_names(fn)
         args = list(fn.body.block.args)
         self.input_specs = [(to_numpy(dtype_name(a.type)), shape_of(a.type)) for a in args]

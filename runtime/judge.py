@@ -30,7 +30,7 @@ import numpy as np
 
 from runtime import knobs
 from runtime.binding_table import KernelBindingTable
-from runtime.fsutil import atomic_write_text
+from runtime.fsutil import atomic_write_text, read_regular_file
 from runtime.kernels import global_bindings
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,9 @@ class ProfileReport:
         """Parse a report; `ReportFormatError` on bad JSON, wrong version or missing fields."""
         try:
             d = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except RecursionError:  # json's depth limit: Python's recursion limit
+            raise ReportFormatError("corrupt JSON: nested too deeply") from None
+        except ValueError as e:  # a decode error, or an integer past Python's 4300 digits
             raise ReportFormatError(f"corrupt JSON: {e}") from None
         if not isinstance(d, dict):
             raise ReportFormatError("not a JSON object")
@@ -305,7 +307,7 @@ def try_load_report(
     """
     target = Path(path) if path is not None else default_report_path()
     try:
-        text = target.read_text(encoding="utf-8")
+        text = read_regular_file(target).decode("utf-8")  # a FIFO would block a plain read
     except FileNotFoundError:
         return LoadResult(None, f"no report at {target}")
     except (OSError, UnicodeDecodeError) as e:

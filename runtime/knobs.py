@@ -17,6 +17,9 @@ generated Triton sources read `TRITON_INTERPRET` themselves, in the process that
 | `TRITON_INTERPRET` | `triton_interpret` | `1`: Triton kernels run in Triton's interpreter |
 | `TRITON_DEFAULT_FP_FUSION` | `configure_triton` | defaults to `1` (FMA contraction, as before) |
 | `FUEL_LOG` | `log_level` | `info`: log each compile stage's time; `debug`: and its start |
+
+A value fuel cannot use (`FUEL_NUM_THREADS=abc`, `FUEL_NATIVE=yes`: fuel's switches are `0` or
+`1`) is a `KnobError` naming the variable, which the command-line tools report as a bad input.
 """
 
 from __future__ import annotations
@@ -26,6 +29,20 @@ import os
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+
+class KnobError(ValueError):
+    """An environment variable of fuel's holds a value fuel cannot use; the message names it."""
+
+
+def _switch(name: str, default: str) -> bool:
+    """A 0/1 variable: `1` is on, `0` (or unset/empty: `default`) off; anything else a
+    `KnobError` (a typo such as `yes` must not quietly mean off)."""
+    value = os.environ.get(name, "").strip() or default
+    if value not in ("0", "1"):
+        raise KnobError(f"{name} must be 0 or 1, got {value!r}")
+    return value == "1"
+
 
 EMULATE_ENV = "FUEL_EMULATE_GPU"
 """`FUEL_EMULATE_GPU=1`: GPU targets count as runnable, emulated (CPU tensors + the Triton
@@ -60,8 +77,8 @@ def c_compiler() -> list[str]:
 
 
 def native_enabled() -> bool:
-    """`FUEL_NATIVE` is not `0`."""
-    return os.environ.get("FUEL_NATIVE", "1") != "0"
+    """`FUEL_NATIVE` is not `0` (unset: on)."""
+    return _switch("FUEL_NATIVE", "1")
 
 
 def num_threads() -> str:
@@ -70,8 +87,8 @@ def num_threads() -> str:
 
 
 def emulate_gpu() -> bool:
-    """`FUEL_EMULATE_GPU=1`."""
-    return os.environ.get(EMULATE_ENV) == "1"
+    """`FUEL_EMULATE_GPU=1` (unset: off)."""
+    return _switch(EMULATE_ENV, "0")
 
 
 def triton_interpret() -> bool:
@@ -102,12 +119,12 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
 
 
 def log_level() -> int | None:
-    """`FUEL_LOG` as a `logging` level (None when unset); `ValueError` for another value."""
+    """`FUEL_LOG` as a `logging` level (None when unset); `KnobError` for another value."""
     value = os.environ.get("FUEL_LOG", "").strip().lower()
     if not value:
         return None
     if value not in LOG_LEVELS:
-        raise ValueError(f"FUEL_LOG must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        raise KnobError(f"FUEL_LOG must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
     return LOG_LEVELS[value]
 
 

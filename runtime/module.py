@@ -13,12 +13,13 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
-from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from fuel_dialect.attrs import NAME_ATTR, WEIGHTS_ATTR, WEIGHTS_SHA256_ATTR
@@ -27,6 +28,7 @@ from fuel_dialect.dtypes import ELEMENT_TYPES, dtype_name, shape_of
 from fuel_dialect.ops_movement import WeightOp
 from runtime.dtypes import to_numpy
 from runtime.fsutil import atomic_write_files, read_regular_file
+from runtime.ir_locations import PARSER_FAILURES, LocatingParser, SourceMap, locate
 from runtime.weights import WeightsError, weights_from_bytes, weights_to_bytes
 
 
@@ -40,14 +42,38 @@ class FuelModule:
 
     op: ModuleOp
     weights: dict[str, np.ndarray] = field(default_factory=dict)
+    name: str = field(default="", compare=False)
+    """Where the IR was read from (its file), for messages; empty for IR built in memory."""
 
     def __str__(self) -> str:
         return str(self.op)
 
+    def text(self, locations: bool = False) -> str:
+        """The IR text; with `locations`, each op's location too (`loc("node name")`)."""
+        out = StringIO()
+        Printer(stream=out, print_debuginfo=locations).print_op(self.op)
+        return out.getvalue()
+
     @property
     def entry(self) -> func.FuncOp:
-        """The function that `fuel run` executes: `@main`, else the only function."""
-        return entry_function(self.op)
+        """The function that `fuel run` executes: `@main`, else the only function; a
+        `ModuleError` naming the module's file if there is none."""
+        try:
+            return entry_function(self.op)
+        except ModuleError as e:
+            raise ModuleError(f"{self.name}: {e}" if self.name else str(e)) from None
+
+    def function(self, name: str | None = None) -> func.FuncOp:
+        """The function `@name` (`ModuleError` listing the others if there is none), or the
+        entry function when `name` is None."""
+        if name is None:
+            return self.entry
+        funcs = [op for op in self.op.ops if isinstance(op, func.FuncOp)]
+        for f in funcs:
+            if f.sym_name.data == name:
+                return f
+        names = ", ".join("@" + f.sym_name.data for f in funcs) or "none"
+        raise ModuleError(f"no function @{name} in the module (it has: {names})")
 
     def weight_ops(self) -> Iterator[WeightOp]:
         for op in self.op.walk():
@@ -69,11 +95,12 @@ class FuelModule:
                     f"{arr.dtype}{list(arr.shape)}"
                 )
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write `path` (IR text) and, when there are weights, `path` with the suffix
-        `.safetensors` beside it: weights first, IR last, each atomically, both staged before
-        either replaces an old file (a failed save leaves the old pair; see the module doc).
-        The IR records the weights' file name and sha256 (`fuel.weights_sha256`)."""
+    def save(self, path: str | os.PathLike[str], locations: bool = False) -> Path:
+        """Write `path` (IR text, with each op's `loc(...)` if `locations`) and, when there are
+        weights, `path` with the suffix `.safetensors` beside it: weights first, IR last, each
+        atomically, both staged before either replaces an old file (a failed save leaves the
+        old pair; see the module doc). The IR records the weights' file name and sha256
+        (`fuel.weights_sha256`)."""
         p = Path(path)
         files: list[tuple[Path, bytes]] = []
         if self.weights:
@@ -86,32 +113,27 @@ class FuelModule:
             files.append((wpath, data))
         else:
             self.op.attributes.pop(WEIGHTS_SHA256_ATTR, None)  # no file of ours to vouch for
-        files.append((p, (str(self.op) + "\n").encode()))
+        files.append((p, (self.text(locations) + "\n").encode()))
         atomic_write_files(files)
         return p
 
     @staticmethod
     def parse(text: str, name: str = "<string>") -> FuelModule:
-        """Parse and verify IR text (no weights); `ModuleError` carries line:col. Text the
-        parser rejects in other ways (an attribute value out of range, nesting deeper than
-        Python's stack) is a `ModuleError` at the parser's position; so is a tensor type of
-        more than `MAX_TENSOR_ELEMENTS` elements, or an entry signature fuel cannot run."""
-        parser = Parser(fuel_context(), text, name)
+        """Parse and verify IR text (no weights); every `ModuleError` starts `name:line:col:`
+        where the text has a position for it. Text the parser rejects in other ways (an
+        attribute value out of range, nesting deeper than Python's stack) is a `ModuleError`
+        at the parser's position; a verifier error, at the op that fails; so is a tensor type
+        of more than `MAX_TENSOR_ELEMENTS` elements, or an entry signature fuel cannot run."""
+        parser = LocatingParser(fuel_context(), text, name)
         try:
             module = parser.parse_module()
         except ParseError as e:
             raise ModuleError(str(e)) from None
-        except (DiagnosticException, RecursionError, ValueError, OverflowError) as e:
-            what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-            raise ModuleError(f"{name}:{_line_col(text, parser.pos)}: {what}") from None
-        try:
-            module.verify()
-        except DiagnosticException as e:
-            raise ModuleError(f"{name}: invalid IR: {e}") from None
-        except RecursionError:
-            raise ModuleError(f"{name}: invalid IR: nested too deeply") from None
-        check_types(module, name)
-        return FuelModule(module)
+        except PARSER_FAILURES as e:
+            raise ModuleError(parser.failure(e)) from None
+        verify_located(module, parser.source)
+        check_types(module, name, parser.source)
+        return FuelModule(module, name=name)
 
     @staticmethod
     def load(path: str | os.PathLike[str], weights: str | None = None) -> FuelModule:
@@ -152,6 +174,16 @@ def read_ir_text(path: Path) -> str:
         raise ModuleError(f"{path}: not UTF-8 text (byte {e.start} is invalid)") from None
 
 
+def verify_located(module: ModuleOp, source: SourceMap) -> None:
+    """`module.verify()`; a failure is a `ModuleError` at the failing op (`file:line:col:`)."""
+    try:
+        module.verify()
+    except (DiagnosticException, ValueError) as e:
+        raise ModuleError(locate(source, module, e)) from None
+    except RecursionError:
+        raise ModuleError(f"{source.name}: invalid IR: nested too deeply") from None
+
+
 def _check_weights_hash(op: ModuleOp, path: Path, wfile: Path, data: bytes) -> None:
     """The weights file's sha256 is the one the IR recorded (if it recorded one)."""
     want = op.attributes.get(WEIGHTS_SHA256_ATTR)
@@ -173,21 +205,24 @@ MAX_TENSOR_ELEMENTS = 1 << 36
 read, so an absurd declared shape is refused before anything is allocated for it."""
 
 
-def check_types(module: ModuleOp, name: str) -> None:
+def check_types(module: ModuleOp, name: str, source: SourceMap | None = None) -> None:
     """Every tensor type within `MAX_TENSOR_ELEMENTS`, the entry signature in fuel's dtypes;
-    else `ModuleError` starting with `name` (for IR built in memory, like an import's)."""
+    else `ModuleError` starting with `name` (for IR built in memory, like an import's), or
+    with `name:line:col` of the op at fault when `source` says where it was parsed from."""
+    where = source.where if source is not None else lambda op: name
     for op in module.walk():
         values = [*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)]
         for v in values:
             if isinstance(v.type, TensorType) and _elements(v.type) > MAX_TENSOR_ELEMENTS:
                 raise ModuleError(
-                    f"{name}: '{op.name}' declares {v.type}, more than "
+                    f"{where(op)}: '{op.name}' declares {v.type}, more than "
                     f"{MAX_TENSOR_ELEMENTS} elements"
                 )
     try:
         f = entry_function(module)
     except ModuleError:
         return  # no entry: fine until something runs it
+    name = where(f)
     for kind, types in (("argument", f.function_type.inputs), ("result", f.function_type.outputs)):
         for i, t in enumerate(types.data):
             try:
@@ -205,10 +240,6 @@ def _elements(t: TensorType) -> int:
     for d in t.get_shape():
         n *= max(d, 1)  # a dynamic dim (-1) counts as 1 here
     return n
-
-
-def _line_col(text: str, pos: int) -> str:
-    return f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
 
 
 def _weights_path(op: ModuleOp, path: Path, override: str | None) -> Path | None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from runtime.fsutil import read_regular_file
 from runtime.topology import (
     BACKEND_NAME,
     DEVICE_NAME,
@@ -62,13 +63,14 @@ class _FileReader:
         if suffix not in (".toml", ".json"):
             raise self.fail(f"unsupported file type '{suffix}' (expected .toml or .json)")
         try:
-            with open(self.path, "rb") as f:
-                raw = f.read()
+            raw = read_regular_file(self.path)  # never blocks on a FIFO or reads a device
         except OSError as e:
             raise self.fail(f"cannot read the file: {e.strerror or e}") from None
         try:
             data = tomllib.loads(raw.decode()) if suffix == ".toml" else json.loads(raw)
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        except RecursionError:  # the parsers' depth limit: Python's recursion limit
+            raise self.fail(f"not valid {suffix[1:].upper()}: nested too deeply") from None
+        except ValueError as e:  # a decode error, or an integer past Python's 4300 digits
             raise self.fail(f"not valid {suffix[1:].upper()}: {e}") from None
         if not isinstance(data, dict):
             raise self.fail("the top level must be a table of devices, peer_groups, transfers")

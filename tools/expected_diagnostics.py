@@ -10,11 +10,11 @@ chunk of `--split-input-file` is checked on its own: every error it raises must 
 there ("unexpected error"), every expectation met ("expected error ... was not produced");
 fuel-opt then lists each failure as `file:line: ...` and exits 1.
 
-An error is placed on the line of the op at fault: a parse error where the parser stopped, a
-verifier error at the first token of the op whose own verification fails (found by verifying
-each op alone: xDSL's message names no op). xDSL stops at a chunk's first error, so a chunk
-meets one expectation. An error with no place (a pass failing without naming an op) matches an
-expectation of its chunk by text alone.
+An error is placed where fuel-opt reports it (`file:line:col`, runtime/ir_locations.py): a
+parse error where the parser stopped, a verifier error at the first token of the op whose own
+verification fails. xDSL stops at a chunk's first error, so a chunk meets one expectation. An
+error with no place (a pass failing without naming an op) matches an expectation of its chunk
+by text alone.
 
 A file with no designator keeps xDSL's `--verify-diagnostics`: each error is printed to stdout
 and fuel-opt exits 0 (tests/filecheck/dialect/invalid-*.mlir check those with FileCheck).
@@ -26,9 +26,6 @@ import re
 from dataclasses import dataclass
 from itertools import accumulate
 
-from xdsl.context import Context
-from xdsl.ir import Operation
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 _DESIGNATOR = re.compile(
@@ -119,53 +116,24 @@ def split_chunks(text: str, split: bool) -> list[tuple[str, int]]:
     return list(zip(chunks, accumulate([0, *(c.count("\n") for c in chunks[:-1])]), strict=True))
 
 
-class LineRecordingParser(Parser):
-    """xDSL's `Parser`, noting where each op it parses starts (its first token)."""
-
-    def __init__(self, ctx: Context, text: str, name: str) -> None:
-        super().__init__(ctx, text, name)
-        self.text = text
-        self.starts: dict[Operation, int] = {}
-
-    def parse_operation(self) -> Operation:
-        start = self.pos
-        op = super().parse_operation()
-        self.starts[op] = start
-        return op
-
-    def line_of(self, op: Operation | None) -> int | None:
-        """The chunk line (from 1) `op` starts on; None for an op the text did not spell."""
-        start = self.starts.get(op) if op is not None else None
-        return None if start is None else self.text.count("\n", 0, start) + 1
+def _located(text: str, name: str) -> re.Match[str] | None:
+    """`name:line:col: ` at the start of a message the tools placed (runtime/ir_locations)."""
+    return re.match(re.escape(name) + r":(\d+):\d+: ", text)
 
 
-def failing_op(root: Operation, error: Exception) -> Operation | None:
-    """The op under `root` whose own verification raises `error`'s message, else the first
-    that fails on its own, else None (the error did not come from a verifier)."""
-    first = None
-    for op in root.walk():
-        try:
-            op.verify(verify_nested_ops=False)
-        except (DiagnosticException, ValueError) as e:
-            if str(e) == str(error):
-                return op
-            first = first or op
-    return first
-
-
-def error_line(
-    error: Exception, parser: LineRecordingParser, root: Operation | None, offset: int
-) -> int | None:
-    """The file line `error` (raised parsing or processing `root`, of a chunk `offset` lines
-    into the file) belongs to; None when it has no place."""
+def error_line(error: Exception, name: str, offset: int) -> int | None:
+    """The line of file `name` that `error` (raised in a chunk `offset` lines into it) is
+    about; None when it has no place."""
     if isinstance(error, ParseError):
         return error.span.get_location().line + offset
-    line = parser.line_of(failing_op(root, error)) if root is not None else None
-    return None if line is None else line + offset
+    located = _located(str(error), name)
+    return int(located.group(1)) if located else None
 
 
-def message(error: Exception) -> str:
-    """What `error` says, without the place or the IR printout xDSL appends."""
+def message(error: Exception, name: str) -> str:
+    """What `error` says, without its place or the IR printout xDSL adds as notes."""
     if isinstance(error, ParseError):
         return error.msg
-    return " ".join(str(error).split())  # IRDL's messages span lines
+    text = " ".join(str(error).split())  # IRDL's messages span lines
+    located = _located(text, name)
+    return text[located.end() :] if located else text

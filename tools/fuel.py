@@ -11,49 +11,46 @@ A compile shows its stages (`passes.instrument`, `tools.stages`): `--dump-dir` w
 numbered file per stage, `--time-passes` prints their times, `FUEL_LOG=info` logs them, and on
 a terminal a compile longer than ~2 s shows its stage and a progress bar.
 
-Every failure is one readable line on stderr and a non-zero exit, never a traceback.
+Every failure is one readable message on stderr and a non-zero exit, never a traceback unless
+`--verbose` asks for it (the boundary and its exit codes: tools/errors.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
+import importlib.metadata
 import math
+import os
 import re
+import stat
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lowering.backend import BackendError
 from lowering.bundle import compile_module, load_bundle, write_bundle
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
 from passes.instrument import run_stage
 from runtime import knobs
-from runtime.binding_table import BindingTableError
-from runtime.bundle import MANIFEST, BundleError, is_bundle, read_container
-from runtime.compiled import ExecutionError
+from runtime.bundle import MANIFEST, is_bundle, read_container
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES, from_numpy, to_numpy
 from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
-from runtime.module import FuelModule, ModuleError
-from runtime.signing import SigningError, load_private_key, load_public_keys
-from runtime.weights import WeightsError
+from runtime.module import FuelModule
+from runtime.signing import load_private_key, load_public_keys
+from tools.errors import ArgumentParser, CliError, add_verbose, run_parser
 from tools.explain import add_explain_parser
-from tools.import_onnx import add_import_parser, load_any
+from tools.import_onnx import add_import_parser, add_input_shape_flag, load_any
 from tools.judge import add_judge_parser
 from tools.kernels import add_kernels_parser, add_verify_kernels_parser
 from tools.keygen import add_keygen_parser
 from tools.stages import compile_view
-
-
-class CliError(Exception):
-    """A user-facing error: printed as `fuel: error: <message>`, exit code 1."""
-
 
 _INLINE = re.compile(r"(?P<shape>(?:\d+x)*)(?P<dtype>[a-z]+\d*)=(?P<values>.*)", re.S)
 
@@ -80,25 +77,68 @@ def inline_array(spec: str) -> np.ndarray | None:
     return flat.reshape(shape)
 
 
-def _parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
-    """`NAME=FILE.npy`, `NAME=@FILE.npy` or `NAME=2x3xf32=1,2,3,4,5,6` (inline)."""
-    inputs: dict[str, np.ndarray] = {}
+def _parse_inputs(specs: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
+    """`--input NAME=FILE.npy`, `NAME=@FILE.npy` or `NAME=2x3xf32=1,2,3,4,5,6` (inline) ...
+    -> {NAME: (where it came from, array)}."""
+    inputs: dict[str, tuple[str, np.ndarray]] = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
         if not sep or not name or not value:
             raise CliError(
                 f"--input expects NAME=FILE.npy or NAME=SHAPExDTYPE=VALUES, got '{spec}'"
             )
+        if name in inputs:
+            raise CliError(f"--input {name} is given twice")
         inline = None if value.startswith("@") else inline_array(value)
         if inline is not None:
-            inputs[name] = inline
+            inputs[name] = (f"--input {name}", inline)
             continue
         path = value.removeprefix("@")
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise CliError(f"cannot load input '{name}' from {path}: {e}") from None
+        inputs[name] = (path, _load_npy(name, path))
     return inputs
+
+
+def _check_inputs(ex: Any, given: dict[str, tuple[str, np.ndarray]]) -> None:
+    """Each given input has its graph input's dtype and shape, else an error naming its file
+    (the executor would say the same without the file)."""
+    specs = dict(zip(ex.input_names, ex.input_specs, strict=True))
+    for name, (path, a) in given.items():
+        if name in specs and (a.dtype, a.shape) != specs[name]:
+            dt, shape = specs[name]
+            got = f"{a.dtype}{list(a.shape)}"
+            raise CliError(f"{path}: input '{name}' must be {dt}{list(shape)}, got {got}")
+
+
+def _load_npy(name: str, path: str) -> np.ndarray:
+    """The array of a `.npy` file, mapped before it is copied in: a header declaring more
+    data than the file holds is refused without allocating for it."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block np.load's open
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with np.errstate(over="ignore"):  # numpy's size product of an absurd shape overflows
+            a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or "empty file"
+        if "mmap length is greater" in why:  # numpy's words for a header promising too much
+            why = "its header declares more data than the file holds"
+        raise CliError(f"cannot load input '{name}' from {path}: {why}") from None
+    if not isinstance(a, np.ndarray):  # an .npz archive
+        a.close()
+        raise CliError(f"cannot load input '{name}' from {path}: not a .npy file of one array")
+    return np.array(a)
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse `type`: an integer >= `low`."""
+
+    def int_at_least(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    int_at_least.__name__ = "int"  # argparse's "invalid int value: 'x'"
+    return int_at_least
 
 
 def _output_files(specs: Sequence[str], names: Sequence[str]) -> dict[str, Path]:
@@ -158,7 +198,7 @@ def load_program(args: argparse.Namespace) -> FuelModule:
     """The module `args.module` names (IR or ONNX), refused if a generated kernel in it holds a
     source this fuel would not write from its ops, unless `--allow-kernel-source` (IR read
     from a file is data, not code: docs/bundles.md)."""
-    module = load_any(args.module, args.weights)
+    module = load_any(args.module, args.weights, args.input_shape)
     if not args.allow_kernel_source:
         try:
             check_kernel_sources(module.op, args.module)
@@ -173,10 +213,11 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
         plan = args.topology or args.precision or args.no_optimize or args.run_option
+        plan = plan or args.input_shape
         if plan:
             raise CliError(
-                "--topology, --precision, --no-optimize and --option apply to IR and ONNX "
-                "input; a bundle runs the plan it was compiled with"
+                "--topology, --precision, --no-optimize, --option and --input-shape apply to IR "
+                "and ONNX input; a bundle runs the plan it was compiled with"
             )
         if args.allow_kernel_source:
             raise CliError(
@@ -185,19 +226,22 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
             )
         emulate = True if args.emulate else None  # None: FUEL_EMULATE_GPU decides
         trusted = load_public_keys(args.trust)
-        return load_bundle(args.module, emulate, trusted=trusted).executor(args.target, emulate)
+        bundle = load_bundle(args.module, emulate, trusted=trusted)
+        return bundle.executor(args.target, emulate, args.function)
     if args.target or args.emulate or args.trust:
         raise CliError("--target, --emulate and --trust apply to a bundle only")
     with compile_view():
         module, _ = compile_module(load_program(args), _plan_options(args))
-    return Executor(module)
+    return Executor(module, function=args.function)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.emulate:  # before anything imports triton: emulated kernels run interpreted
         knobs.request_triton_interpreter()
     ex = _executor(args)
-    given = _parse_inputs(args.input)
+    loaded = _parse_inputs(args.input)
+    _check_inputs(ex, loaded)
+    given = {name: a for name, (_, a) in loaded.items()}
     if args.random_inputs:
         rand = random_inputs(ex.input_specs, args.seed)
         inputs = {n: given.get(n, r) for n, r in zip(ex.input_names, rand, strict=True)}
@@ -335,6 +379,7 @@ def _add_compile_parser(sub: Any) -> None:
 
 def _add_plan_flags(p: Any) -> None:
     """The flags that shape the cpu plan, shared by `fuel compile` and `fuel run`."""
+    add_input_shape_flag(p)
     p.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
     p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
     p.add_argument(
@@ -351,8 +396,17 @@ def _add_allow_kernel_source(p: Any) -> None:
     )
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fuel-dispatch")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
+    p = ArgumentParser(prog="fuel", description="fuel: compile and run ML graphs")
+    p.add_argument("--version", action="version", version=f"fuel {_version()}")
+    add_verbose(p)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser(
         "run",
@@ -373,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fill inputs not given with --input from a seeded generator",
     )
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--function", help="the function to run (default: @main, or the only one)")
+    r.add_argument("--seed", type=_at_least(0), default=0)
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
     r.add_argument(
         "--output",
@@ -382,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[NAME=]@FILE.npy",
         help="write an output to FILE.npy (unnamed ones in output order); repeatable",
     )
-    r.add_argument("--repeat", type=int, default=1, help="run N times, report the median")
+    r.add_argument("--repeat", type=_at_least(1), default=1, help="run N times, report the median")
     r.add_argument(
         "--profile", action="store_true", help="then time each schedule item and print the slowest"
     )
@@ -424,28 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_kernels_parser(sub)
     add_verify_kernels_parser(sub)
     add_keygen_parser(sub)
+    for command in sub.choices.values():
+        add_verbose(command, top=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.fn(args)
-    except (
-        CliError,
-        ModuleError,
-        WeightsError,
-        ExecutionError,
-        BindingTableError,
-        BundleError,
-        BackendError,
-        SigningError,
-    ) as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"fuel: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 1
+    """`fuel ...`: every error goes through the one boundary (tools/errors.py)."""
+    return run_parser("fuel", build_parser(), argv)
 
 
 if __name__ == "__main__":

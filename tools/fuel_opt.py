@@ -12,6 +12,10 @@ stages, `passes.instrument`); `--print-between-passes` prints the IR between pas
 output) on stderr; `-t` picks an output target (`tools.targets`: mlir, fuel-c, fuel-triton,
 fuel-bundle); `--verify-diagnostics` checks `expected-error` designators as mlir-opt does
 (`tools.expected_diagnostics`). `FUEL_LOG=info` logs each stage's time.
+
+Errors go through the boundary of every fuel tool (tools/errors.py): `fuel-opt: error: ...` and
+exit 1 for a bad input (a verifier error says `file:line:col` of the op at fault), exit 2 for a
+bug; `--verbose` adds the traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import parse_spec
-from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -36,7 +40,9 @@ from fuel_dialect.dialect import Fuel
 from lowering import LOWERING_PASSES
 from passes import get_all_passes, lazy_pass
 from passes.instrument import stage
+from runtime.ir_locations import PARSER_FAILURES, LocatingParser, SourceMap, locate
 from tools import expected_diagnostics as ed
+from tools.errors import CliError, UsageError, add_verbose, route_usage_errors, run_guarded
 from tools.stages import IrPrinter, compile_view
 
 if TYPE_CHECKING:
@@ -62,8 +68,14 @@ def target_class(name: str) -> Callable[[], type[Target]]:
 
 
 class FuelOptMain(xDSLOptMain):
-    """xdsl-opt with the fuel dialect, fuel's passes and targets, and each pass a stage that
-    `--dump-dir`, `--time-passes` and the IR dumps see (see the module doc)."""
+    """xdsl-opt with the fuel dialect, fuel's passes and targets, each pass a stage that
+    `--dump-dir`, `--time-passes` and the IR dumps see (see the module doc), and verifier
+    errors located at the op at fault (`file:line:col`)."""
+
+    version_format = "fuel-opt, built on xDSL {xdsl_version}"
+    source: SourceMap | None = None
+    """Where the ops of the chunk being processed were parsed from."""
+    _line_offset = 0
 
     def __init__(self, args: Sequence[str] | None = None):
         super().__init__(description="fuel modular optimizer driver", args=args)
@@ -71,6 +83,10 @@ class FuelOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         self.ctx.register_dialect("fuel", lambda: Fuel)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        self.available_frontends["mlir"] = self._parse_mlir
 
     def register_all_targets(self) -> None:
         super().register_all_targets()
@@ -86,6 +102,8 @@ class FuelOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.prog = "fuel-opt"
+        route_usage_errors(arg_parser)
         arg_parser.add_argument(
             "--print-ir-before-all", action="store_true", help="print the IR before each pass"
         )
@@ -98,6 +116,59 @@ class FuelOptMain(xDSLOptMain):
             help="write the parsed input and the IR after each pass and stage to DIR as "
             "numbered files (00-parse.mlir, 01-fuel-fix-dtypes.mlir, ...)",
         )
+        add_verbose(arg_parser)
+
+    def prepare_input(self) -> tuple[list[tuple[IO[bytes], int]], str]:
+        try:
+            return super().prepare_input()
+        except ValueError as e:  # xDSL: no frontend for the file's extension
+            name = self.get_input_name()
+            raise CliError(f"{name}: {e} (fuel-opt reads .mlir files; -f mlir reads any)") from None
+
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        self._line_offset = start_offset  # --split-input-file: the chunk's first line
+        with stage("parse") as s:
+            s.product = super().parse_chunk(chunk, file_extension, start_offset)
+        return s.product
+
+    def _parse_mlir(self, stream: IO[bytes]) -> ModuleOp:
+        """Read bytes, decode them (a clear error naming the file if they are not UTF-8) and
+        parse them, remembering where each op starts."""
+        name = self.get_input_name()
+        try:
+            text = stream.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CliError(f"{name}: not UTF-8 text (byte {e.start} is invalid)") from None
+        return self._parse_text(text, self._line_offset)
+
+    def _parse_text(self, text: str, line_offset: int) -> ModuleOp:
+        """Parse `text` (`line_offset` lines into the input), remembering where each op
+        starts (`self.source`); errors the parser raises without a place are located."""
+        parser = LocatingParser(self.ctx, text, self.get_input_name())
+        parser.source.line_offset = line_offset
+        self.source = parser.source
+        try:
+            return parser.parse_module(not self.args.no_implicit_module)
+        except DiagnosticException as e:  # an attribute's verifier: located, still a
+            raise type(e)(parser.failure(e)) from None  # diagnostic (--verify-diagnostics)
+        except PARSER_FAILURES as e:
+            raise CliError(parser.failure(e)) from None
+
+    def _verify(self, module: ModuleOp) -> None:
+        """`module.verify()`, its error prefixed with `file:line:col:` of the op at fault."""
+        try:
+            module.verify()
+        except DiagnosticException as e:
+            if self.source is None:
+                raise
+            located = VerifyException(locate(self.source, module, e))
+            for note in getattr(e, "__notes__", []):
+                located.add_note(note)
+            raise located from None
+        except RecursionError:
+            raise CliError(f"{self.get_input_name()}: nested too deeply") from None
 
     def setup_pipeline(self) -> None:
         def dump(when: str, p: ModulePass, module: ModuleOp) -> None:
@@ -107,13 +178,18 @@ class FuelOptMain(xDSLOptMain):
 
         def callback(prev: ModulePass | None, module: ModuleOp, nxt: ModulePass | None) -> None:
             if not self.args.disable_verify:
-                module.verify()  # the parsed input too (prev is None), as xdsl-opt does
+                self._verify(module)  # the parsed input too (prev is None), as xdsl-opt does
             if prev is not None and self.args.print_ir_after_all:
                 dump("After", prev, module)
             if nxt is not None and self.args.print_ir_before_all:
                 dump("Before", nxt, module)
 
-        self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
+        try:
+            self.pipeline = PassPipeline.parse_spec(
+                self.available_passes, self.args.passes, callback
+            )
+        except ValueError as e:  # an unknown pass, an option of the wrong type or name
+            raise UsageError(f"-p '{self.args.passes}': {e}") from None
 
     # -- input: `-` is stdin, read once (the verify-diagnostics check reads it first) ---------
 
@@ -143,13 +219,6 @@ class FuelOptMain(xDSLOptMain):
                 self.run_expecting()
             else:
                 super().run()
-
-    def parse_chunk(
-        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
-    ) -> ModuleOp | None:
-        with stage("parse") as s:
-            s.product = super().parse_chunk(chunk, file_extension, start_offset)
-        return s.product
 
     def apply_passes(self, prog: ModuleOp) -> None:
         """The pipeline as xDSL's `PassPipeline.apply` runs it, each pass a stage (what
@@ -219,32 +288,25 @@ class FuelOptMain(xDSLOptMain):
         """Parse, transform and print one chunk (`offset` lines into the file); the mismatches
         between the error it raised, if any, and its designators."""
         name = self.get_input_name()
-        parser = ed.LineRecordingParser(self.ctx, chunk, name)
-        module, errors = None, []
+        errors: list[tuple[int | None, str]] = []
         try:
             with stage("parse") as s:
-                s.product = module = parser.parse_module(not self.args.no_implicit_module)
+                s.product = module = self._parse_text(chunk, offset)
             self.apply_passes(module)
             output.write(self.output_resulting_program(module))
-        except (ParseError, DiagnosticException) as e:
-            errors.append((ed.error_line(e, parser, module, offset), ed.message(e)))
+        except (ParseError, DiagnosticException, CliError) as e:
+            errors.append((ed.error_line(e, name, offset), ed.message(e, name)))
         return ed.check(ed.expectations(chunk, offset + 1), errors, name)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: diagnostics go to stderr as one message, exit 1, never a traceback."""
-    try:
-        FuelOptMain(argv).run()
-    except ParseError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    except (DiagnosticException, ArgSpecParseError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except FileNotFoundError as e:
-        print(f"error: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
-        return 1
+def _run(argv: list[str]) -> int:
+    FuelOptMain(argv).run()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: every error through the tools' one boundary (tools/errors.py)."""
+    return run_guarded("fuel-opt", argv, _run)
 
 
 if __name__ == "__main__":

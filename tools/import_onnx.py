@@ -4,7 +4,8 @@
 
 Writes OUT.mlir (default: MODEL.mlir) and OUT.safetensors beside it. Each op carries the ONNX
 node it came from as its location (`loc("node name")`) unless `--no-locations`. An unsupported
-model is one line on stderr (every unsupported op type, or the node at fault) and exit code 1.
+model is one `OnnxImportError` (every unsupported op type, or the node at fault), which the
+boundary (tools/errors.py) prints as one line with exit code 1.
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from xdsl.printer import Printer
-
-from runtime.fsutil import atomic_write_text
 from runtime.module import FuelModule, ModuleError
+from tools.errors import ArgumentParser, run_parser
 
 
 def add_import_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,13 +25,7 @@ def add_import_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("import", help="import an ONNX model as fuel IR + weights")
     p.add_argument("model", help="ONNX model file (.onnx)")
     p.add_argument("-o", "--output", help="IR file to write (default: MODEL.mlir)")
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="NAME=1x128",
-        help="static shape for a graph input with dynamic dims",
-    )
+    add_input_shape_flag(p)
     p.add_argument(
         "--no-locations", action="store_true", help="omit the ONNX node locations from the IR text"
     )
@@ -55,40 +47,39 @@ def parse_shape(spec: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def load_any(path: str, weights: str | None = None) -> FuelModule:
-    """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then), anything else
-    is fuel IR loaded with its weights. Import errors are `ModuleError`s (one line, exit 1)."""
+def load_any(path: str, weights: str | None = None, input_shapes: Sequence[str] = ()) -> FuelModule:
+    """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then; dynamic dims
+    pinned by `--input-shape NAME=1x128` specs), anything else is fuel IR loaded with its
+    weights. Import errors are `ModuleError`s (one line, exit 1)."""
     if Path(path).suffix.lower() == ".onnx":
         from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
-        return import_onnx(path)
+        shapes = dict(parse_shape(s) for s in input_shapes)
+        return import_onnx(path, input_shapes=shapes)
+    if input_shapes:
+        raise ModuleError("--input-shape applies to ONNX models (fuel IR has static shapes)")
     return FuelModule.load(path, weights)
 
 
-def with_locations(module: FuelModule) -> str:
-    """The module's IR text with every op's location (`loc(...)`)."""
-    out = StringIO()
-    Printer(stream=out, print_debuginfo=True).print_op(module.op)
-    return out.getvalue() + "\n"
+def add_input_shape_flag(p: argparse.ArgumentParser) -> None:
+    """`--input-shape NAME=1x128` (repeatable), shared by import, run and compile."""
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=1x128",
+        help="static shape for an ONNX graph input with dynamic dims; repeatable",
+    )
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import, save, summarise; an import error is one line on stderr and exit code 1."""
+    """Import, save, summarise (errors go to the caller's boundary)."""
     from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
-    try:
-        shapes = dict(parse_shape(s) for s in args.input_shape)
-        module = import_onnx(args.model, input_shapes=shapes)
-        out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
-        path = module.save(out)
-        if not args.no_locations:
-            atomic_write_text(path, with_locations(module))
-    except ModuleError as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"fuel: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 1
+    shapes = dict(parse_shape(s) for s in args.input_shape)
+    module = import_onnx(args.model, input_shapes=shapes)
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
+    path = module.save(out, locations=not args.no_locations)  # one save: the pair stays whole
     ops = sum(1 for _ in module.entry.body.block.ops) - 1
     size = sum(a.nbytes for a in module.weights.values())
     human = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
@@ -99,10 +90,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tools.import_onnx MODEL.onnx ...`: the `import` subcommand on its own."""
-    p = argparse.ArgumentParser(prog="fuel")
+    p = ArgumentParser(prog="fuel")
     add_import_parser(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(["import", *(sys.argv[1:] if argv is None else argv)])
-    return args.fn(args)
+    return run_parser("fuel", p, ["import", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

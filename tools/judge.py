@@ -3,8 +3,8 @@
     fuel judge [--ops matmul,softmax,...] [--dtypes f32,f16] [--budget-s N] [--out PATH]
 
 Progress goes to stderr (one overwritten line on a terminal, periodic plain lines otherwise);
-the summary table and the saved path go to stdout. A bad argument is one line on stderr and
-exit code 1.
+the summary table and the saved path go to stdout. A bad argument is a `JudgeError`, one line
+on stderr and exit code 1 through the boundary (tools/errors.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from runtime import judge, judge_profile
 from runtime.judge import ProfileReport
 from runtime.judge_profile import JudgeError, format_shapes
 from runtime.kernels import global_bindings
+from tools.errors import ArgumentParser, describe, run_parser
 
 
 def add_judge_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -116,7 +117,7 @@ def _split(csv: str | None) -> list[str] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.budget_s is not None and args.budget_s <= 0:
+    if args.budget_s is not None and not args.budget_s > 0:  # NaN too
         raise JudgeError(f"--budget-s must be positive, got {args.budget_s:g}")
     ops, dtypes = _split(args.ops), _split(args.dtypes) or []
     if not dtypes:
@@ -130,7 +131,10 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     wall = time.perf_counter() - start
-    path = judge.save_report(report, args.out)
+    try:
+        path = judge.save_report(report, args.out)
+    except OSError as e:  # an unwritable --out: the measurements are lost, say where it failed
+        raise JudgeError(f"cannot save the report: {describe(e)}") from None
     print(summary_table(report))
     for s in report.skipped:
         print(f"skipped {s.op} {s.dtype} {format_shapes(s.shape)} {s.kernel_source}: {s.reason}")
@@ -141,23 +145,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    """Run the Judge for the parsed `fuel judge` arguments; 1 on a bad argument."""
-    try:
-        return _run(args)
-    except JudgeError as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:  # an unwritable --out: the measurements are lost, say where it failed
-        print(f"fuel: error: cannot save the report: {e}", file=sys.stderr)
-        return 1
+    """Run the Judge for the parsed `fuel judge` arguments."""
+    return _run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """A standalone `fuel`-style entry point holding just the judge subcommand."""
-    parser = argparse.ArgumentParser(prog="fuel")
+    parser = ArgumentParser(prog="fuel")
     add_judge_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.fn(args)
+    return run_parser("fuel", parser, argv)
 
 
 if __name__ == "__main__":

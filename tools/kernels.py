@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.binding_table import BindingEntry, KernelBindingTable, KernelCaps
-from runtime.contracts import FkcError, Ledger, contract_source, import_glob, load_contracts
+from runtime.contracts import Ledger, contract_source, import_glob, load_contracts
 from runtime.contracts.importer import expand
 from runtime.contracts.ledger import LEDGER_NAME, LedgerRecord, claims_of
 from runtime.contracts.lower import LoweredKernel, lower
@@ -40,6 +40,7 @@ from runtime.kernels.cpu.contracts import (
     register_cpu_kernels_from_contracts,
     vendor_dirs,
 )
+from tools.errors import ArgumentParser, run_parser
 
 
 def _builtin_contract_dirs() -> list[Path]:
@@ -203,11 +204,7 @@ def _kernels_table(args: argparse.Namespace) -> KernelBindingTable:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
     """Print the table for the parsed `fuel kernels` arguments."""
-    try:
-        rows = table_rows(_kernels_table(args), args.op, args.backend)
-    except FkcError as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
+    rows = table_rows(_kernels_table(args), args.op, args.backend)
     rows.sort(key=lambda r: (r.op, r.backend))
     print(format_rows(rows))
     n = sum(len(r.dtypes) for r in rows)
@@ -276,11 +273,7 @@ def _check(groups: Sequence[_Group]) -> int:
 
 def cmd_verify_kernels(args: argparse.Namespace) -> int:
     """Verify (or `--check`) the claims for the parsed `fuel verify-kernels` arguments."""
-    try:
-        groups = _groups(args)
-    except FkcError as e:
-        print(f"fuel: error: {e}", file=sys.stderr)
-        return 1
+    groups = _groups(args)
     if args.check:
         return _check(groups)
     records: list[LedgerRecord] = []
@@ -301,12 +294,11 @@ def cmd_verify_kernels(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """A standalone `fuel`-style entry point holding the two subcommands."""
-    parser = argparse.ArgumentParser(prog="fuel")
+    parser = ArgumentParser(prog="fuel")
     sub = parser.add_subparsers(dest="command", required=True)
     add_kernels_parser(sub)
     add_verify_kernels_parser(sub)
-    args = parser.parse_args(argv)
-    return args.fn(args)
+    return run_parser("fuel", parser, argv)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ def threads() -> int:
         try:
             return max(1, int(env))
         except ValueError:
-            raise ValueError(f"FUEL_NUM_THREADS must be an integer, got {env!r}") from None
+            raise knobs.KnobError(f"FUEL_NUM_THREADS must be an integer, got {env!r}") from None
     return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
 
 

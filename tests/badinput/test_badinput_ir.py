@@ -48,25 +48,25 @@ TEXT_CASES: dict[str, tuple[bytes, str]] = {
         r"bad\.mlir:1:\d+: nested too deeply",
     ),
     "deep-regions": (b"builtin.module {\n" * 3000 + b"}\n" * 3000, r"bad\.mlir:"),
-    "huge-arg": (_func(HUGE).encode(), r"bad\.mlir: 'func.func' declares tensor<1000"),
+    "huge-arg": (_func(HUGE).encode(), r"bad\.mlir:1:1: 'func.func' declares tensor<1000"),
     "huge-result": (
         _func(
             "tensor<1xf32>",
             f"  %y = fuel.broadcast %x : tensor<1xf32> -> {HUGE}\n  func.return %y : {HUGE}\n",
             HUGE,
         ).encode(),
-        r"bad\.mlir: 'fuel.broadcast' declares tensor<1000",
+        r"bad\.mlir:2:3: 'fuel.broadcast' declares tensor<1000",
     ),
     "huge-weight": (
         f'func.func @main() -> {HUGE} {{\n  %w = fuel.weight "w" : {HUGE}\n'
         f"  func.return %w : {HUGE}\n}}\n".encode(),
-        r"bad\.mlir: 'fuel.weight' declares",
+        r"bad\.mlir:2:3: 'fuel.weight' declares",
     ),
     "complex-arg": (
         _func("tensor<4xcomplex<f32>>").encode(),
-        r"bad\.mlir: @main argument 0 has type tensor<4xcomplex<f32>>",
+        r"bad\.mlir:1:1: @main argument 0 has type tensor<4xcomplex<f32>>",
     ),
-    "index-result": (_func("index").encode(), r"bad\.mlir: @main argument 0 has type index"),
+    "index-result": (_func("index").encode(), r"bad\.mlir:1:1: @main argument 0 has type index"),
     "bad-type-op": (
         GOOD.replace(
             "%y = fuel.exp %x : tensor<4xf32>", "%y = fuel.exp %x : tensor<4xi32>"

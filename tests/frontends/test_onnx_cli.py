@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -12,15 +11,12 @@ from onnx_models import make_model, mlp_model, run_ort
 
 from runtime.executor import Executor
 from runtime.module import FuelModule
-from tools.import_onnx import add_import_parser, load_any, main, parse_shape
+from tools.import_onnx import load_any, main, parse_shape
 
 
 def fuel_import(*argv: str) -> int:
-    """Run `fuel import ARGV` through its own parser (as `fuel`'s main would dispatch it)."""
-    p = argparse.ArgumentParser(prog="fuel")
-    add_import_parser(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(["import", *argv])
-    return args.fn(args)
+    """Run `fuel import ARGV` through its own entry point (parser and error boundary)."""
+    return main(list(argv))
 
 
 def test_import_writes_ir_and_weights_that_run(save_model, tmp_path: Path, capsys) -> None:  # noqa: ANN001
@@ -58,6 +54,26 @@ def test_input_shape_pins_dynamic_dims(save_model, tmp_path: Path) -> None:  # n
     assert "tensor<2x4xf32>" in out.read_text()
     assert parse_shape("ids=1,128") == ("ids", (1, 128))
     assert parse_shape("t=") == ("t", ())
+
+
+def test_run_and_compile_take_input_shape(save_model, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`fuel run` and `fuel compile` pin dynamic dims of an ONNX model like `fuel import`."""
+    from tools.fuel import main as fuel_main
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    vi = helper.make_tensor_value_info
+    model = make_model(
+        nodes, [vi("x", TensorProto.FLOAT, ["b", 4])], [vi("y", TensorProto.FLOAT, ["b", 4])]
+    )
+    src = save_model(model)
+    assert fuel_main(["run", src, "--random-inputs"]) == 1
+    assert "--input-shape" in capsys.readouterr().err
+    assert fuel_main(["run", src, "--input-shape", "x=3x4", "--input", "x=3x4xf32=-1"]) == 0
+    assert "y: [3, 4] f32 sum=0 " in capsys.readouterr().out
+    out = tmp_path / "r.fuelbundle"
+    assert fuel_main(["compile", src, "-o", str(out), "--input-shape", "x=3x4"]) == 0
+    assert fuel_main(["run", str(out), "--input", "x=3x4xf32=2"]) == 0
+    assert "y: [3, 4] f32 sum=24 " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -234,3 +234,33 @@ def test_bad_inline_inputs_and_outputs(
     assert fuel_main(["run", str(saved_mlp), *argv]) == 1
     err = capsys.readouterr().err
     assert err.startswith("fuel: error:") and message in err and "Traceback" not in err
+
+
+TWO_FUNCTIONS = """\
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = fuel.tanh %x : tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+func.func @double(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = fuel.add %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("form", ["ir", "bundle"])
+def test_function_picks_what_runs(form: str, tmp_path: Path, capsys) -> None:
+    src = tmp_path / "two.mlir"
+    src.write_text(TWO_FUNCTIONS)
+    target = src
+    if form == "bundle":
+        assert fuel_main(["compile", str(src), "-o", str(tmp_path / "b")]) == 0
+        target = tmp_path / "b"
+    argv = ["run", str(target), "--input", "x=4xf32=1,2,3,4", "--output", f"@{tmp_path}/o.npy"]
+    assert fuel_main([*argv, "--function", "double"]) == 0
+    assert np.load(tmp_path / "o.npy").tolist() == [2.0, 4.0, 6.0, 8.0]
+    assert fuel_main(argv) == 0  # default: @main
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), np.tanh([1, 2, 3, 4]), rtol=1e-6)
+    capsys.readouterr()
+    assert fuel_main([*argv, "--function", "nope"]) == 1
+    assert "no function @nope in the module (it has: @main, @double)" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from runtime.topology import Device, SystemTopology
 from tools.explain import main
 from tools.explain_html import explain_html
 from tools.explain_text import explain_text
+from tools.fuel import main as fuel_main
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODER = ROOT / "examples" / "decoder_block.mlir"
@@ -140,7 +141,9 @@ def test_cli_two_gpu_topology_in_header_and_honest_stay(capsys) -> None:
     assert "cuda:0 (h200)" in header and "cuda:1 (h200)" in header
     assert "judge      none (disabled by --judge none)" in header
     whys = why_lines(out)
-    assert len(whys) == 20
+    assert len(whys) == 16  # the optimized plan, as fuel compile builds it: gated_mlp fused
+    assert main(["explain", str(DECODER), "--topology", str(CPU_2GPU), "--no-optimize"]) == 0
+    assert len(why_lines(capsys.readouterr().out)) == 20  # as written
     if set(global_bindings().backends()) & {"cuda", "triton"}:
         pytest.skip("GPU kernels are registered: decisions may legitimately move")
     # the real table has CPU kernels only: the GPUs lose for lack of a kernel, not on cost
@@ -358,7 +361,7 @@ BAD_IR = """builtin.module {
     [
         ("missing", "cannot read"),
         ("bad_ir", r"bad\.mlir:3:\d+: "),
-        ("bad_op", r"unknown --op index 20 \(decision points: 0\.\.19\)"),
+        ("bad_op", r"unknown --op index 20 \(decision points: 0\.\.15\)"),
         ("bad_topology", r"bad\.toml: devices\[0\]: bad device name"),
         ("precision_floor", "precision-floor rejected every candidate"),
         ("bad_precision", "--precision: bad precision requirement 'fast'"),
@@ -392,3 +395,64 @@ def test_cli_process_reports_without_traceback(tmp_path: Path) -> None:
     r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 1
     assert r.stderr.startswith("fuel: error: cannot read") and "Traceback" not in r.stderr
+
+
+# -- a bundle: the plan it was built with ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def decoder_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("explain") / "d.fuelbundle"
+    assert fuel_main(["compile", str(DECODER), "-o", str(out)]) == 0
+    return out
+
+
+def test_explain_a_bundle_reads_its_picker_record(decoder_bundle: Path, capsys) -> None:
+    """`fuel explain m.fuelbundle` explains the plan the bundle holds (the optimized one,
+    with its fused ops), from the verified picker record, without loading anything."""
+    import json
+    import zipfile
+
+    capsys.readouterr()
+    assert fuel_main(["explain", str(decoder_bundle)]) == 0
+    out = capsys.readouterr().out
+    with zipfile.ZipFile(decoder_bundle) as zf:
+        record = json.loads(zf.read("picker.json"))
+    assert f"{len(record['ops'])} kernel ops" in out
+    for entry in record["ops"]:
+        assert f"{entry['at']} {entry['op']} -> {entry['chosen']['kernel_id']}" in out
+    assert "why: " in out and "winner" in out
+    assert fuel_main(["explain", str(decoder_bundle), "--op", "0"]) == 0
+    one = capsys.readouterr().out
+    assert "[0] " in one and "[1] " not in one
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--html", "x.html"], "a bundle is explained from the picker record"),
+        (["--precision", "ulp=1"], "a bundle is explained from the picker record"),
+        (["--op", "999"], "--op 999: the bundle has"),
+    ],
+)
+def test_explain_a_bundle_refuses_what_does_not_apply(
+    decoder_bundle: Path, extra: list[str], message: str, capsys
+) -> None:
+    assert fuel_main(["explain", str(decoder_bundle), *extra]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fuel: error:") and message in err
+
+
+def test_explain_a_tampered_bundle_is_refused(decoder_bundle: Path, tmp_path: Path, capsys) -> None:
+    import zipfile
+
+    bad = tmp_path / "t.fuelbundle"
+    with zipfile.ZipFile(decoder_bundle) as src, zipfile.ZipFile(bad, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "picker.json":
+                data = data.replace(b"winner", b"loser!")
+            dst.writestr(info, data)
+    assert fuel_main(["explain", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "picker.json" in err and "sha256" in err
