@@ -108,8 +108,10 @@ class PrecisionAttr(ParametrizedAttribute):
     """A precision guarantee: bit stability and ULP / relative / absolute error bounds.
 
     Syntax: `#fuel.precision<` (`unaudited` | `none` | claim (`,` claim)*) `>` where a claim is
-    `bit_stable`, `ulp = N`, `rel = X` or `abs = X`. Examples: `#fuel.precision<bit_stable,
-    ulp = 0>`, `#fuel.precision<rel = 1.0e-05>`, `#fuel.precision<unaudited>`.
+    `bit_stable`, `ulp = N`, `rel = X` or `abs = X`.
+
+    Examples: `#fuel.precision<bit_stable, ulp = 0>`, `#fuel.precision<rel = 1.0e-05>`,
+    `#fuel.precision<unaudited>`.
     """
 
     name = "fuel.precision"

@@ -65,6 +65,7 @@ def _unary(op_name: str, summary: str, float_only: bool = True) -> type[UnaryOp]
             "KERNEL_OP": short,
             "FLOAT_ONLY": float_only,
             "__doc__": doc,
+            "__module__": __name__,  # else `abc`: type() is called from ABCMeta
             "__annotations__": _CONSTS,
         },
     )
@@ -174,6 +175,7 @@ def _binary(op_name: str, summary: str, float_only: bool = False, cmp: bool = Fa
             "RESULT_IS_BOOL": cmp,
             "__annotations__": _CONSTS,
             "__doc__": doc,
+            "__module__": __name__,  # else `abc`: type() is called from ABCMeta
         },
     )
     return irdl_op_definition(cls)

@@ -130,6 +130,7 @@ def _reduce(op_name: str, summary: str, float_only: bool = False) -> type[Reduce
             "KERNEL_OP": short,
             "FLOAT_ONLY": float_only,
             "__doc__": doc,
+            "__module__": __name__,  # else `abc`: type() is called from ABCMeta
             "__annotations__": _CONSTS,
         },
     )

@@ -1,16 +1,18 @@
 """The CPU backend: target "cpu", kernels from the binding table's numpy rows.
 
-    optimize -> stamp [-> codegen] -> artifacts
+    [passes ->] optimize -> stamp [-> codegen] -> artifacts
 
-`optimize` runs `fuel-optimize` (unless the module is already optimized or `optimize=0`);
-`stamp` makes sure every kernel op carries its `#fuel.kernel` stamp (key, source, revision),
-stamping the executor's default sibling where the picker left none; `artifacts` yields one
-`KernelArtifact` per distinct chosen CPU kernel. Library artifacts carry no code files: the
-runtime resolves each kernel by id + revision from the binding table and refuses a different
-revision. With `codegen=c`, the `codegen` stage runs `convert-fuel-to-c` (host fusion groups
-become generated C kernels, compiled now so a broken compiler fails the build) and each
-generated kernel is an artifact carrying its C source and compiled .so (`c/<name>.c`,
-`c/<name>.so`; meta `kind: c` and the machine it was built for).
+`passes` runs the pipeline of the `passes` option (a user's passes, `fuel.passes` plug-ins
+included: docs/passes.md) before anything of fuel's; `optimize` runs `fuel-optimize` (unless
+the module is already optimized or `optimize=0`); `stamp` makes sure every kernel op carries
+its `#fuel.kernel` stamp (key, source, revision), stamping the executor's default sibling
+where the picker left none; `artifacts` yields one `KernelArtifact` per distinct chosen CPU
+kernel. Library artifacts carry no code files: the runtime resolves each kernel by id +
+revision from the binding table and refuses a different revision. With `codegen=c`, the
+`codegen` stage runs `convert-fuel-to-c` (host fusion groups become generated C kernels,
+compiled now so a broken compiler fails the build) and each generated kernel is an artifact
+carrying its C source and compiled .so (`c/<name>.c`, `c/<name>.so`; meta `kind: c` and the
+machine it was built for).
 
 Options (`fuel compile --option KEY=VALUE`, all strings):
 | key | values | meaning |
@@ -20,6 +22,7 @@ Options (`fuel compile --option KEY=VALUE`, all strings):
 | topology | TOML/JSON path | plan for a declared topology (default: detect) |
 | judge | path, `none` | the Judge report the picker reads (default: `none`: reproducible) |
 | codegen | auto (default), c, none | generate C for host fusion groups (needs `$CC` or `cc`) |
+| passes | a `fuel-opt -p` pipeline | run first, e.g. `cse,my-pass{flag=true}` (default: none) |
 
 `codegen=c` is the fast path for dispatch-bound graphs (one C call per fused group instead of
 one numpy call per op: a 200-op elementwise chain runs ~20x faster). `auto`, the default, is
@@ -41,12 +44,17 @@ from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import PassPipeline
+from xdsl.utils.exceptions import ArgSpecParseError
 
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
+from fuel_dialect.dialect import fuel_context
 from fuel_dialect.ops_cpu import CKernelOp
 from lowering.backend import BackendError, KernelArtifact, Stage
 from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
+from passes import get_all_passes
 from passes.fused.patterns import known_weights
 from passes.optimize import optimize_graph
 from passes.picker.ranker import PrecisionRequirement
@@ -78,6 +86,9 @@ class CpuOptions:
     """`c`: lower host fusion groups to generated C kernels; `none`: library kernels only;
     `auto`: `c` where fuel's native kernels are enabled (`runtime.native.enabled`: a C
     compiler exists and FUEL_NATIVE is not 0), else `none`."""
+    passes: str = ""
+    """A pass pipeline in `fuel-opt -p` syntax run on the module before `optimize`: any pass
+    `fuel-opt` knows (fuel's, xDSL's, an installed package's `fuel.passes` entry point)."""
 
     @property
     def generates_c(self) -> bool:
@@ -118,6 +129,18 @@ def _topology(value: str) -> str:
     return value
 
 
+def _passes(value: str) -> str:
+    """`value` if it parses as a pipeline of known passes with valid options."""
+    if value:
+        try:
+            PassPipeline.parse_spec(get_all_passes(), value)
+        except (ValueError, ArgSpecParseError, ImportError, AttributeError) as e:
+            # unknown pass or option (ValueError), bad syntax, a plug-in that does not load
+            first = str(e).strip().splitlines()[0 if isinstance(e, ValueError) else -1]
+            raise BackendError(f"cpu backend option passes={value!r}: {first.strip()}") from None
+    return value
+
+
 def _codegen(value: str) -> str:
     if value not in ("auto", "c", "none"):
         raise BackendError(f"cpu backend option codegen={value!r}: expected auto, c or none")
@@ -130,6 +153,7 @@ _PARSERS = {
     "topology": _topology,
     "judge": lambda v: v,
     "codegen": _codegen,
+    "passes": _passes,
 }  # option key -> validating converter
 
 
@@ -154,6 +178,8 @@ class CpuBackend:
 
     def add_stages(self, stages: dict[str, Stage], options: Any) -> None:
         assert isinstance(options, CpuOptions)
+        if options.passes:
+            stages["passes"] = lambda m, md: passes_stage(m, md, options.passes)
         stages["optimize"] = lambda m, md: optimize_stage(m, md, options)
         stages["stamp"] = stamp_stage
         if options.generates_c:
@@ -164,6 +190,23 @@ class CpuBackend:
 def make_backend() -> CpuBackend:
     """The factory `lowering.backend` registers for "cpu"."""
     return CpuBackend()
+
+
+def passes_stage(module: FuelModule, md: dict[str, Any], spec: str) -> FuelModule:
+    """The pipeline `spec` applied to the module in place, verified after each pass."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    def verify(_prev: Any, op: ModuleOp, _next: Any) -> None:
+        op.verify()
+
+    pipeline = PassPipeline.parse_spec(get_all_passes(), spec, verify)
+    try:
+        pipeline.apply(fuel_context(), module.op)
+        module.op.verify()
+    except DiagnosticException as e:  # PassFailedException and VerifyException included
+        raise BackendError(f"passes={spec!r}: {e}") from None
+    md["passes"] = [p.name for p in pipeline.passes]
+    return module
 
 
 def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) -> FuelModule:

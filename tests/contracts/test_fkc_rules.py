@@ -187,7 +187,8 @@ def test_format_reference_documents_every_rule_and_its_example_is_valid(tmp_path
     text = DOC.read_text()
     missing = [r.rule for r in all_rules() if f"| {r.rule} | `{r.__name__}` |" not in text]
     assert not missing, f"docs/kernel-contracts.md lacks rules {missing}"
-    example = text[text.index("`mykernels/contracts/userlib.fkc.md`") :]
+    guide = (DOC.parent / "kernels.md").read_text()  # §7's complete user contract lives there
+    example = guide[guide.index("`mykernels/mykernels/contracts/exp.fkc.md`") :]
     start = example.index("````markdown\n") + len("````markdown\n")
     example = example[start : example.index("\n````", start)]
     (tmp_path / "userlib.fkc.md").write_text(example)
