@@ -6,6 +6,9 @@ stage table (`add_stages`). `lower` runs the stages in order; each stage takes t
 stage's product and a shared metadata dict. The last stage yields `KernelArtifact`s, the unit
 the kernel bundle stores. A new backend (generated CPU code, another GPU target) drops in by
 registering itself with `register_backend`; nothing else changes.
+
+Each stage runs as a `passes.instrument` stage named `<target>-<stage>` (`cpu-optimize`,
+`sm_90-aot`), so `fuel compile --dump-dir`, `--time-passes` and `FUEL_LOG` see it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from passes.instrument import expect, run_stage
 
 Stage = Callable[[Any, dict[str, Any]], Any]
 """One lowering step: (product of the previous stage, shared metadata) -> next product."""
@@ -91,9 +96,10 @@ def lower(
     backend.add_stages(stages, parsed)
     md = metadata if metadata is not None else {}
     md.update(target=target, backend=backend.name)
+    expect(len(stages))
     product = module
-    for _name, stage in stages.items():
-        product = stage(product, md)
+    for name, stage in stages.items():
+        product = run_stage(f"{target}-{name}", stage, product, md)
     return product
 
 

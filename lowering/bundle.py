@@ -31,7 +31,7 @@ import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
@@ -41,6 +41,7 @@ from fuel_dialect.dispatch import ALTERNATIVES_ATTR
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.backend import BackendError, KernelArtifact, lower
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
+from passes.instrument import expect, run_stage
 from runtime.bundle import (
     CHECKSUM_KEY,
     FORMAT,
@@ -166,7 +167,9 @@ def build_bundle(
     else:
         work.op.attributes.pop(WEIGHTS_ATTR, None)
     files[MODULE_FILE] = (str(work.op) + "\n").encode()
-    files[PICKER_FILE] = (json.dumps(picker_record(work), indent=1) + "\n").encode()
+    expect(1)
+    record = run_stage("picker-record", picker_record, work)
+    files[PICKER_FILE] = (json.dumps(record, indent=1) + "\n").encode()
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -283,17 +286,23 @@ def _write_archive(dest: Path, files: Mapping[str, bytes]) -> None:
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
-                for name in sorted(files, key=lambda n: (n != MANIFEST, n)):  # manifest first
-                    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                    info.external_attr = 0o644 << 16
-                    zf.writestr(info, files[name])
+            write_archive_to(f, files)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_archive_to(stream: BinaryIO, files: Mapping[str, bytes]) -> None:
+    """The bundle `files` as the one-file archive (see the module doc) written to `stream`
+    (a file, or a pipe: `fuel-opt -t fuel-bundle > m.fuelbundle`)."""
+    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name in sorted(files, key=lambda n: (n != MANIFEST, n)):  # manifest first
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, files[name])
 
 
 # -- the picker's record ---------------------------------------------------------------------

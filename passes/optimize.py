@@ -3,6 +3,14 @@
     fix dtypes -> canonicalize -> plan -> (pathfinder, every optimizer)* -> stamp -> bake variants
                -> residency copies -> fix layouts
 
+Each step is a stage (`passes.instrument`), named after the pass it runs where there is one:
+`topology` (detected or read, with the kernel tables and the Judge), `fuel-fix-dtypes`,
+`fuel-canonicalize`, `plan`, then per pathfinder its name and each optimizer's
+(`fuel-fork-placements`, `fuel-converge-frontier`, `fuel-emit-decode-flash`, ...), `picked`
+(the winners stamped), `fuel-bake-variants`, `copies` (single-device edges),
+`fuel-insert-residency` (with a `budget`), `fuel-fix-layouts`. `fuel-opt --print-ir-after-all`
+and `--dump-dir` show the IR after each, `--time-passes` and `FUEL_LOG=info` their times.
+
 Residency copies are `fuel.copy` pairs that evict tensors to the host and reload them, inserted
 only when a `budget` is set (`fuel-insert-residency`'s planner); an unreachable budget fails.
 
@@ -34,6 +42,7 @@ from passes.emit_decode_flash import EmitDecodeFlashPass
 from passes.fork_placements import fork_placements
 from passes.fuse_patterns import fuse_patterns
 from passes.insert_residency import insert_residency
+from passes.instrument import expect, stage
 from passes.picker.plan import ExecutionPlan, PlanOptions
 from passes.picker.residency import ResidencyError, ResidencyReport, parse_budgets
 from passes.picker.support import (
@@ -97,7 +106,7 @@ class PlacementForkPathfinder:
     """`fuel-fork-placements` over the context's plans."""
 
     runners_up: int = 1
-    name: str = "fork-placements"
+    name: str = "fuel-fork-placements"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
         for plan in ctx.plans:
@@ -108,7 +117,7 @@ class PlacementForkPathfinder:
 class DecodeFlashPathfinder:
     """`fuel-emit-decode-flash`: a gated flash-decoding variant arm per one-query attention."""
 
-    name: str = "emit-decode-flash"
+    name: str = "fuel-emit-decode-flash"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
         with_options(EmitDecodeFlashPass, ctx.options).apply(Context(), module)
@@ -121,7 +130,7 @@ class FusePatternsPathfinder:
     self-contained primitive match. The matched ops move unchanged into arm 0
     and keep their identity, so the plans' decisions (keyed by op) still find them to stamp."""
 
-    name: str = "fuse-patterns"
+    name: str = "fuel-fuse-patterns"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
         fuse_patterns(module)
@@ -132,7 +141,7 @@ class FrontierConvergenceOptimizer:
     """`fuel-converge-frontier`: merge forward-identical arms, drop routes arm 0 already is,
     and prune arms another kept arm dominates (priced with the driver's topology and Judge)."""
 
-    name: str = "converge-frontier"
+    name: str = "fuel-converge-frontier"
 
     def prune(self, module: ModuleOp, ctx: OptimizationContext) -> None:
         converge(module, ctx.plan_options)
@@ -154,11 +163,14 @@ def default_registry(runners_up: int = 1) -> PassRegistry:
 
 
 def run_lockstep(module: ModuleOp, ctx: OptimizationContext, registry: PassRegistry) -> None:
-    """Each pathfinder, then immediately every optimizer; the first error aborts."""
+    """Each pathfinder, then immediately every optimizer, each a stage named after it; the
+    first error aborts."""
     for pathfinder in registry.pathfinders:
-        pathfinder.propose(module, ctx)
+        with stage(pathfinder.name, module):
+            pathfinder.propose(module, ctx)
         for optimizer in registry.optimizers:
-            optimizer.prune(module, ctx)
+            with stage(optimizer.name, module):
+                optimizer.prune(module, ctx)
 
 
 @dataclass
@@ -251,23 +263,37 @@ def optimize_graph(
 ) -> OptimizedGraph:
     """Optimize `module` in place (see the module doc for the stages) and return its view."""
     options = options if options is not None else PickerOptions()
-    optional_pass("fuel-fix-dtypes")(module, options)
-    canonicalize(module)  # exporter variants -> the forms the fused-op matchers know
-    plan_opts = options.plan_options()
-    assert plan_opts.topology is not None
-    budgets = _budgets(options, plan_opts.topology)  # a bad budget fails before any work
-    plans = plan_module(module, options)
-    clear_decisions(module)
+    registry = registry if registry is not None else default_registry()
+    lockstep = len(registry.pathfinders) * (1 + len(registry.optimizers))
+    expect(8 + lockstep + bool(options.budget if isinstance(options, OptimizeOptions) else 0))
+    with stage("topology"):  # detected or read; the kernel tables and the Judge loaded
+        plan_opts = options.plan_options()
+        assert plan_opts.topology is not None
+        budgets = _budgets(options, plan_opts.topology)  # a bad budget fails before any work
+    with stage("fuel-fix-dtypes", module):
+        optional_pass("fuel-fix-dtypes")(module, options)
+    with stage("fuel-canonicalize", module):
+        canonicalize(module)  # exporter variants -> the forms the fused-op matchers know
+    with stage("plan", module):
+        plans = plan_module(module, options)
+        clear_decisions(module)
     ctx = OptimizationContext(plans, options, plan_opts)
-    run_lockstep(module, ctx, registry if registry is not None else default_registry())
-    plans = [live(p) for p in plans]
-    stamp(plans)
-    with_options(BakeVariantsPass, options).apply(Context(), module)
-    stamp_new_ops(module, options)
-    for plan in plans:
-        insert_copies(plan, plan_opts.topology, options.default_device)
-    residency = fit_residency(module, budgets, options, plan_opts.topology) if budgets else None
-    optional_pass("fuel-fix-layouts")(module, options)
+    run_lockstep(module, ctx, registry)
+    with stage("picked", module):
+        plans = [live(p) for p in plans]
+        stamp(plans)
+    with stage("fuel-bake-variants", module):
+        with_options(BakeVariantsPass, options).apply(Context(), module)
+        stamp_new_ops(module, options)
+    with stage("copies", module):
+        for plan in plans:
+            insert_copies(plan, plan_opts.topology, options.default_device)
+    residency = None
+    if budgets:
+        with stage("fuel-insert-residency", module):
+            residency = fit_residency(module, budgets, options, plan_opts.topology)
+    with stage("fuel-fix-layouts", module):
+        optional_pass("fuel-fix-layouts")(module, options)
     return OptimizedGraph(module, plans, residency)
 
 

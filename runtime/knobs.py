@@ -16,6 +16,7 @@ generated Triton sources read `TRITON_INTERPRET` themselves, in the process that
 | `FUEL_GPU` | `configure_triton` | `1`: compile Triton kernels for real even without a GPU |
 | `TRITON_INTERPRET` | `triton_interpret` | `1`: Triton kernels run in Triton's interpreter |
 | `TRITON_DEFAULT_FP_FUSION` | `configure_triton` | defaults to `1` (FMA contraction, as before) |
+| `FUEL_LOG` | `log_level` | `info`: log each compile stage's time; `debug`: and its start |
 
 A value fuel cannot use (`FUEL_NUM_THREADS=abc`, `FUEL_NATIVE=yes`: fuel's switches are `0` or
 `1`) is a `KnobError` naming the variable, which the command-line tools report as a bad input.
@@ -23,6 +24,7 @@ A value fuel cannot use (`FUEL_NUM_THREADS=abc`, `FUEL_NATIVE=yes`: fuel's switc
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from collections.abc import Callable, Mapping
@@ -110,6 +112,20 @@ def configure_triton(gpu_present: Callable[[], bool]) -> None:
         return
     if not gpu_present():
         os.environ["TRITON_INTERPRET"] = "1"
+
+
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+"""`FUEL_LOG` values and the `logging` level each sets on the `fuel` logger."""
+
+
+def log_level() -> int | None:
+    """`FUEL_LOG` as a `logging` level (None when unset); `KnobError` for another value."""
+    value = os.environ.get("FUEL_LOG", "").strip().lower()
+    if not value:
+        return None
+    if value not in LOG_LEVELS:
+        raise KnobError(f"FUEL_LOG must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return LOG_LEVELS[value]
 
 
 def child_env(python_path: tuple[str, ...] = (), **overrides: str) -> Mapping[str, str]:

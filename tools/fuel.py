@@ -5,7 +5,11 @@
              [--target cpu|sm_XY] [--emulate]
     fuel compile MODULE.mlir|MODEL.onnx -o OUT[.fuelbundle] [--target cpu|sm_90 ...]
              [--topology FILE] [--precision SPEC] [--no-optimize] [--format auto|dir|archive]
-             [--option [TARGET:]KEY=VALUE ...]
+             [--option [TARGET:]KEY=VALUE ...] [--dump-dir DIR] [--time-passes]
+
+A compile shows its stages (`passes.instrument`, `tools.stages`): `--dump-dir` writes one
+numbered file per stage, `--time-passes` prints their times, `FUEL_LOG=info` logs them, and on
+a terminal a compile longer than ~2 s shows its stage and a progress bar.
 
 Every failure is one readable message on stderr and a non-zero exit, never a traceback unless
 `--verbose` asks for it (the boundary and its exit codes: tools/errors.py).
@@ -32,6 +36,7 @@ import numpy as np
 
 from lowering.bundle import compile_module, load_bundle, write_bundle
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
+from passes.instrument import run_stage
 from runtime import knobs
 from runtime.bundle import MANIFEST, is_bundle, read_container
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES, from_numpy, to_numpy
@@ -45,6 +50,7 @@ from tools.import_onnx import add_import_parser, add_input_shape_flag, load_any
 from tools.judge import add_judge_parser
 from tools.kernels import add_kernels_parser, add_verify_kernels_parser
 from tools.keygen import add_keygen_parser
+from tools.stages import compile_view
 
 _INLINE = re.compile(r"(?P<shape>(?:\d+x)*)(?P<dtype>[a-z]+\d*)=(?P<values>.*)", re.S)
 
@@ -224,7 +230,8 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         return bundle.executor(args.target, emulate, args.function)
     if args.target or args.emulate or args.trust:
         raise CliError("--target, --emulate and --trust apply to a bundle only")
-    module, _ = compile_module(load_program(args), _plan_options(args))
+    with compile_view():
+        module, _ = compile_module(load_program(args), _plan_options(args))
     return Executor(module, function=args.function)
 
 
@@ -309,10 +316,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     args.target = args.target or ["cpu"]
     options = _compile_options(args)
     key = load_private_key(args.sign) if args.sign else None  # a bad key fails before compiling
-    module = load_program(args)
-    out = write_bundle(
-        module, args.output, args.target, options, args.format, "fuel compile", sign_key=key
-    )
+    with compile_view(args.dump_dir, args.time_passes):
+        module = run_stage("load", lambda _: load_program(args), args.module)
+        out = write_bundle(
+            module, args.output, args.target, options, args.format, "fuel compile", sign_key=key
+        )
     files = read_container(out)
     targets = json.loads(files[MANIFEST])["targets"]
     kernels = ", ".join(f"{t} {len(v['kernels'])} kernels" for t, v in targets.items())
@@ -357,6 +365,15 @@ def _add_compile_parser(sub: Any) -> None:
         "key may run the binaries the bundle ships",
     )
     _add_allow_kernel_source(c)
+    c.add_argument(
+        "--dump-dir",
+        metavar="DIR",
+        help="write what each stage made to DIR, numbered: the IR after each stage "
+        "(00-load.mlir, ...-picked.mlir, ...), generated kernel sources, the picker record",
+    )
+    c.add_argument(
+        "--time-passes", action="store_true", help="print each stage's wall time on stderr"
+    )
     c.set_defaults(fn=cmd_compile)
 
 

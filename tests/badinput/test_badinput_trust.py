@@ -451,6 +451,24 @@ def test_ir_with_a_crafted_kernel_source_is_refused(
         assert not marker.exists()
 
 
+def test_fuel_opt_bundle_target_refuses_a_crafted_kernel_source(
+    lowered_ir: Path, tmp_path: Path, marker: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fuel-opt -t fuel-bundle` compiles what `fuel compile` compiles: the same IR is refused
+    (fuel-opt has no --allow-kernel-source)."""
+    from tools.fuel_opt import main
+
+    ir = tmp_path / "x.mlir"
+    shutil.copy(lowered_ir, ir)
+    set_kernel_source(ir, "c_fused_0", evil_c("c_fused_0", marker))
+    assert main([str(ir), "-t", "fuel-bundle", "-o", str(tmp_path / "b")]) == 1
+    err = capsys.readouterr().err
+    assert "-t fuel-bundle: fuel.c_kernel @c_fused_0: its source is not what" in err
+    assert "refused" in err and "Traceback" not in err
+    assert not marker.exists() and not (tmp_path / "b").exists()
+    assert main([str(lowered_ir), "-t", "fuel-bundle", "-o", str(tmp_path / "ok")]) == 0
+
+
 def test_every_test_docs_bundles_cites_exists() -> None:
     """docs/bundles.md backs each sentence with a test name: each one must exist."""
     import re

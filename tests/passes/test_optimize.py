@@ -148,7 +148,13 @@ def test_lockstep_runs_every_optimizer_after_each_pathfinder() -> None:
     run_lockstep(chain(), OptimizationContext([], CPU_ONLY, PlanOptions()), reg)
     assert log == ["p1", "o1", "o2", "p2", "o1", "o2"]
     names = [p.name for p in default_registry().pathfinders + default_registry().optimizers]
-    assert names == ["fork-placements", "emit-decode-flash", "fuse-patterns", "converge-frontier"]
+    # the pass each runs: also its stage name in dumps and timings (passes.instrument)
+    assert names == [
+        "fuel-fork-placements",
+        "fuel-emit-decode-flash",
+        "fuel-fuse-patterns",
+        "fuel-converge-frontier",
+    ]
 
 
 def test_equivalence_gate_branchless_order_is_the_plan_order() -> None:
