@@ -530,8 +530,8 @@ class Trust:
 
     def check_generated(self, path: Path, module: Any, where: str) -> None:
         """Refuse generated kernels whose source this fuel would not write (unless signed)."""
-        kernels = [op for op in module.op.ops if op.name in ("fuel.c_kernel", "fuel.triton_kernel")]
-        if not kernels or self.signed_by is not None:
+        generated = ("fuel.c_kernel", "fuel.triton_kernel")
+        if self.signed_by is not None or not any(o.name in generated for o in module.op.walk()):
             return
         if self.check_sources is None:
             raise BundleError(
@@ -834,7 +834,7 @@ def _install_c_kernels(
     its source so the executor loads it instead of compiling (refused if built for another
     machine)."""
     c_kernels = [k for k in kernels if k.get("meta", {}).get("kind") == "c"]
-    sources = {op.source.data for op in module.op.ops if op.name == "fuel.c_kernel"}
+    sources = {op.source.data for op in module.op.walk() if op.name == "fuel.c_kernel"}
     if not c_kernels and not sources:
         return
     if not knobs.native_enabled():
