@@ -4,12 +4,20 @@ The graph is a layered SVG (longest-path layering with barycentre ordering; devi
 coloured; cross-device edges dashed red with their transfer cost) and each decision point has
 a `<details>` section with the same candidate table and why line as the text view
 (tools/explain_text.py, which owns the shared model of the plan).
+
+To stay readable at 1 000+ ops the ops are drawn in collapsible groups (by layer/block name,
+else chunks of program order: tools/explain_groups.py), each its own SVG whose edges to other
+groups end at pills linking there; a plan over EXPAND_ALL_MAX ops starts collapsed. A minimap
+(one row per op) marks the view and jumps on click, a search box highlights ops by name,
+kernel or device, and zoom never goes below MIN_ZOOM (tools/explain_html_assets.py).
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+import json
+import re
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import func
 
@@ -17,6 +25,8 @@ from passes.picker.plan import ExecutionPlan, PlanOptions
 from runtime.cost import fmt_bytes, fmt_ns
 from runtime.module import io_names
 from runtime.topology import SystemTopology
+from tools.explain_groups import EXPAND_ALL_MAX, Group, group_ops, op_name
+from tools.explain_html_assets import CSS, GROUP_HEAD_H, JS, SVG_CSS
 from tools.explain_text import (
     _NUMERIC,
     COLUMNS,
@@ -137,15 +147,15 @@ def _route_path(route: list[str], cv: _Canvas) -> tuple[str, tuple[float, float]
     return " ".join(d), ((x0 + x1) / 2, (y0 + y1) / 2)
 
 
-def _svg_edge(e: _Edge, route: list[str], cv: _Canvas) -> str:
+def _svg_edge(e: _Edge, route: list[str], cv: _Canvas, g: int) -> str:
     path, (lx, ly) = _route_path(route, cv)
     if not e.crosses:
-        return f'<path class="edge" d="{path}" marker-end="url(#arrow)"/>'
+        return f'<path class="edge" d="{path}" marker-end="url(#arrow-{g})"/>'
     label = f"{e.src_device} → {e.dst_device}: {fmt_ns(e.transfer_ns)} ({fmt_bytes(e.nbytes)})"
     cost = _esc(fmt_ns(e.transfer_ns))
     return (
         f'<g class="xdev"><path class="edge xdev" d="{path}" stroke-dasharray="6 4" '
-        f'marker-end="url(#arrow-x)"><title>{_esc(label)}</title></path>'
+        f'marker-end="url(#arrow-x-{g})"><title>{_esc(label)}</title></path>'
         f'<text class="halo" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text><text '
         f'class="xlabel" x="{lx + 6:.0f}" y="{ly + 4:.0f}">{cost}</text></g>'
     )
@@ -172,120 +182,113 @@ def _clip(s: str, n: int) -> str:
 
 
 def _svg_io(node: str, label: str, cv: _Canvas, colour: str) -> str:
+    """An input/output pill; a pill for an op in another group links to that op."""
     x, y = cv.centre[node]
-    return (
-        f'<g class="io"><title>{_esc(label)}</title><rect x="{x - IO_W / 2:.0f}" '
+    m = re.search(r"op-(\d+)$", node)
+    attrs = f' class="io port" data-i="{m.group(1)}"' if m else ' class="io"'
+    pill = (
+        f'<g{attrs}><title>{_esc(label)}</title><rect x="{x - IO_W / 2:.0f}" '
         f'y="{y - NODE_H / 4:.0f}" width="{IO_W}" height="{NODE_H / 2:.0f}" rx="10" '
         f'fill="{colour}"/><text x="{x:.0f}" y="{y + 4:.0f}">{_esc(_clip(label, 12))}</text>'
         f"</g>"
     )
+    return f'<a href="#op-{m.group(1)}">{pill}</a>' if m else pill
+
+
+def _port_label(end: str, ins: list[str], incoming: bool) -> str:
+    """What the pill for an edge end outside the group says: graph input, return or an op."""
+    if end.startswith("in-"):
+        k = int(end[3:])
+        return f"in {ins[k] if k < len(ins) else k}"
+    if end == "out":
+        return "return"
+    return f"{'from' if incoming else 'to'} #{end[3:]}"
 
 
 def _render_svg(
-    plan: ExecutionPlan,
+    group: Group,
     views: list[_View],
     edges: list[_Edge],
+    ins: list[str],
     colours: dict[str, str],
     default: str,
-) -> str:
-    """The plan's graph as a standalone, well-formed SVG element (top-down layers)."""
-    args = _block_args(plan.order[0]) if plan.order else ()
-    fn = plan.order[0].parent_op() if plan.order else None
-    ins = io_names(fn)[0] if isinstance(fn, func.FuncOp) else []
-    nodes = [f"in-{k}" for k in range(len(args))] + [f"op-{v.index}" for v in views] + ["out"]
-    cv = _Canvas.build(nodes, edges)
+) -> tuple[str, float]:
+    """One group's part of the graph as a standalone, well-formed SVG (top-down layers) and
+    its height; an edge from or to an op outside the group ends at a pill linking to it."""
+    inside = {f"op-{i}" for i in group.ops}
+    local: list[_Edge] = []
+    ports_in: dict[str, str] = {}
+    ports_out: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for e in edges:
+        if e.src not in inside and e.dst not in inside:
+            continue
+        src, dst = e.src, e.dst
+        if src not in inside:
+            src = ports_in.setdefault(src, f"in-{src}")
+            labels[src] = _port_label(e.src, ins, incoming=True)
+        if dst not in inside:
+            dst = ports_out.setdefault(dst, f"out-{dst}")
+            labels[dst] = _port_label(e.dst, ins, incoming=False)
+        local.append(replace(e, src=src, dst=dst))
+    nodes = [*ports_in.values(), *(f"op-{i}" for i in group.ops), *ports_out.values()]
+    cv = _Canvas.build(nodes, local)
+    g = group.index
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{cv.width:.0f}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{cv.width:.0f}" '
         f'height="{cv.height:.0f}" viewBox="0 0 {cv.width:.0f} {cv.height:.0f}" '
         'font-family="system-ui,sans-serif">',
-        f"<style>{_SVG_CSS}</style>",
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        f"<style>{SVG_CSS}</style>",
+        f'<defs><marker id="arrow-{g}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker>'
-        '<marker id="arrow-x" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        f'<marker id="arrow-x-{g}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#d62728"/>'
         "</marker></defs>",
     ]
-    parts += [_svg_edge(e, r, cv) for e, r in zip(edges, cv.routes, strict=True)]
+    parts += [_svg_edge(e, r, cv, g) for e, r in zip(local, cv.routes, strict=True)]
     home = colours.get(default, PALETTE[0])
-    parts += [
-        _svg_io(f"in-{k}", f"in {ins[k] if k < len(ins) else k}", cv, home)
-        for k in range(len(args))
-    ]
-    parts += [_svg_node(v, cv, colours.get(v.device, "#eee")) for v in views]
-    parts += [_svg_io("out", "return", cv, home), "</svg>"]
-    return "\n".join(parts)
+    parts += [_svg_io(n, labels[n], cv, home) for n in ports_in.values()]
+    parts += [_svg_node(views[i], cv, colours.get(views[i].device, "#eee")) for i in group.ops]
+    parts += [_svg_io(n, labels[n], cv, home) for n in ports_out.values()]
+    parts.append("</svg>")
+    return "\n".join(parts), cv.height
 
 
-_SVG_CSS = """
-.edge{fill:none;stroke:#999;stroke-width:1.3}
-.edge.xdev{stroke:#d62728;stroke-width:2}
-.xlabel,.halo{font-size:11px;fill:#d62728}
-.halo{stroke:#fff;stroke-width:3px}
-.op text,.io text{font-size:12px;text-anchor:middle;pointer-events:none}
-.op text.sub{font-size:10.5px;fill:#444}
-.op rect{stroke:#555;stroke-width:1}
-.op:hover rect,.op.sel rect{stroke:#000;stroke-width:3}
-.io rect{stroke:#888;stroke-dasharray:2 2}
-"""
-"""SVG rules live inside the <svg> so the graph renders the same when saved on its own."""
+def _group_head(group: Group, views: list[_View]) -> str:
+    """The one-line summary of a group: label, op range, count and ops per device."""
+    devs: dict[str, int] = {}
+    for i in group.ops:
+        devs[views[i].device] = devs.get(views[i].device, 0) + 1
+    per = ", ".join(f"{d} {n}" for d, n in devs.items())
+    first, last = group.ops[0], group.ops[-1]
+    return f"{group.label} · #{first}–#{last} · {len(group.ops)} ops · {per}"
 
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;height:100vh;display:flex;
-     flex-direction:column}
-header{padding:10px 16px;border-bottom:1px solid #ccc;background:#fafafa}
-header h1{font-size:17px;margin:0 0 6px}
-header table td{padding:0 12px 0 0;vertical-align:top}
-.legend span{display:inline-block;margin-right:14px}
-.sw{display:inline-block;width:12px;height:12px;border:1px solid #888;vertical-align:middle;
-    margin-right:4px}
-.dash{display:inline-block;width:26px;border-top:2px dashed #d62728;vertical-align:middle;
-      margin-right:4px}
-main{display:flex;flex:1;min-height:0}
-#pane{flex:1 1 50%;overflow:auto;border-right:1px solid #ccc;background:#fff}
-#list{flex:1 1 50%;overflow:auto;padding:8px 12px}
-details{border:1px solid #ddd;border-radius:4px;margin:4px 0;padding:2px 8px}
-details[open]{background:#fcfcfc}
-details.sel{outline:2px solid #333}
-summary{cursor:pointer;font-family:ui-monospace,monospace;font-size:12.5px}
-table.c{border-collapse:collapse;margin:6px 0;font-size:12.5px}
-table.c th,table.c td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}
-table.c td.n{text-align:right;font-variant-numeric:tabular-nums}
-tr.winner td{font-weight:600;background:#eef7ee}
-tr.rejected td,tr.other td{color:#777}
-.why{margin:4px 0 6px;font-size:13px}
-button{margin-left:6px}
-"""
 
-_JS = """
-(function(){
-  var zoom=1, svg=document.getElementById('graph');
-  var w0=+svg.getAttribute('width'), h0=+svg.getAttribute('height');
-  function setZoom(z){zoom=Math.max(0.1,Math.min(4,z));
-    svg.setAttribute('width',w0*zoom);svg.setAttribute('height',h0*zoom);}
-  document.getElementById('zin').onclick=function(){setZoom(zoom*1.25)};
-  document.getElementById('zout').onclick=function(){setZoom(zoom/1.25)};
-  document.getElementById('zfit').onclick=function(){
-    setZoom(document.getElementById('pane').clientWidth/w0)};
-  document.getElementById('all').onclick=function(){
-    document.querySelectorAll('details').forEach(function(d){d.open=true})};
-  document.getElementById('none').onclick=function(){
-    document.querySelectorAll('details').forEach(function(d){d.open=false})};
-  function select(i){
-    document.querySelectorAll('.sel').forEach(function(e){e.classList.remove('sel')});
-    var d=document.getElementById('op-'+i), n=document.getElementById('node-'+i);
-    if(d){d.open=true;d.classList.add('sel');d.scrollIntoView({block:'nearest'});}
-    if(n){n.classList.add('sel');}
-  }
-  document.querySelectorAll('.op').forEach(function(n){
-    n.addEventListener('click',function(ev){ev.preventDefault();
-      history.replaceState(null,'','#op-'+n.dataset.i);select(n.dataset.i);});});
-  document.querySelectorAll('summary').forEach(function(s){
-    s.addEventListener('click',function(){var i=s.parentNode.id.slice(3);
-      var n=document.getElementById('node-'+i);
-      if(n){n.scrollIntoView({block:'center',inline:'center'});}});});
-  var m=/^#op-(\\d+)$/.exec(location.hash); if(m){select(m[1]);}
-})();
-"""
+def _minimap(groups: list[Group], views: list[_View], colours: dict[str, str]) -> str:
+    """A column with one row per op (device colour), group cuts, and a box for the view."""
+    n = max(len(views), 1)
+    rows = "".join(
+        f'<rect id="mm-{v.index}" y="{v.index}" width="1" height="1" '
+        f'fill="{colours.get(v.device, "#eee")}"/>'
+        for v in views
+    )
+    cuts = "".join(f'<line x1="0" x2="1" y1="{g.ops[0]}" y2="{g.ops[0]}"/>' for g in groups[1:])
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="minimap" viewBox="0 0 1 {n}" '
+        f'preserveAspectRatio="none"><title>overview: click to jump</title>{rows}{cuts}'
+        f'<rect id="mm-view" x="0" y="0" width="1" height="{n}"/></svg>'
+    )
+
+
+def _ops_data(groups: list[Group], views: list[_View], names: list[str | None]) -> str:
+    """The search index (per op: index, group, lower-case text) as JSON, `</` escaped."""
+    group_of = {i: g.index for g in groups for i in g.ops}
+    data = []
+    for v in views:
+        words = [f"#{v.index}", v.title, v.signature, v.device, *(v.rows[0][:1] if v.rows else ())]
+        words += [names[v.index] or ""]
+        data.append({"i": v.index, "g": group_of[v.index], "hay": " ".join(words).lower()})
+    return json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
 
 
 def _details(v: _View, open_: bool) -> str:
@@ -304,10 +307,62 @@ def _details(v: _View, open_: bool) -> str:
         )
         body.append(f'<tr class="{cls}">{cells}</tr>')
     return (
-        f'<details id="op-{v.index}"{" open" if open_ else ""}><summary>#{v.index} '
+        f'<details id="op-{v.index}" class="op-d"{" open" if open_ else ""}><summary>#{v.index} '
         f"{_esc(v.title)} {_esc(v.signature)} @{_esc(v.device)}</summary>"
         f'<table class="c"><tr>{head}</tr>{"".join(body)}</table>'
         f'<p class="why"><b>why:</b> {_esc(v.why)}</p></details>'
+    )
+
+
+def _group_block(group: Group, svg: str, height: float, head: str, open_: bool) -> str:
+    """A group in the graph pane: a header bar (toggles it) over its SVG."""
+    g, first, last = group.index, group.ops[0], group.ops[-1]
+    return (
+        f'<div class="grp" data-g="{g}" data-ops="[{first},{last}]" '
+        f'data-h="{GROUP_HEAD_H + (height if open_ else 0):.0f}">'
+        f'<button class="gh" id="gh-{g}"><span>{"▾ " if open_ else "▸ "}</span>{_esc(head)}'
+        f'<span class="hits"></span></button><div class="gb" id="gb-{g}"'
+        f"{'' if open_ else ' hidden'}>\n{svg}\n</div></div>"
+    )
+
+
+def _group_list(group: Group, head: str, details: list[str], open_: bool) -> str:
+    """A group in the list pane: a `<details>` around its ops' sections."""
+    return (
+        f'<details class="lg" id="lg-{group.index}"{" open" if open_ else ""}>'
+        f"<summary>{_esc(head)}</summary>\n" + "\n".join(details) + "\n</details>"
+    )
+
+
+def _panes(
+    g: _Graph,
+    views: list[_View],
+    edges: list[_Edge],
+    colours: dict[str, str],
+    default: str,
+    op_index: int | None,
+) -> tuple[str, str, str, str]:
+    """The minimap, graph pane, list pane and search data, grouped (see tools/explain_groups.py);
+    a large plan starts collapsed, except the group of `op_index`."""
+    plan, by_index = g.plan, {i: op for op, i in g.index.items()}
+    names = [op_name(by_index[v.index]) for v in views]
+    groups = group_ops(names)
+    args = _block_args(plan.order[0]) if plan.order else ()
+    fn = plan.order[0].parent_op() if plan.order else None
+    ins = io_names(fn)[0] if isinstance(fn, func.FuncOp) else [str(k) for k in range(len(args))]
+    pane, lists = [], []
+    for grp in groups:
+        open_ = len(views) <= EXPAND_ALL_MAX or op_index in grp.ops
+        svg, height = _render_svg(grp, views, edges, ins, colours, default)
+        head = _group_head(grp, views)
+        pane.append(_group_block(grp, svg, height, head, open_))
+        details = [_details(views[i], i == op_index) for i in grp.ops]
+        lists.append(_group_list(grp, head, details, open_))
+    return (
+        _minimap(groups, views, colours),
+        "\n".join(pane),
+        "\n".join(lists),
+        _ops_data(groups, views, names),
     )
 
 
@@ -319,8 +374,9 @@ def explain_html(
     judge_label: str | None = None,
     op_index: int | None = None,
 ) -> str:
-    """One self-contained page: header, device legend, the graph as SVG (click a node for its
-    candidates) and a `<details>` section per decision point (`op_index` opens that one)."""
+    """One self-contained page: header, device legend, search box, a minimap, the graph as SVG
+    in collapsible groups (click a node for its candidates) and a `<details>` section per
+    decision point (`op_index` opens that one and its group)."""
     g = _Graph(plan)
     topo = options.topology or SystemTopology.cpu_only()
     edges = _edges(g, topo, options.default_device)
@@ -335,20 +391,24 @@ def explain_html(
     )
     legend += '<span><i class="dash"></i>cross-device copy (transfer cost)</span>'
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in header[1:])
-    svg = _render_svg(plan, views, edges, colours, options.default_device)
-    details = "\n".join(_details(v, v.index == op_index) for v in views)
+    minimap, pane, lists, data = _panes(g, views, edges, colours, options.default_device, op_index)
     hash_js = f"location.hash='#op-{op_index}';" if op_index is not None else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>fuel explain: {_esc(module_name)}</title><style>{_CSS}</style></head>
+<title>fuel explain: {_esc(module_name)}</title><style>{CSS}</style></head>
 <body><header><h1>fuel explain: {_esc(module_name)}</h1><table>{rows}</table>
-<div class="legend" id="legend">{legend}
-<button id="zout">−</button><button id="zin">+</button><button id="zfit">fit</button>
+<div class="legend" id="legend">{legend}</div>
+<div class="tools"><input id="q" type="search" placeholder="search ops: name, kernel, device"
+ aria-label="search ops"><button id="qprev" title="previous match">↑</button><button
+ id="qnext" title="next match (Enter)">↓</button> <span id="qn"></span>
+<button id="zout">−</button><button id="zin">+</button><button id="zfit"
+ title="fit the width, never below a readable zoom">fit</button>
 <button id="all">expand all</button><button id="none">collapse all</button></div></header>
-<main><div id="pane">
-{svg}
+<main>{minimap}<div id="pane">
+{pane}
 </div><div id="list">
-{details}
+{lists}
 </div></main>
-<script>{hash_js}{_JS}</script></body></html>
+<script type="application/json" id="ops-data">{data}</script>
+<script>{hash_js}{JS}</script></body></html>
 """

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
@@ -24,7 +28,9 @@ from runtime.module import FuelModule
 from runtime.precision import PrecisionGuarantee
 from runtime.topology import Device, SystemTopology
 from tools.explain import main
+from tools.explain_groups import GROUP_MAX, group_ops
 from tools.explain_html import explain_html
+from tools.explain_html_assets import JS, MIN_ZOOM, SVG_CSS
 from tools.explain_text import explain_text
 from tools.fuel import main as fuel_main
 
@@ -270,8 +276,14 @@ class _Balance(HTMLParser):
         self.stack.pop()
 
 
+def graph_svgs(page: str) -> list[ET.Element]:
+    """Every group's graph SVG, each parsed as well-formed XML."""
+    found = re.findall(r'<svg [^>]*class="graph".*?</svg>', page, flags=re.S)
+    return [ET.fromstring(s) for s in found]
+
+
 def svg_of(page: str) -> ET.Element:
-    return ET.fromstring(page[page.index("<svg") : page.index("</svg>") + len("</svg>")])
+    return graph_svgs(page)[0]
 
 
 def test_html_graph_legend_and_cross_device_edges(mixed) -> None:
@@ -298,7 +310,7 @@ def test_html_graph_legend_and_cross_device_edges(mixed) -> None:
     assert page.count("<details id=") == 7 and 'href="#op-6"' in page
     assert "mixed &lt;&amp;&gt; &quot;model&quot;" in page and "<&>" not in page
     assert "<script src" not in page and "<link" not in page
-    assert re.findall(r"https?://[^\"' ]+", page) == ["http://www.w3.org/2000/svg"]
+    assert set(re.findall(r"https?://[^\"' ]+", page)) == {"http://www.w3.org/2000/svg"}
 
 
 def test_120_op_chain_renders_quickly() -> None:
@@ -317,8 +329,121 @@ def test_120_op_chain_renders_quickly() -> None:
     assert elapsed < 1.0, f"explaining 120 ops took {elapsed:.2f} s"
     assert len(op_lines(text)) == 120 and len(why_lines(text)) == 120
     assert max(len(ln) for ln in text.splitlines() if not ln.lstrip().startswith("why:")) < 100
-    nodes = [e for e in svg_of(page).iter(f"{SVG_NS}g") if e.get("class") == "op"]
+    nodes = [e for s in graph_svgs(page) for e in s.iter(f"{SVG_NS}g") if e.get("class") == "op"]
     assert len(nodes) == 120
+
+
+def _chain_plan(n: int):
+    t = fake_table({"exp": {"cpu": 1_000, "cuda": 10}, "tanh": {"cpu": 1_000, "cuda": 10}})
+    g = GraphBuilder()
+    v = g.input("x", (64,))
+    for op in (["exp", "tanh"] * n)[:n]:
+        v = getattr(g, op)(v)
+    opts = PlanOptions(TOPO, table=t)
+    return compile_plan(g.build(outputs=[v]).op, opts), opts
+
+
+NODE_GAP_PX = 96  # one layer of the drawn graph (node + gap)
+
+
+def _pane_height(page: str) -> int:
+    """The graph pane's initial height in px: each group's header plus its SVG when open."""
+    return sum(int(h) for h in re.findall(r'<div class="grp"[^>]*data-h="(\d+)"', page))
+
+
+def test_1000_op_page_is_bounded_searchable_and_every_op_reachable() -> None:
+    plan, opts = _chain_plan(1000)
+    t0 = time.perf_counter()
+    page = explain_html(plan, "chain", opts)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 3.0, f"rendering 1000 ops took {elapsed:.2f} s"
+    checker = _Balance()
+    checker.feed(page)
+    checker.close()
+    assert checker.stack == []
+    # collapsed by default: headers only, in both panes
+    assert _pane_height(page) <= 3000
+    assert ' class="gb" id="gb-0" hidden>' in page and '<details class="lg" id="lg-0">' in page
+    assert 'class="gb" id="gb-0">' not in page and '<details class="lg" id="lg-0" open' not in page
+    # every op is in exactly one group's SVG, its details and the search data
+    svgs = graph_svgs(page)
+    drawn = [e.get("data-i") for s in svgs for e in s.iter(f"{SVG_NS}g") if e.get("class") == "op"]
+    assert sorted(map(int, drawn)) == list(range(1000))
+    assert page.count('class="op-d"') == 1000
+    data = json.loads(
+        re.search(
+            r'<script type="application/json" id="ops-data">(.*?)</script>', page, re.S
+        ).group(1)
+    )
+    assert [d["i"] for d in data] == list(range(1000))
+    assert {d["g"] for d in data} == set(range(len(svgs)))
+    assert "fuel.exp" in data[0]["hay"] and "cuda:0" in data[0]["hay"]
+    # the navigation is there: search box, minimap with a row per op and a view box
+    for el in ('id="q"', 'id="qnext"', 'id="qprev"', 'id="minimap"', 'id="mm-view"'):
+        assert el in page
+    assert len(re.findall(r'<rect id="mm-\d+"', page)) == 1000
+    # every id the script looks up exists in the page
+    script = page[page.rindex("<script>") : page.rindex("</script>")]
+    for ident in re.findall(r"\$\('([\w-]+)'\)|getElementById\('([\w-]+)'\)", script):
+        ident = "".join(ident)
+        assert f'id="{ident}"' in page, ident
+
+
+def test_page_height_stays_bounded_as_plans_grow() -> None:
+    heights = {}
+    for n in (20, 186, 1000):
+        plan, opts = _chain_plan(n)
+        page = explain_html(plan, "chain", opts)
+        heights[n] = _pane_height(page)
+    assert heights[20] > 1000  # a small plan opens in full
+    assert heights[186] < 500 and heights[1000] < 1000, heights
+
+
+def test_groups_follow_layer_names_else_chunks_of_program_order() -> None:
+    names = ["/model/embed/Gather"] + [f"/model/layers.{k // 3}/mlp/Mul_{k}" for k in range(6)]
+    names += [None, "/model/norm/Mul", "/lm_head/MatMul"]
+    groups = group_ops(names)
+    assert [(g.label, g.ops) for g in groups] == [
+        ("/model/embed", [0]),
+        ("/model/layers.0", [1, 2, 3]),
+        ("/model/layers.1", [4, 5, 6, 7]),  # an unnamed op joins the run before it
+        ("/model/norm", [8]),
+        ("/lm_head", [9]),
+    ]
+    chunks = group_ops([None] * (2 * GROUP_MAX + 1))
+    assert [len(g.ops) for g in chunks] == [GROUP_MAX, GROUP_MAX, 1]
+    assert chunks[1].label == "ops (part 2/3)"
+
+
+def test_the_op_asked_for_opens_its_group() -> None:
+    plan, opts = _chain_plan(300)
+    page = explain_html(plan, "chain", opts, op_index=200)
+    g = 200 // GROUP_MAX
+    assert f'class="gb" id="gb-{g}">' in page and f'<details class="lg" id="lg-{g}" open>' in page
+    assert '<details id="op-200" class="op-d" open>' in page
+    assert _pane_height(page) < 200 * NODE_GAP_PX
+
+
+def test_labels_never_shrink_below_a_readable_size() -> None:
+    sizes = [float(s) for s in re.findall(r"font-size:([\d.]+)px", SVG_CSS)]
+    assert MIN_ZOOM * min(sizes) >= 8.5
+    assert f"var MIN_ZOOM={MIN_ZOOM};" in JS and "Math.max(MIN_ZOOM" in JS
+
+
+def test_script_parses() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the page's script cannot be syntax-checked here")
+    plan, opts = _chain_plan(200)
+    page = explain_html(plan, "chain", opts, op_index=3)
+    script = page[page.rindex("<script>") + len("<script>") : page.rindex("</script>")]
+    with tempfile.NamedTemporaryFile("w", suffix=".js", delete=False) as f:
+        f.write(script)
+    try:
+        r = subprocess.run([node, "--check", f.name], capture_output=True, text=True, check=False)
+    finally:
+        os.unlink(f.name)
+    assert r.returncode == 0, r.stderr
 
 
 def test_cli_html_writes_the_page(tmp_path: Path, capsys) -> None:
