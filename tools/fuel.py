@@ -428,7 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="fill inputs not given with --input from a seeded generator",
     )
     r.add_argument("--function", help="the function to run (default: @main, or the only one)")
-    r.add_argument("--seed", type=_at_least(0), default=0)
+    r.add_argument(
+        "--seed", type=_at_least(0), default=0, help="the --random-inputs generator's seed"
+    )
     r.add_argument("--output-dir", help="write each output as DIR/<name>.npy")
     r.add_argument(
         "--output",

@@ -264,3 +264,23 @@ def test_function_picks_what_runs(form: str, tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     assert fuel_main([*argv, "--function", "nope"]) == 1
     assert "no function @nope in the module (it has: @main, @double)" in capsys.readouterr().err
+
+
+def test_every_flag_has_help() -> None:
+    """`fuel <command> --help` explains every flag it lists."""
+    import argparse
+
+    from tools.fuel import build_parser
+
+    missing = []
+
+    def walk(p: argparse.ArgumentParser, where: str) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, f"{where} {name}")
+            elif a.help is None:
+                missing.append(f"{where} {'/'.join(a.option_strings) or a.dest}")
+
+    walk(build_parser(), "fuel")
+    assert not missing, missing
