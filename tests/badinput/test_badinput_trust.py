@@ -172,6 +172,14 @@ def _swap_library(b: Path, tmp: Path, marker: Path) -> None:
     (b / "targets/cpu/c/c_fused_0.so").write_bytes(evil_so(tmp, marker, "c_fused_0"))
 
 
+def _swapped_library(src: Path, tmp: Path, marker: Path) -> Path:
+    """A copy of bundle `src` whose C kernel library writes `marker` when loaded, rehashed."""
+    b = _copy(src, tmp)
+    _swap_library(b, tmp, marker)
+    rehash(b)
+    return b
+
+
 def _swap_source(b: Path, tmp: Path, marker: Path) -> None:
     source = evil_c("c_fused_0", marker)
     set_kernel_source(b / "module.mlir", "c_fused_0", source)
@@ -199,9 +207,7 @@ def test_a_swapped_library_is_never_loaded(
     source instead, so the run succeeds with the pristine bundle's result and no payload."""
     rc, want, _ = fuel("run", str(cpu_bundle), "--random-inputs", capsys=capsys)
     assert rc == 0
-    b = _copy(cpu_bundle, tmp_path)
-    _swap_library(b, tmp_path, marker)
-    rehash(b)
+    b = _swapped_library(cpu_bundle, tmp_path, marker)
     rc, got, err = fuel("run", str(b), "--random-inputs", capsys=capsys)
     assert rc == 0, err
     assert got.splitlines()[0] == want.splitlines()[0]  # same output checksum
@@ -273,9 +279,7 @@ def test_a_signed_bundle_runs_its_library_for_whoever_trusts_the_key(
 ) -> None:
     """The trust is the user's to give: a bundle signed by a trusted key loads the library it
     ships (here one whose constructor writes the marker, as any shipped code could)."""
-    b = _copy(cpu_bundle, tmp_path)
-    _swap_library(b, tmp_path, marker)
-    rehash(b)
+    b = _swapped_library(cpu_bundle, tmp_path, marker)
     _sign(b, keys["user.key"])
     # a fresh process: this one may have built the same kernel source already
     argv = ["run", str(b), "--random-inputs", "--trust", str(keys["user.pub"])]
@@ -324,9 +328,7 @@ def test_an_attackers_signature_grants_nothing_without_trust(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Without --trust a signature is not even read: the bundle is data."""
-    b = _copy(cpu_bundle, tmp_path)
-    _swap_library(b, tmp_path, marker)
-    rehash(b)
+    b = _swapped_library(cpu_bundle, tmp_path, marker)
     _sign(b, keys["attacker.key"])
     rc, _, err = fuel("run", str(b), "--random-inputs", capsys=capsys)
     assert rc == 0, err
@@ -371,9 +373,7 @@ def test_no_compiler_and_no_trust_is_refused(
 ) -> None:
     """S1/S2: where no compiler is, the shipped library would be the only way to run the
     kernel: refused unless signed by a trusted key, with the reason."""
-    b = _copy(cpu_bundle, tmp_path)
-    _swap_library(b, tmp_path, marker)
-    rehash(b)
+    b = _swapped_library(cpu_bundle, tmp_path, marker)
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     rc, _, err = fuel("run", str(b), "--random-inputs", capsys=capsys)
     assert rc == 1 and "Traceback" not in err
@@ -390,9 +390,7 @@ def test_fuel_native_0_runs_no_native_code(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """S2: FUEL_NATIVE=0 means no native code at all, a signed, trusted bundle included."""
-    b = _copy(cpu_bundle, tmp_path)
-    _swap_library(b, tmp_path, marker)
-    rehash(b)
+    b = _swapped_library(cpu_bundle, tmp_path, marker)
     _sign(b, keys["user.key"])
     monkeypatch.setenv("FUEL_NATIVE", "0")
     rc, _, err = fuel(
