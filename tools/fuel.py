@@ -212,9 +212,8 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
     if is_bundle(args.module):
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
-        plan = args.topology or args.precision or args.no_optimize or args.run_option
-        plan = plan or args.input_shape
-        if plan:
+        plan_flags = (args.topology, args.precision, args.no_optimize, args.run_option)
+        if any(plan_flags) or args.input_shape:
             raise CliError(
                 "--topology, --precision, --no-optimize, --option and --input-shape apply to IR "
                 "and ONNX input; a bundle runs the plan it was compiled with"
