@@ -11,6 +11,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from fuel_dialect.branch import BranchOp, collapse_branch
+from passes.environment import environment
 from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
 from passes.picker.support import PickerOptions, placed_device
 
@@ -65,7 +66,7 @@ class BakeVariantsPass(ModulePass, PickerOptions):
     name = "fuel-bake-variants"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = self.plan_options()
+        options = self.plan_options(environment(ctx))
         branches = [b for b in op.walk() if isinstance(b, BranchOp)]
         for branch in reversed(branches):  # inner branches first
             choice = bake_choice(branch, options)

@@ -15,10 +15,11 @@ from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAt
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch
 from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
+from passes.environment import environment, table_or_default
 from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
 from passes.picker.support import PickerOptions
+from runtime.binding_table import KernelBindingTable
 from runtime.cost import CostEstimate, dtype_bytes, layer1_cost, numel
-from runtime.kernels import global_bindings
 
 
 def arm_key(arm: Region) -> tuple:
@@ -68,14 +69,14 @@ ArmCost = tuple[frozenset[str], float, float, float, float]
 """(devices, flops, bytes moved, launch overhead ns, time ns) of one arm."""
 
 
-def op_estimate(op: Operation) -> CostEstimate:
+def op_estimate(op: Operation, table: KernelBindingTable | None = None) -> CostEstimate:
     """Layer-1 work of one decision point: its stamped kernel's own cost function where it is
     stamped and bound, the op family's Layer-1 formula otherwise."""
     shapes = [shape_of(v.type) for v in (*op.operands, *op.results)]
     dtypes, params = op.kernel_dtypes(), op.kernel_params()  # pyright: ignore
     stamp = op.attributes.get(KERNEL_ATTR)
     if isinstance(stamp, KernelRefAttr):
-        for e in global_bindings().lookup_alternatives(*stamp.key()):
+        for e in table_or_default(table).lookup_alternatives(*stamp.key()):
             if e.kernel_source == stamp.kernel_source.data and e.cost is not None:
                 return e.cost(shapes, dtypes, params)
     return layer1_cost(op.KERNEL_OP, shapes, dtypes, params)  # pyright: ignore
@@ -98,7 +99,7 @@ def arm_cost(arm: Region, options: PlanOptions) -> ArmCost | None:
         device = op.attributes.get(DEVICE_ATTR)
         device = device.data if isinstance(device, DeviceAttr) else options.default_device
         try:
-            est, ns = op_estimate(op), price_op(op, options).get(device)
+            est, ns = op_estimate(op, options.table), price_op(op, options).get(device)
         except PlanError:
             return None
         if ns is None:
@@ -197,4 +198,4 @@ class ConvergeFrontierPass(ModulePass, PickerOptions):
     name = "fuel-converge-frontier"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        converge(op, self.plan_options())
+        converge(op, self.plan_options(environment(ctx)))

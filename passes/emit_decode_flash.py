@@ -21,10 +21,10 @@ from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAt
 from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.dtypes import shape_of
 from fuel_dialect.ops_nn import AttentionOp
+from passes.environment import environment, table_or_default
 from passes.picker.plan import PlanError, PlanOptions, price_op
 from passes.picker.support import PickerOptions
 from runtime.binding_table import KernelBindingTable
-from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 FLASH_SOURCE = "numpy-flashdecode"
@@ -152,8 +152,8 @@ class EmitDecodeFlashPass(ModulePass, PickerOptions):
     name = "fuel-emit-decode-flash"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = self.plan_options()
-        table = opts.table if opts.table is not None else global_bindings()
+        opts = self.plan_options(environment(ctx))
+        table = table_or_default(opts.table)
         patterns = emit_decode_flash_patterns(opts, table)
         applier = GreedyRewritePatternApplier(patterns, dce_enabled=False)
         PatternRewriteWalker(applier, apply_recursively=False).rewrite_module(op)

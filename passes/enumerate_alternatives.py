@@ -9,10 +9,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from fuel_dialect.kernel_body import program_ops
+from passes.environment import environment, table_or_default
 from passes.picker.plan import is_decision_point
 from passes.picker.ranker import enumerate_candidates
 from passes.picker.support import PickerOptions, candidate_attr, clear_decisions, write_alternatives
-from runtime.kernels import global_bindings
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class EnumerateAlternativesPass(ModulePass, PickerOptions):
     name = "fuel-enumerate-alternatives"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = self.plan_options()
-        table = global_bindings()
+        opts = self.plan_options(environment(ctx))
+        table = table_or_default(opts.table)
         topo = opts.topology
         assert topo is not None
         clear_decisions(op)

@@ -22,11 +22,11 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR
 from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
+from passes.environment import environment, table_or_default
 from passes.fuse_casts import is_exact_rewrite
 from passes.picker.plan import PlanOptions
 from passes.picker.support import PickerOptions, candidate_backends
 from runtime.binding_table import KernelBindingTable
-from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 WIDENS_TO = {
@@ -163,8 +163,8 @@ def fix_dtypes_patterns(table: KernelBindingTable, topo: SystemTopology) -> list
 
 def fix_dtypes(module: ModuleOp, plan: PlanOptions) -> None:
     """Run the pass on `module` in-process with explicit `PlanOptions` (its `table`, when set,
-    replaces the global binding table; its `topology`, the detected one)."""
-    table = plan.table if plan.table is not None else global_bindings()
+    replaces the process-wide binding table; its `topology`, the detected one)."""
+    table = table_or_default(plan.table)
     topo = plan.topology or SystemTopology.cpu_only()
     applier = GreedyRewritePatternApplier(fix_dtypes_patterns(table, topo), dce_enabled=False)
     PatternRewriteWalker(applier, apply_recursively=False).rewrite_module(module)
@@ -193,4 +193,4 @@ class FixDtypesPass(ModulePass, PickerOptions):
     name = "fuel-fix-dtypes"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fix_dtypes(op, self.plan_options())
+        fix_dtypes(op, self.plan_options(environment(ctx)))

@@ -26,8 +26,8 @@ from fuel_dialect.dispatch import CopyOp
 from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.kernel_body import program_ops
 from fuel_dialect.ops_movement import ReshapeOp
+from passes.environment import environment, table_or_default
 from runtime.binding_table import BindingEntry, KernelBindingTable
-from runtime.kernels import global_bindings
 
 STRIDED_VIEW_OPS: frozenset[str] = frozenset()
 """Ops whose result may alias their input with non-C strides. None today (see module doc)."""
@@ -74,7 +74,7 @@ def layout_violations(module: ModuleOp, table: KernelBindingTable) -> list[str]:
 
 def check_layouts(module: ModuleOp, table: KernelBindingTable | None = None) -> None:
     """Raise `PassFailedException` listing every violation (in-process entry point)."""
-    found = layout_violations(module, table or global_bindings())
+    found = layout_violations(module, table_or_default(table))
     if found:
         raise PassFailedException("layout fixups needed:\n  " + "\n  ".join(found))
 
@@ -96,4 +96,4 @@ class FixLayoutsPass(ModulePass):
     name = "fuel-fix-layouts"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        check_layouts(op)
+        check_layouts(op, environment(ctx).bindings)

@@ -12,6 +12,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.dispatch import CopyOp
+from passes.environment import environment
 from passes.picker.plan import ExecutionPlan
 from passes.picker.ranker import Candidate
 from passes.picker.support import PickerOptions, plan_module, stamp_device, stamp_kernel
@@ -105,5 +106,5 @@ class ForkPlacementsPass(ModulePass, PickerOptions):
     `fuel-converge-frontier` merges)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for plan in plan_module(op, self):
+        for plan in plan_module(op, self, environment(ctx)):
             fork_placements(plan, self.runners_up)

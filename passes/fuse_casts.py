@@ -24,10 +24,10 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, PIN_ATTR
 from fuel_dialect.dtypes import dtype_name, element_type
 from fuel_dialect.ops_elementwise import CastOp
+from passes.environment import environment, table_or_default
 from passes.picker.plan import PlanError, PlanOptions, price_op
 from passes.picker.support import PickerOptions, candidate_backends
 from runtime.binding_table import KernelBindingTable
-from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology
 
 # dtype -> the dtypes that hold every one of its values (cast there and back is the identity)
@@ -252,8 +252,8 @@ def fuse_casts(
     module: ModuleOp, plan: PlanOptions, semantic: bool = False, elide_all: bool = False
 ) -> None:
     """Run the pass's rewrites on `module` in-process with explicit `PlanOptions` (its
-    `table`, when set, replaces the global binding table for coverage and prices)."""
-    table = plan.table if plan.table is not None else global_bindings()
+    `table`, when set, replaces the process-wide binding table for coverage and prices)."""
+    table = table_or_default(plan.table)
     topo = plan.topology or SystemTopology.cpu_only()
     ctx = _Context(plan, table, topo, semantic, elide_all)
     applier = GreedyRewritePatternApplier(fuse_casts_patterns(ctx), dce_enabled=False)
@@ -295,5 +295,8 @@ class FuseCastsPass(ModulePass, PickerOptions):
                 f"elide_round_trips must be 'exact' or 'all', got '{self.elide_round_trips}'"
             )
         fuse_casts(
-            op, self.plan_options(), self.allow_semantic_change, self.elide_round_trips == "all"
+            op,
+            self.plan_options(environment(ctx)),
+            self.allow_semantic_change,
+            self.elide_round_trips == "all",
         )

@@ -16,6 +16,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from fuel_dialect.branch import BranchOp, YieldOp
 from fuel_dialect.kernel_body import program_ops
 from passes.emit_decode_flash import inside_branch
+from passes.environment import environment, table_or_default
 from passes.fused.patterns import known_weights
 from passes.fused.registry import (
     FusedEntry,
@@ -25,7 +26,6 @@ from passes.fused.registry import (
 )
 from passes.picker.plan import is_decision_point
 from runtime.binding_table import KernelBindingTable
-from runtime.kernels import global_bindings
 
 FUSED_ATTR = "fuel.fused"
 """Discardable attribute on an offered fused op: the registry entry it came from."""
@@ -68,7 +68,7 @@ def find_matches(
     is claimed whole before the rms-norm shape inside it, an attention before its softmax), no
     op in two matches. The IR is not changed, but each offer's fused ops are built detached
     (they already use the matched inputs): insert them (`offer_fused_arm`) or erase them."""
-    table = table if table is not None else global_bindings()
+    table = table_or_default(table)
     entries = registry.entries()
     claimed: set[Operation] = set()
     found: list[Offer] = []
@@ -115,13 +115,15 @@ def fuse_patterns(
     module: ModuleOp,
     registry: FusedKernelRegistry | None = None,
     weights: Mapping[str, np.ndarray] | None = None,
+    table: KernelBindingTable | None = None,
 ) -> int:
     """Offer every registered fused op at its matches; returns the number of branches made.
     `weights` (the module's values by name) lets patterns read them, as a caller's
-    `known_weights` scope does; None keeps any scope the caller set."""
+    `known_weights` scope does; None keeps any scope the caller set. `table`: the kernels a
+    match needs one of (default: the process-wide table)."""
     registry = registry if registry is not None else default_fused_registry()
     with known_weights(weights) if weights is not None else nullcontext():
-        matches = find_matches(module, registry)
+        matches = find_matches(module, registry, table)
     for entry, match, arm in matches:
         offer_fused_arm(entry, match, arm)
     return len(matches)
@@ -146,4 +148,4 @@ class FusePatternsPass(ModulePass):
     name = "fuel-fuse-patterns"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fuse_patterns(op)
+        fuse_patterns(op, table=environment(ctx).bindings)

@@ -39,6 +39,7 @@ from passes.bake_variants import BakeVariantsPass
 from passes.canonicalize import canonicalize
 from passes.converge_frontier import converge
 from passes.emit_decode_flash import EmitDecodeFlashPass
+from passes.environment import PassEnvironment, environment, pass_context
 from passes.fork_placements import fork_placements
 from passes.fuse_patterns import fuse_patterns
 from passes.insert_residency import insert_residency
@@ -83,6 +84,8 @@ class OptimizationContext:
     plans: list[ExecutionPlan]
     options: PickerOptions
     plan_options: PlanOptions
+    env: PassEnvironment = field(default_factory=PassEnvironment)
+    """The table and topology the passes run with (`passes.environment`)."""
 
 
 class Pathfinder(Protocol):
@@ -120,7 +123,7 @@ class DecodeFlashPathfinder:
     name: str = "fuel-emit-decode-flash"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
-        with_options(EmitDecodeFlashPass, ctx.options).apply(Context(), module)
+        with_options(EmitDecodeFlashPass, ctx.options).apply(pass_context(ctx.env), module)
 
 
 @dataclass
@@ -133,7 +136,7 @@ class FusePatternsPathfinder:
     name: str = "fuel-fuse-patterns"
 
     def propose(self, module: ModuleOp, ctx: OptimizationContext) -> None:
-        fuse_patterns(module)
+        fuse_patterns(module, table=ctx.env.bindings)
 
 
 @dataclass
@@ -208,10 +211,10 @@ def with_options(cls: type[ModulePass], options: PickerOptions) -> ModulePass:
     return cls(**{f.name: getattr(options, f.name) for f in fields(options) if f.name in mine})
 
 
-def optional_pass(name: str) -> Callable[[ModuleOp, PickerOptions], None]:
+def optional_pass(name: str) -> Callable[[ModuleOp, PickerOptions, PassEnvironment], None]:
     """Run pass `name` if it is registered and its module exists (fixups land separately)."""
 
-    def run(module: ModuleOp, options: PickerOptions) -> None:
+    def run(module: ModuleOp, options: PickerOptions, env: PassEnvironment) -> None:
         load = get_all_passes().get(name)
         if load is None:
             return
@@ -219,7 +222,7 @@ def optional_pass(name: str) -> Callable[[ModuleOp, PickerOptions], None]:
             cls = load()
         except (ImportError, AttributeError):
             return
-        with_options(cls, options).apply(Context(), module)
+        with_options(cls, options).apply(pass_context(env), module)
 
     return run
 
@@ -233,13 +236,13 @@ def stamp(plans: list[ExecutionPlan]) -> None:
             write_alternatives(node, verdicts(d))
 
 
-def stamp_new_ops(module: ModuleOp, options: PickerOptions) -> None:
+def stamp_new_ops(module: ModuleOp, options: PickerOptions, env: PassEnvironment) -> None:
     """Stamp the top-level ops a pathfinder made after planning and bake then chose (e.g. the
     fused op of a fuse-patterns arm): they had no decision in the first plans. Ops already
     stamped keep their stamps, so a second `fuel-optimize` run finds nothing to change."""
     fresh = [
         (op, d)
-        for p in plan_module(module, options)
+        for p in plan_module(module, options, env)
         for op, d in p.decisions.items()
         if KERNEL_ATTR not in op.attributes
     ]
@@ -260,31 +263,34 @@ def optimize_graph(
     module: ModuleOp,
     options: PickerOptions | None = None,
     registry: PassRegistry | None = None,
+    env: PassEnvironment | None = None,
 ) -> OptimizedGraph:
-    """Optimize `module` in place (see the module doc for the stages) and return its view."""
+    """Optimize `module` in place (see the module doc for the stages) and return its view;
+    `env`: the binding table and topology to plan with (default: the process-wide ones)."""
     options = options if options is not None else PickerOptions()
+    env = env if env is not None else PassEnvironment()
     registry = registry if registry is not None else default_registry()
     lockstep = len(registry.pathfinders) * (1 + len(registry.optimizers))
     expect(8 + lockstep + bool(options.budget if isinstance(options, OptimizeOptions) else 0))
     with stage("topology"):  # detected or read; the kernel tables and the Judge loaded
-        plan_opts = options.plan_options()
+        plan_opts = options.plan_options(env)
         assert plan_opts.topology is not None
         budgets = _budgets(options, plan_opts.topology)  # a bad budget fails before any work
     with stage("fuel-fix-dtypes", module):
-        optional_pass("fuel-fix-dtypes")(module, options)
+        optional_pass("fuel-fix-dtypes")(module, options, env)
     with stage("fuel-canonicalize", module):
         canonicalize(module)  # exporter variants -> the forms the fused-op matchers know
     with stage("plan", module):
-        plans = plan_module(module, options)
+        plans = plan_module(module, options, env)
         clear_decisions(module)
-    ctx = OptimizationContext(plans, options, plan_opts)
+    ctx = OptimizationContext(plans, options, plan_opts, env)
     run_lockstep(module, ctx, registry)
     with stage("picked", module):
         plans = [live(p) for p in plans]
         stamp(plans)
     with stage("fuel-bake-variants", module):
-        with_options(BakeVariantsPass, options).apply(Context(), module)
-        stamp_new_ops(module, options)
+        with_options(BakeVariantsPass, options).apply(pass_context(env), module)
+        stamp_new_ops(module, options, env)
     with stage("copies", module):
         for plan in plans:
             insert_copies(plan, plan_opts.topology, options.default_device)
@@ -293,7 +299,7 @@ def optimize_graph(
         with stage("fuel-insert-residency", module):
             residency = fit_residency(module, budgets, options, plan_opts.topology)
     with stage("fuel-fix-layouts", module):
-        optional_pass("fuel-fix-layouts")(module, options)
+        optional_pass("fuel-fix-layouts")(module, options, env)
     return OptimizedGraph(module, plans, residency)
 
 
@@ -343,4 +349,4 @@ class OptimizePass(ModulePass, OptimizeOptions):
     name = "fuel-optimize"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        optimize_graph(op, self)
+        optimize_graph(op, self, env=environment(ctx))

@@ -8,6 +8,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from passes.environment import environment
 from passes.picker.support import (
     PickerOptions,
     clear_decisions,
@@ -32,7 +33,7 @@ class PlacePass(ModulePass, PickerOptions):
     name = "fuel-place"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        plans = plan_module(op, self)
+        plans = plan_module(op, self, environment(ctx))
         clear_decisions(op)
         for node, d in decisions(plans):
             stamp_device(node, d.device)

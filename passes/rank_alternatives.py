@@ -8,6 +8,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from passes.environment import environment
 from passes.picker.support import (
     PickerOptions,
     candidate_attr,
@@ -31,7 +32,7 @@ class RankAlternativesPass(ModulePass, PickerOptions):
     name = "fuel-rank-alternatives"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        plans = plan_module(op, self)
+        plans = plan_module(op, self, environment(ctx))
         clear_decisions(op)
         for node, d in decisions(plans):
             ranked = sorted(d.considered, key=lambda c: c.compute_ns)

@@ -12,6 +12,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from fuel_dialect.dispatch import CopyOp
+from passes.environment import environment
 from passes.picker.plan import ExecutionPlan
 from passes.picker.support import (
     PickerOptions,
@@ -39,8 +40,8 @@ class SelectPass(ModulePass, PickerOptions):
     name = "fuel-select"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = self.plan_options()
-        plans = plan_module(op, self)
+        opts = self.plan_options(environment(ctx))
+        plans = plan_module(op, self, environment(ctx))
         clear_decisions(op)
         for node, d in decisions(plans):
             stamp_device(node, d.device)

@@ -38,6 +38,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ReshapeOp
+from passes.environment import bindings_generation, bindings_or_default
 from passes.picker.ranker import (
     KEEP_PER_DEVICE,
     AlternativeSet,
@@ -55,7 +56,6 @@ from passes.picker.ranker import (
 from runtime.binding_table import BindingTableError, KernelBindingTable
 from runtime.cost import dtype_bytes, layer1_cost
 from runtime.judge import size_class
-from runtime.kernels import bindings_generation, ensure_backend_kernels, global_bindings
 from runtime.module import entry_function
 from runtime.topology import SystemTopology
 
@@ -124,7 +124,12 @@ def _size_class(op: str, shapes: list[tuple[int, ...]]) -> int:
 def topology_kernels(topo: SystemTopology) -> dict[str, str]:
     """Load the kernels of every backend `topo`'s devices run into the process-wide table (the
     cuda backend's on first use); returns `{backend: why}` for those that cannot load."""
-    return ensure_backend_kernels(b for d in topo.devices for b in d.backends)
+    return bindings_or_default(None, topology_backends(topo))[1]
+
+
+def topology_backends(topo: SystemTopology) -> list[str]:
+    """Every backend a device of `topo` runs (repeats kept; the loader drops them)."""
+    return [b for d in topo.devices for b in d.backends]
 
 
 def backend_notes(topo: SystemTopology, unavailable: Mapping[str, str]) -> list[str]:
@@ -140,10 +145,7 @@ def _plan_table(
     options: PlanOptions, topo: SystemTopology
 ) -> tuple[KernelBindingTable, dict[str, str]]:
     """The table to plan with (an explicit one as is) and the backends that could not load."""
-    if options.table is not None:
-        return options.table, {}
-    unavailable = topology_kernels(topo)
-    return global_bindings(), unavailable
+    return bindings_or_default(options.table, topology_backends(topo))
 
 
 @dataclass

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import PassFailedException
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, CandidateAttr, placed_device
+from passes.environment import PassEnvironment, table_or_default
 from passes.picker.plan import (
     Decision,
     ExecutionPlan,
@@ -30,7 +31,6 @@ from passes.picker.plan import (
 )
 from passes.picker.ranker import Candidate, PrecisionRequirement
 from runtime.judge import ProfileJudgeOracle, default_report_path, load_report
-from runtime.kernels import global_bindings
 from runtime.topology import SystemTopology, TopologyError
 from runtime.topology_file import load_file
 
@@ -48,19 +48,29 @@ class PickerOptions:
     default_device: str = "cpu"
     """Where graph inputs live and outputs return."""
 
-    def plan_options(self) -> PlanOptions:
+    def plan_options(self, env: PassEnvironment | None = None) -> PlanOptions:
+        """These options resolved in `env` (its table, and its topology where `topology`
+        names no file; default: the process-wide table, this machine's devices)."""
+        env = env or PassEnvironment()
         try:
-            topo = load_file(self.topology) if self.topology else SystemTopology.detect()
+            topo = self._topology(env)
             req = PrecisionRequirement.parse(self.precision)
         except (TopologyError, ValueError) as e:
             raise PassFailedException(str(e)) from None
-        _note_once(backend_notes(topo, topology_kernels(topo)))  # before the Judge's snapshot
+        if env.bindings is None:  # before the Judge's snapshot of the table
+            _note_once(backend_notes(topo, topology_kernels(topo)))
         return PlanOptions(
             topology=topo,
             precision=req,
-            judge=_judge(self.judge),
+            judge=_judge(self.judge, env),
             default_device=self.default_device,
+            table=env.bindings,
         )
+
+    def _topology(self, env: PassEnvironment) -> SystemTopology:
+        if self.topology:
+            return load_file(self.topology)
+        return env.topology if env.topology is not None else SystemTopology.detect()
 
 
 _NOTED: set[str] = set()
@@ -75,17 +85,19 @@ def _note_once(notes: list[str]) -> None:
             print(f"fuel: note: {note}", file=sys.stderr)
 
 
-def _judge(spec: str):  # noqa: ANN202
+def _judge(spec: str, env: PassEnvironment) -> ProfileJudgeOracle | None:
     if spec == "none":
         return None
     path = Path(spec) if spec else default_report_path()
     report = load_report(path)
-    return None if report is None else ProfileJudgeOracle(report, global_bindings())
+    return None if report is None else ProfileJudgeOracle(report, table_or_default(env.bindings))
 
 
-def plan_module(module: ModuleOp, options: PickerOptions) -> list[ExecutionPlan]:
-    """One plan per function of the module (each planned on its own)."""
-    opts = options.plan_options()
+def plan_module(
+    module: ModuleOp, options: PickerOptions, env: PassEnvironment | None = None
+) -> list[ExecutionPlan]:
+    """One plan per function of the module (each planned on its own) in `env`."""
+    opts = options.plan_options(env)
     try:
         return [compile_plan(module, opts, f) for f in module.ops if isinstance(f, func.FuncOp)]
     except (PlanError, TopologyError) as e:  # e.g. a pin naming a device the topology lacks
