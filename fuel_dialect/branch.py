@@ -28,11 +28,10 @@ import re
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ArrayAttr, StringAttr
-from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
-    lazy_traits_def,
     prop_def,
     traits_def,
     var_operand_def,
@@ -43,7 +42,8 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint
-from xdsl.traits import HasCanonicalizationPatternsTrait, HasParent, IsTerminator, Pure
+from xdsl.traits import HasCanonicalizationPatternsTrait, IsTerminator, OpTrait, Pure
+from xdsl.utils.exceptions import VerifyException
 
 from fuel_dialect.base import fail
 
@@ -79,11 +79,18 @@ class BranchCanonicalization(HasCanonicalizationPatternsTrait):
         return (CollapseSingleArmBranch(),)
 
 
-def _kernel_ops() -> tuple[type[IRDLOperation], ...]:
-    from fuel_dialect.ops_cpu import CKernelOp  # noqa: PLC0415 (they import this module)
-    from fuel_dialect.ops_triton import TritonKernelOp  # noqa: PLC0415
+YIELD_PARENTS = ("fuel.branch", "fuel.c_kernel", "fuel.triton_kernel")
+"""The ops whose regions `fuel.yield` ends: a branch's arms and a generated kernel's body."""
 
-    return (CKernelOp, TritonKernelOp)
+
+class InYieldParent(OpTrait):
+    """`HasParent` over `YIELD_PARENTS`, by name: the kernel ops import this module."""
+
+    def verify(self, op: Operation) -> None:
+        parent = op.parent_op()
+        if parent is not None and parent.name not in YIELD_PARENTS:
+            names = ", ".join(f"'{n}'" for n in YIELD_PARENTS)
+            raise VerifyException(f"'{op.name}' expects parent op to be one of {names}")
 
 
 @irdl_op_definition
@@ -96,7 +103,7 @@ class YieldOp(IRDLOperation):
 
     name = "fuel.yield"
     values = var_operand_def()
-    traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(BranchOp, *_kernel_ops()), Pure()))
+    traits = traits_def(IsTerminator(), InYieldParent(), Pure())
     assembly_format = "($values^ `:` type($values))? attr-dict"
 
     def __init__(self, *values: SSAValue):

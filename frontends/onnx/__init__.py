@@ -24,7 +24,7 @@ def __getattr__(name: str) -> Any:
     if name == "OnnxImportError":
         return OnnxImportError
     if name in __all__:
-        from frontends.onnx import driver  # lazy: loads the onnx package
+        import frontends.onnx.driver as driver  # lazy: loads the onnx package
 
         return getattr(driver, name)
     raise AttributeError(f"module 'frontends.onnx' has no attribute '{name}'")

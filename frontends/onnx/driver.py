@@ -24,18 +24,17 @@ import onnx.inliner  # a submodule `import onnx` does not load
 from xdsl.dialects.builtin import NameLoc, StringAttr, UnknownLoc
 from xdsl.ir import OpResult, SSAValue
 
+# each ops_* module fills the op table as it is imported
+import frontends.onnx.ops_activation  # noqa: F401
+import frontends.onnx.ops_attention  # noqa: F401
+import frontends.onnx.ops_einsum  # noqa: F401
+import frontends.onnx.ops_elementwise  # noqa: F401
+import frontends.onnx.ops_layout  # noqa: F401
+import frontends.onnx.ops_movement  # noqa: F401
+import frontends.onnx.ops_nn  # noqa: F401
+import frontends.onnx.ops_reduce  # noqa: F401
+import frontends.onnx.ops_values  # noqa: F401
 from frontends.builder import BuilderError, GraphBuilder
-from frontends.onnx import (  # noqa: F401 (each module fills the op table)
-    ops_activation,
-    ops_attention,
-    ops_einsum,
-    ops_elementwise,
-    ops_layout,
-    ops_movement,
-    ops_nn,
-    ops_reduce,
-    ops_values,
-)
 from frontends.onnx.dtypes import ONNX_TO_FUEL, fuel_dtype, onnx_type_name, to_array
 from frontends.onnx.emit import (
     Emitter,

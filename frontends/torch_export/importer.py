@@ -25,9 +25,10 @@ from torch.export.graph_signature import InputKind, OutputKind
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, NameLoc, StringAttr, UnknownLoc
 from xdsl.ir import Operation, OpResult, SSAValue
 
+import frontends.torch_export.aten_movement  # noqa: F401 (fills the op table)
+import frontends.torch_export.aten_nn  # noqa: F401 (fills the op table)
 from frontends.builder import BuilderError, GraphBuilder
 from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, sanitize, shape_of_t
-from frontends.torch_export import aten_movement, aten_nn  # noqa: F401 (fill the op table)
 from frontends.torch_export.aten_ops import ATEN, Cx, fuel_dtype
 from frontends.torch_export.errors import TorchImportError
 from runtime.module import FuelModule

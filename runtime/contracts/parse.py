@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.contracts import yaml_subset
+import runtime.contracts.yaml_subset as yaml_subset
 from runtime.contracts.errors import (
     BlockOutsideSection,
     MultipleBlocks,

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from runtime.contracts import errors as E
+import runtime.contracts.errors as E
 from runtime.contracts.entry import check_entry_point
 from runtime.contracts.expr import Expr, ExprError, compile_expr
 from runtime.contracts.ledger import MEASURED_CLAIMS

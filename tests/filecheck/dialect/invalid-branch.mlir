@@ -73,3 +73,9 @@ func.func @gate_operand_out_of_range(%x: tensor<4xf32>) {
   func.return
 }
 
+
+// -----
+// CHECK: 'fuel.yield' expects parent op to be one of 'fuel.branch', 'fuel.c_kernel', 'fuel.triton_kernel'
+func.func @yield_outside_a_branch(%x: tensor<4xf32>) -> tensor<4xf32> {
+  fuel.yield %x : tensor<4xf32>
+}
