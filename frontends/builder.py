@@ -40,8 +40,8 @@ from fuel_dialect import ops_nn as nn
 from fuel_dialect.attrs import NAME_ATTR
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dtypes import broadcast_shapes, dtype_name, element_type, shape_of, tensor_type
+from runtime.constants import dense_array
 from runtime.dtypes import to_numpy
-from runtime.executor import constant_array
 from runtime.module import FuelModule
 
 Value = SSAValue
@@ -69,7 +69,7 @@ def _reads_back(attr: DenseIntOrFPElementsAttr, want: np.ndarray) -> bool:
     try:
         back = Parser(fuel_context(), str(attr)).parse_attribute()
         return isinstance(back, DenseIntOrFPElementsAttr) and (
-            constant_array(back).tobytes() == want.tobytes()
+            dense_array(back).tobytes() == want.tobytes()
         )
     except (ParseError, ValueError, OverflowError):
         return False

@@ -20,7 +20,7 @@ from xdsl.ir import Operation, SSAValue
 from frontends.onnx.emit import Emitter, Tensor, dtype_of, scalar, shape_of_t
 from fuel_dialect import ops_elementwise as ew
 from fuel_dialect.ops_movement import BroadcastOp, ConstantOp, ReshapeOp, WeightOp
-from runtime.executor import constant_array
+from runtime.constants import dense_array
 
 _CMP: dict[type[Operation], tuple[int, bool]] = {
     ew.LtOp: (0, False),
@@ -42,7 +42,7 @@ class KvMask:
 def _const(v: SSAValue, weights: Mapping[str, np.ndarray]) -> np.ndarray | None:
     op = v.owner
     if isinstance(op, ConstantOp):
-        return constant_array(op.value)
+        return dense_array(op.value)
     if isinstance(op, WeightOp):
         return weights.get(op.sym_name.data)
     return None

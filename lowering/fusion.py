@@ -29,7 +29,7 @@ from fuel_dialect.branch import YieldOp
 from fuel_dialect.dtypes import broadcast_shapes, shape_of
 from fuel_dialect.ops_elementwise import BinaryOp, CastOp, GeluOp, UnaryOp, WhereOp
 from fuel_dialect.ops_movement import BroadcastOp, ConstantOp
-from runtime.executor import constant_array
+from runtime.constants import dense_array
 
 FUSIBLE = (UnaryOp, BinaryOp, WhereOp, CastOp, BroadcastOp)
 """Op classes a generated kernel computes (every elementwise op fuel has, plus broadcast)."""
@@ -66,7 +66,7 @@ def splat_value(op: Operation) -> float | int | bool | None:
     """The value of a finite splat `fuel.constant`, rounded to its dtype; None otherwise."""
     if not isinstance(op, ConstantOp):
         return None
-    arr = constant_array(op.value)
+    arr = dense_array(op.value)
     flat = arr.reshape(-1)
     if flat.size == 0 or not (flat == flat[0]).all():
         return None

@@ -14,9 +14,9 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.dispatch import CopyOp
 from passes.picker.residency import (
-    Candidate,
     DeviceResidency,
     Eviction,
+    EvictionWindow,
     ResidencyError,
     ResidencyPlanner,
     ResidencyReport,
@@ -139,7 +139,7 @@ def _stuck(planner: ResidencyPlanner, device: str) -> str:
 
 
 def _evict(
-    planner: ResidencyPlanner, c: Candidate, host: str, topology: TransferEstimator | None
+    planner: ResidencyPlanner, c: EvictionWindow, host: str, topology: TransferEstimator | None
 ) -> Eviction:
     """Insert the evict/reload pair for `c` and rewire the reads after the gap to the reload."""
     r, ops = c.range, planner.ops

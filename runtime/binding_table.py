@@ -48,14 +48,20 @@ class KernelCaps:
     requires_broadcast: bool = False
 
 
+def digest64(data: str | bytes) -> int:
+    """The one recipe of a kernel revision (`KernelRevisionHash`): the first 8 bytes of the
+    sha256 of `data` (str as UTF-8), big-endian."""
+    raw = data.encode() if isinstance(data, str) else data
+    return int.from_bytes(hashlib.sha256(raw).digest()[:8], "big")
+
+
 def revision_hash(kernel: Callable[..., Any], kernel_source: str) -> int:
     """A 64-bit hash of the kernel's source text and provenance tag (0 if source is unknown)."""
     try:
         text = inspect.getsource(kernel)
     except (OSError, TypeError):
         return 0
-    digest = hashlib.sha256(f"{kernel_source}\n{text}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
+    return digest64(f"{kernel_source}\n{text}")
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ import numpy as np
 from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp
 from runtime import knobs, native
-from runtime.binding_table import KernelBindingTable
+from runtime.binding_table import KernelBindingTable, digest64
 from runtime.compiled import kernel_id, kernel_ops, library_kernel_id
 from runtime.contracts.verify import HandKernel
 from runtime.devices import DeviceUnavailable, TorchDevice
@@ -714,7 +714,7 @@ def _check_generated(
                 f"{path}: generated kernel {kid}: '{name}' differs from the source "
                 f"in the {target} IR (tampered?); refused"
             )
-        want, have = _revision(path, kid, k), int.from_bytes(hashlib.sha256(source).digest()[:8])
+        want, have = _revision(path, kid, k), digest64(source)
         if want != have:
             raise BundleError(
                 f"{path}: generated kernel {kid} revision mismatch: declared "
@@ -762,7 +762,7 @@ def _add_library_kernels(
                 table.register_entry(key[0], key[1], key[2], e)
 
 
-def weights_from_bytes(data: bytes, where: str) -> dict[str, np.ndarray]:
+def _bundle_weights(data: bytes, where: str) -> dict[str, np.ndarray]:
     """Tensors of a safetensors blob; a corrupt blob is a BundleError."""
     try:
         return decode(data, where)
@@ -781,7 +781,7 @@ def _module(
         module = FuelModule.parse(files[name].decode("utf-8"), where)
         wname = manifest.get("weights")
         if wname:
-            module.weights = weights_from_bytes(files[wname], f"{path}/{wname}")
+            module.weights = _bundle_weights(files[wname], f"{path}/{wname}")
         module.check_weights()
     except (ModuleError, WeightsError, UnicodeDecodeError, KeyError) as e:
         raise BundleError(f"{path}: bad module: {e}") from None

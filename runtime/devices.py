@@ -30,6 +30,7 @@ import numpy as np
 
 from runtime import knobs
 from runtime.compiled import READY, CompletionHandle, Pending
+from runtime.dtypes import from_numpy, torch_dtype
 
 
 class OutOfDeviceMemory(MemoryError):
@@ -181,19 +182,6 @@ class HostDevice(DeviceRuntime):
 
 # -- the torch device ----------------------------------------------------------------------
 
-TORCH_DTYPES = {
-    "float64": "float64",
-    "float32": "float32",
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "int64": "int64",
-    "int32": "int32",
-    "int8": "int8",
-    "uint8": "uint8",
-    "bool": "bool",
-}
-"""numpy dtype name -> torch dtype attribute (bf16 is ml_dtypes' `bfloat16` on the numpy side)."""
-
 
 def _torch() -> Any:
     import torch
@@ -341,7 +329,7 @@ class TorchDevice(DeviceRuntime):
         return int(raw.numel())
 
     def view(self, raw: Any, dtype: np.dtype, shape: Sequence[int]) -> Any:
-        tdt = getattr(self.torch, TORCH_DTYPES[dtype.name])
+        tdt = torch_dtype(from_numpy(dtype))
         return raw[: math.prod(shape) * dtype.itemsize].view(tdt).view(tuple(shape))
 
     def submit(self, fn: Callable[..., Any], args: Sequence[Any], label: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 
@@ -17,6 +19,19 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "i1": np.dtype(np.bool_),
 }
 """Every fuel element type, by its IR spelling."""
+
+TORCH_NAMES: dict[str, str] = {
+    "f64": "float64",
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "i64": "int64",
+    "i32": "int32",
+    "i8": "int8",
+    "u8": "uint8",
+    "i1": "bool",
+}
+"""Every fuel element type -> the name of its torch dtype (`torch_dtype` imports torch)."""
 
 FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
 INT_DTYPES = ("i64", "i32", "i8", "u8")
@@ -46,3 +61,10 @@ def from_numpy(dtype: np.dtype | type) -> str:
 def compute_dtype(name: str) -> np.dtype:
     """The dtype a kernel computes in: f16/bf16 widen to f32, everything else is itself."""
     return np.dtype(np.float32) if name in ("f16", "bf16") else NUMPY_DTYPES[name]
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype of a fuel dtype name."""
+    import torch  # lazy: torch is an optional dependency of the runtime
+
+    return getattr(torch, TORCH_NAMES[name])

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import SymbolTable
 
@@ -70,6 +70,7 @@ from fuel_dialect.ops_triton import LibraryCallOp, TritonKernelOp, TritonLaunchO
 from runtime import native
 from runtime.binding_table import BindingTableError, KernelBindingTable
 from runtime.compiled import ExecutionError, InputError, compile_op, library_entry
+from runtime.constants import dense_array
 from runtime.devices import (
     DeviceRuntime,
     DeviceUnavailable,
@@ -87,7 +88,6 @@ from runtime.loaders.triton import CodegenError as TritonCodegenError
 from runtime.loaders.triton import GeneratedKernel, KernelPlan
 from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
-from runtime.rounding import is_half, narrow
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
 from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
 from runtime.views import ViewPlanner, moves_unit_dims
@@ -316,9 +316,7 @@ class _Compiler(ViewPlanner):
 
     def op(self, op: Operation) -> None:
         if isinstance(op, WeightOp | ConstantOp):
-            arr = (
-                _weight(self.weights, op) if isinstance(op, WeightOp) else constant_array(op.value)
-            )
+            arr = _weight(self.weights, op) if isinstance(op, WeightOp) else dense_array(op.value)
             self.static[op.result] = arr
             self.anywhere.add(op.result)
             self.resident[HOST] = self.resident.get(HOST, 0) + arr.nbytes
@@ -640,19 +638,6 @@ def _weight(weights: Mapping[str, np.ndarray], op: WeightOp) -> np.ndarray:
             f"weight '{name}' is {arr.dtype}{list(arr.shape)}, IR declares {op.result.type}"
         )
     return arr
-
-
-def constant_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """The numpy value of a dense constant attribute."""
-    t = attr.get_type()
-    dt, shape = to_numpy(dtype_name(t)), shape_of(t)
-    vals = list(attr.get_values())
-    arr = np.asarray(vals, dtype=np.float64 if dt.kind == "V" or dt.kind == "f" else None)
-    if arr.size == 1 and math.prod(shape) != 1:
-        arr = np.full(shape, arr.reshape(()))
-    if is_half(dt):  # a decimal literal rounds once, by fuel's rule (not the library's)
-        return narrow(arr, dtype_name(t)).reshape(shape)
-    return arr.astype(dt).reshape(shape)
 
 
 def route_peak(

@@ -19,9 +19,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from runtime.constants import dense_array
 from runtime.contracts.references import _HALF_GRID, round_exact
 from runtime.dtypes import NUMPY_DTYPES
-from runtime.executor import constant_array
 from runtime.kernels.cpu.library import hand_registered_table
 from runtime.module import FuelModule
 from runtime.rounding import FORMATS, narrow, narrow_into, widen_into
@@ -273,5 +273,5 @@ def test_ir_constant_literal_rounds_once() -> None:
 }"""
     module = FuelModule.parse(text)
     const = next(op for op in module.entry.body.block.ops if op.name == "fuel.constant")
-    got = constant_array(const.value).astype(np.float64)
+    got = dense_array(const.value).astype(np.float64)
     assert got.tolist() == [1 + 2**-7, -1 - 2**-7]

@@ -14,47 +14,42 @@ Stages (`add_stages`), each a short step:
   meta (signature, constexprs, grid, num_warps, shared memory, target); plus one CPU kernel
   artifact (id + revision, as the CPU backend writes them) per host kernel the IR keeps.
 
-`run_lowered` runs a converted module on torch tensors (generated kernels through their
-launcher, library calls through the Triton binding table): under `TRITON_INTERPRET=1` this is
-how the lowering is checked without a GPU.
+A converted module runs on `runtime.executor.Executor` like any other: under
+`TRITON_INTERPRET=1`, on an emulated `cuda:0` (`runtime.devices.TorchDevice(emulate=True)`),
+this is how the lowering is checked without a GPU.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.traits import SymbolTable
 
 from fuel_dialect import ops_elementwise as ew
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
-from fuel_dialect.dispatch import CopyOp
-from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.dtypes import shape_of
 from fuel_dialect.kernel_body import program_ops
 from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
-from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
+from fuel_dialect.ops_movement import ReshapeOp
 from fuel_dialect.ops_nn import MatmulOp
-from fuel_dialect.ops_triton import MAX_BLOCK, LibraryCallOp, TritonKernelOp, TritonLaunchOp
+from fuel_dialect.ops_triton import MAX_BLOCK, LibraryCallOp, TritonKernelOp
 from lowering.backend import BackendError, KernelArtifact, Stage
 from lowering.cpu.backend import artifacts_stage as cpu_artifacts
 from lowering.fusion import FUSIBLE
 from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass, eligible
-from runtime.binding_table import BindingTableError, NoKernelForOp
-from runtime.compiled import compile_node, compile_op, library_entry, library_kernel_id
-from runtime.executor import constant_array
+from runtime.binding_table import BindingTableError, NoKernelForOp, digest64
+from runtime.compiled import compile_node, library_entry, library_kernel_id
 from runtime.kernels import global_bindings
-from runtime.loaders.triton import GeneratedKernel, KernelPlan, cache_dir, load_kernel
-from runtime.module import FuelModule, entry_function, io_names
+from runtime.loaders.triton import KernelPlan, cache_dir, load_kernel
+from runtime.module import FuelModule
 
 _TARGET = re.compile(r"sm_(\d{2,3})a?")
 BACKEND = "cuda"
@@ -307,7 +302,7 @@ def _generated(plan: KernelPlan, options: TritonOptions) -> Kernel:
         num_warps=options.num_warps,
         num_stages=1,
     )
-    revision = int.from_bytes(hashlib.sha256(plan.source.encode()).digest()[:8], "big")
+    revision = digest64(plan.source)
     extra = {"space": list(plan.space), "block": plan.block, "revision": revision}
     return (plan.name, "generated", (spec,), plan.source, extra)
 
@@ -388,131 +383,3 @@ def _launch_meta(a: Any) -> dict[str, Any]:
         "scratch": dict(a.scratch),
         "specialization": {k: list(v) for k, v in a.specialization.items()},  # a.accepts(args)
     }
-
-
-# -- running a converted module ----------------------------------------------------------------
-
-
-def run_lowered(
-    module: Any,
-    inputs: Mapping[str, np.ndarray],
-    weights: Mapping[str, np.ndarray] | None = None,
-    table: Any = None,
-    num_warps: int = 4,
-) -> dict[str, np.ndarray]:
-    """Run a converted module's entry function on torch tensors; numpy in, numpy out.
-
-    Generated kernels run through `GeneratedKernel`, library calls through `table` (default:
-    the Triton kernels' own table), host ops the lowering kept through their stamped CPU
-    kernel; anything else it leaves (constants, weights, reshapes, copies) is a view or a
-    value. Raises BackendError naming the op it cannot run.
-    """
-    import torch
-
-    op = getattr(module, "op", module)
-    weights = weights if weights is not None else getattr(module, "weights", {})
-    fn = entry_function(op)
-    in_names, out_names = io_names(fn)
-    missing = [n for n in in_names if n not in inputs]
-    if missing:
-        raise BackendError(f"missing input(s) {', '.join(missing)} (takes {', '.join(in_names)})")
-    env: dict[Any, torch.Tensor] = {
-        a: to_torch(inputs[n]) for a, n in zip(fn.body.block.args, in_names, strict=True)
-    }
-    kernels: dict[str, GeneratedKernel] = {}
-    for inner in fn.body.block.ops:
-        if isinstance(inner, func.ReturnOp):
-            return {n: to_numpy(env[v]) for n, v in zip(out_names, inner.operands, strict=True)}
-        args = [env[v] for v in inner.operands]
-        outs = [torch.empty(shape_of(r.type), dtype=_torch_dtype(r.type)) for r in inner.results]
-        if isinstance(inner, TritonLaunchOp):
-            sym = inner.kernel.string_value()
-            if sym not in kernels:
-                target = SymbolTable.lookup_symbol(inner, inner.kernel)
-                if not isinstance(target, TritonKernelOp):
-                    raise BackendError(f"fuel.triton_launch: no fuel.triton_kernel @{sym}")
-                kernels[sym] = GeneratedKernel(KernelPlan.from_op(target), num_warps)
-            kernels[sym](args, outs, {})
-        elif isinstance(inner, LibraryCallOp):
-            _library(inner, table)(args, outs, inner.kernel_params())
-        elif isinstance(inner, KernelOp) and _host_stamped(inner):
-            _host(inner, args, outs)
-        elif isinstance(inner, ConstantOp | WeightOp):
-            outs = [_value(inner, weights)]
-        elif isinstance(inner, ReshapeOp | CopyOp):
-            outs = [args[0].reshape(shape_of(inner.results[0].type))]
-        else:
-            raise BackendError(f"run_lowered cannot run '{inner.name}' (convert the module first)")
-        env.update(zip(inner.results, outs, strict=True))
-    raise BackendError("the entry function has no func.return")
-
-
-def _library(call: LibraryCallOp, table: Any) -> Any:
-    # lazy: imports torch and triton
-    from runtime.kernels.triton.registry import triton_kernel_table
-
-    table = table if table is not None else _default_table(triton_kernel_table)
-    try:
-        return library_entry(call, table).kernel
-    except BindingTableError as e:
-        raise BackendError(f"fuel.library_call: {e}") from None
-
-
-def _host_stamped(op: Operation) -> bool:
-    stamp = op.attributes.get(KERNEL_ATTR)
-    return isinstance(stamp, KernelRefAttr) and stamp.backend.data == "cpu"
-
-
-def _host(op: Operation, args: list[Any], outs: list[Any]) -> None:
-    """A host op the lowering kept (stamped CPU kernel): numpy in, torch out."""
-    node = compile_op(op, global_bindings(), "cpu")
-    ins = [np.ascontiguousarray(to_numpy(a)) for a in args]
-    res = [np.empty(tuple(t.shape), to_numpy(t).dtype) for t in outs]
-    node.entry.kernel(ins, res, node.params)
-    for t, r in zip(outs, res, strict=True):
-        t.copy_(to_torch(r))
-
-
-_TABLE: list[Any] = []
-
-
-def _default_table(make: Any) -> Any:
-    if not _TABLE:
-        _TABLE.append(make())
-    return _TABLE[0]
-
-
-def _value(op: ConstantOp | WeightOp, weights: Mapping[str, np.ndarray]) -> Any:
-    if isinstance(op, ConstantOp):
-        return to_torch(constant_array(op.value))
-    name = op.sym_name.data
-    if name not in weights:
-        raise BackendError(f"weight '{name}' has no data")
-    return to_torch(weights[name])
-
-
-def _torch_dtype(t: Any) -> Any:
-    from runtime.kernels.triton.spec import TORCH_DTYPES  # lazy: imports torch
-
-    return TORCH_DTYPES[dtype_name(t)]
-
-
-def to_torch(a: np.ndarray) -> Any:
-    """A torch CPU tensor with `a`'s values (bf16 through its bits)."""
-    import torch
-
-    a = np.array(a, order="C", copy=True)  # keeps 0-d shapes (ascontiguousarray does not)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-def to_numpy(t: Any) -> np.ndarray:
-    """The numpy array of a torch CPU tensor (bf16 as ml_dtypes.bfloat16)."""
-    import ml_dtypes
-    import torch
-
-    t = t.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()

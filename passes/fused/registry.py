@@ -45,7 +45,7 @@ UNTRACKED = 0
 
 
 @dataclass(frozen=True)
-class PrecisionGuarantee:
+class DecompositionBound:
     """What a fused kernel promises against its decomposition (arm 0) in f32, normwise over
     the output: max|fused - decomposition| <= max_absolute + max_relative * max|decomposition|
     (an elementwise bound is ill-posed where a matmul or softmax output cancels to ~0).
@@ -78,7 +78,7 @@ class FusedEntry:
     name: str
     pattern: Pattern
     build: Build
-    precision: PrecisionGuarantee
+    precision: DecompositionBound
     revision: int = UNTRACKED
     cost: Callable[[FusedMatch], CostEstimate] | None = None
     kernel_op: str = ""
@@ -192,10 +192,10 @@ class FusedKernelRegistry:
 # rope rounds once in f64 where the chain rounds three times; attention masks with -inf and
 # divides after PV; matmul + bias + act and the gated MLP run the chain's own numpy calls in
 # f32 (bit-identical to it when silu is `fuel.silu`; `x * sigmoid(x)` rounds twice in the chain).
-_F32_ROW = PrecisionGuarantee(True, 1e-6, 1e-7, "row reduction reassociated")
-_F32_ROPE = PrecisionGuarantee(True, 1e-6, 1e-7, "one rounding instead of three")
-_F32_ATTN = PrecisionGuarantee(True, 1e-6, 1e-7, "-inf mask; softmax normalised after PV")
-_F32_CHAIN = PrecisionGuarantee(True, 1e-6, 0.0, "the chain's numpy calls, intermediates in f32")
+_F32_ROW = DecompositionBound(True, 1e-6, 1e-7, "row reduction reassociated")
+_F32_ROPE = DecompositionBound(True, 1e-6, 1e-7, "one rounding instead of three")
+_F32_ATTN = DecompositionBound(True, 1e-6, 1e-7, "-inf mask; softmax normalised after PV")
+_F32_CHAIN = DecompositionBound(True, 1e-6, 0.0, "the chain's numpy calls, intermediates in f32")
 
 BUILTIN_ENTRIES: tuple[FusedEntry, ...] = (
     FusedEntry("softmax", match_softmax, build_softmax, _F32_ROW, kernel_op="softmax"),
@@ -235,7 +235,7 @@ __all__ = [
     "FusedKernel",
     "FusedKernelRegistry",
     "FusedMatch",
-    "PrecisionGuarantee",
+    "DecompositionBound",
     "default_fused_registry",
     "entry_cost",
 ]

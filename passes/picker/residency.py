@@ -158,7 +158,7 @@ class LiveRange:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class EvictionWindow:
     """Evict `range` after position `after` and reload it before position `before`."""
 
     range: LiveRange
@@ -315,7 +315,7 @@ class ResidencyPlanner:
     def live_at(self, device: str, i: int) -> list[LiveRange]:
         return [r for r in self.ranges if r.device == device and r.live_at(i)]
 
-    def candidates(self, device: str) -> list[Candidate]:
+    def candidates(self, device: str) -> list[EvictionWindow]:
         """Tensors live at `device`'s peak and idle across it, best first by bytes x gap (ties:
         larger bytes, then earlier definition). A host tensor has nowhere to go, and a gap
         whose later reads go through more than one view cannot be rewired with one reload."""
@@ -330,7 +330,7 @@ class ResidencyPlanner:
                 or len({m for i, m in zip(r.uses, r.readers, strict=True) if i >= gap[1]}) != 1
             ):
                 continue
-            found.append(Candidate(r, *gap))
+            found.append(EvictionWindow(r, *gap))
         found.sort(key=lambda c: (-c.score, -c.range.bytes, c.range.start))
         return found[:MAX_CANDIDATES]
 

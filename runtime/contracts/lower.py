@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import itertools
 import re
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.binding_table import Kernel, KernelCaps
+from runtime.binding_table import Kernel, KernelCaps, digest64
 from runtime.contracts.entry import BuiltKernel, Declared, resolve_entry_point
 from runtime.contracts.errors import BadEntryArgs, FactoryFailed, FkcError
 from runtime.contracts.model import CostSpec, KernelContract, Operand
@@ -247,7 +246,7 @@ def revision_of(contract: KernelContract, code: Sequence[Any]) -> int:
             *(_source_of(c) for c in code),
         ]
     )
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    return digest64(text)
 
 
 def _build(contract: KernelContract, entry: Declared, dtypes: tuple[str, ...]) -> BuiltKernel:

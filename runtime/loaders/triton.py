@@ -20,6 +20,7 @@ from typing import Any
 
 from fuel_dialect.dtypes import io_signature
 from runtime import knobs
+from runtime.dtypes import torch_dtype
 from runtime.fsutil import atomic_write_text
 
 POINTER = {
@@ -143,14 +144,12 @@ class GeneratedKernel:
         self.fn = load_kernel(plan.name, plan.source)
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[Any], params: Any) -> None:
-        from runtime.kernels.triton.spec import TORCH_DTYPES  # lazy: imports torch
-
         plan = self.plan
         for what, got, want in (("input", inputs, plan.inputs), ("output", outputs, plan.outputs)):
             if len(got) != len(want):
                 raise CodegenError(f"{plan.name}: expected {len(want)} {what}s, got {len(got)}")
             for j, (t, (shape, dt)) in enumerate(zip(got, want, strict=True)):
-                if tuple(t.shape) != shape or t.dtype != TORCH_DTYPES[dt]:
+                if tuple(t.shape) != shape or t.dtype != torch_dtype(dt):
                     raise CodegenError(
                         f"{plan.name}: {what} {j} must be {dt}{list(shape)}, "
                         f"got {t.dtype}{list(t.shape)}"

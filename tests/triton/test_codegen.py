@@ -14,11 +14,12 @@ import pytest
 
 from fuel_dialect.dialect import fuel_context
 from lowering.fusion import fusion_groups
-from lowering.triton.backend import run_lowered
 from lowering.triton.codegen import kernel_source
 from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 from runtime.dtypes import to_numpy
+from runtime.devices import TorchDevice
 from runtime.executor import Executor
+from runtime.kernels.triton.registry import triton_kernel_table
 from runtime.loaders.triton import CodegenError, GeneratedKernel, KernelPlan, cache_dir, source_file
 from runtime.module import FuelModule
 
@@ -41,6 +42,12 @@ def lowered(text: str) -> tuple[FuelModule, FuelModule]:
     ConvertFuelToTritonPass().apply(fuel_context(), low.op)
     low.op.verify()
     return ref, low
+
+
+def emulated(low: FuelModule) -> Executor:
+    """The executor over a converted module, its launches on an emulated `cuda:0`."""
+    cuda = TorchDevice("cuda:0", emulate=True)
+    return Executor(low, table=triton_kernel_table(), devices={"cuda:0": cuda})
 
 
 def random_inputs(module: FuelModule, lo: float = -3.0, hi: float = 3.0) -> dict[str, np.ndarray]:
@@ -76,7 +83,7 @@ def check(text: str, inputs: dict[str, np.ndarray] | None = None, launches: int 
         assert str(low).count("fuel.triton_launch") == launches, str(low)
     inputs = inputs if inputs is not None else random_inputs(ref)
     want = Executor(ref).run(inputs)
-    got = run_lowered(low, inputs)
+    got = emulated(low).run(inputs)
     for name, w in want.items():
         g = got[name]
         assert g.dtype == w.dtype and g.shape == w.shape, name

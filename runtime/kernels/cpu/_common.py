@@ -7,14 +7,13 @@ view). Cost functions are built here from small per-family formulas (see `CostFn
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps, revision_hash
+from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps, digest64, revision_hash
 from runtime.cost import CostEstimate, CostFn
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, SIGNED_INT_DTYPES
 from runtime.precision import PrecisionGuarantee
@@ -82,7 +81,7 @@ def add(
         also = (*also, *REVISION_CODE)
     if also or code:
         text = " ".join(str(revision_hash(f, source)) for f in (kernel, *also)) + code
-        revision = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+        revision = digest64(text)
     table.register(
         op,
         tuple(dtypes),

@@ -16,7 +16,6 @@ for other sizes or print them into C.
 from __future__ import annotations
 
 import ast
-import hashlib
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,21 +23,14 @@ from typing import Any, Protocol
 
 import torch
 
+from runtime.binding_table import digest64
+from runtime.dtypes import TORCH_NAMES, torch_dtype
+
 Shapes = Sequence[tuple[int, ...]]
 Params = Mapping[str, Any]
 
-TORCH_DTYPES: Mapping[str, torch.dtype] = {
-    "f32": torch.float32,
-    "f16": torch.float16,
-    "bf16": torch.bfloat16,
-    "f64": torch.float64,
-    "i64": torch.int64,
-    "i32": torch.int32,
-    "i8": torch.int8,
-    "u8": torch.uint8,
-    "i1": torch.bool,
-}
-"""fuel dtype name -> torch dtype."""
+TORCH_DTYPES: Mapping[str, torch.dtype] = {name: torch_dtype(name) for name in TORCH_NAMES}
+"""fuel dtype name -> torch dtype (`runtime.dtypes.TORCH_NAMES`)."""
 
 TRITON_PTR: Mapping[str, str] = {
     "f32": "*fp32",
@@ -168,14 +160,14 @@ class TritonKernel(Protocol):
 
 def source_revision(*objs: Any) -> int:
     """A 64-bit revision over the source text of `objs` (jit functions, classes, functions)."""
-    h = hashlib.sha256(b"triton")
+    parts = [b"triton"]
     for obj in objs:
         target = getattr(obj, "fn", obj)  # a JITFunction wraps the Python function as .fn
         try:
-            h.update(inspect.getsource(target).encode())
+            parts.append(inspect.getsource(target).encode())
         except (OSError, TypeError):
-            h.update(repr(target).encode())
-    return int.from_bytes(h.digest()[:8], "big")
+            parts.append(repr(target).encode())
+    return digest64(b"".join(parts))
 
 
 def out_target(out: torch.Tensor) -> torch.Tensor:
