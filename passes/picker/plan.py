@@ -109,6 +109,7 @@ class ExecutionPlan:
 
 
 def value_bytes(v: SSAValue) -> int:
+    """Bytes of a tensor value's buffer."""
     return math.prod(shape_of(v.type)) * dtype_bytes(dtype_name(v.type))
 
 

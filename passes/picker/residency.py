@@ -41,9 +41,8 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import CopyOp, placed_device
-from fuel_dialect.dtypes import dtype_name, shape_of
 from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
-from runtime.cost import dtype_bytes
+from passes.picker.plan import value_bytes
 from runtime.topology import DEVICE_NAME, TRANSFER_DEFAULTS, TransferEstimator, TransferPath
 
 MAX_CANDIDATES = 32
@@ -112,11 +111,6 @@ def op_label(op: Operation, position: int) -> str:
     """`fuel.neg %c` when the op's result has a name, else `op 5 (fuel.add)`."""
     hint = op.results[0].name_hint if op.results else None
     return f"{op.name} %{hint}" if hint else f"op {position} ({op.name})"
-
-
-def value_bytes(v: SSAValue) -> int:
-    """Bytes of a tensor value's buffer."""
-    return math.prod(shape_of(v.type)) * dtype_bytes(dtype_name(v.type))
 
 
 def _first(pair: tuple[int, SSAValue]) -> int:

@@ -7,14 +7,13 @@ view). Cost functions are built here from small per-family formulas (see `CostFn
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps, digest64, revision_hash
-from runtime.cost import CostEstimate, CostFn
+from runtime.cost import CostEstimate, CostFn, numel
 from runtime.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, SIGNED_INT_DTYPES
 from runtime.precision import PrecisionGuarantee
 from runtime.rounding import CHUNK, HALF, REVISION_CODE, store
@@ -94,10 +93,6 @@ def add(
         revision=revision,
         direct=direct,
     )
-
-
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
 
 
 def operand_bytes(shapes: Sequence[Sequence[int]], dtypes: Sequence[str]) -> float:
