@@ -252,3 +252,21 @@ def elements_gather(em: Emitter, data: Tensor, axis: int, indices: Tensor) -> Te
     linear = em.op("add", em.op("mul", idx, scalar(strides[norm], "i64")), base)
     flat = data if len(s) == 1 else em.op("reshape", data, shape=(math.prod(s),))
     return em.op("gather", flat, linear, axis=0)
+
+
+def cumulative_sum(em: Emitter, x: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
+    """Running sums of `x` along `axis` (ONNX CumSum, `torch.cumsum`): a matmul with a 0/1
+    triangular matrix along `axis` (moved last), exact for integers, and for floats a sum of
+    the same terms (products with 1 are exact) in BLAS order. Folds when `x` is constant."""
+    s = shape_of_t(x)
+    i = np.arange(s[axis])
+    before = i[:, None] > i[None, :] if reverse else i[:, None] < i[None, :]
+    tri = before | ((i[:, None] == i[None, :]) & (not exclusive))
+    perm = [d for d in range(len(s)) if d != axis] + [axis]
+    xt = x if perm == list(range(len(s))) else em.op("transpose", x, perm=perm)
+    flat = em.op("reshape", xt, shape=(1, s[axis])) if len(s) == 1 else xt
+    y = em.op("matmul", flat, tri.astype(to_numpy(dtype_of(x))))
+    y = em.op("reshape", y, shape=s) if len(s) == 1 else y
+    return (
+        y if perm == list(range(len(s))) else em.op("transpose", y, perm=np.argsort(perm).tolist())
+    )

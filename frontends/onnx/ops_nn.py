@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from onnx import TensorProto
 
-from frontends.onnx.emit import Tensor, Unsupported, dtype_of, scalar, shape_of_t
+from frontends.onnx.emit import Tensor, Unsupported, cumulative_sum, dtype_of, scalar, shape_of_t
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES, normalize_axis
-from runtime.dtypes import to_numpy
 
 
 def axis_of(n: Node, default: int, rank: int) -> int:
@@ -174,24 +172,13 @@ def simplified_layer_norm(n: Node) -> tuple[Tensor, Tensor | None]:
 
 @onnx_op("CumSum", attrs="exclusive reverse")
 def cumsum(n: Node) -> Tensor:
-    """A matmul with a 0/1 triangular matrix along `axis` (moved last): exact for integers,
-    and for floats a sum of the same terms (products with 1 are exact) in BLAS order."""
-    x, em = n.x(), n.em
+    """`cumulative_sum` along `axis` (the second input)."""
+    x = n.x()
     s = shape_of_t(x)
     axis = normalize_axis(int((n.ints(1, "axis") or [0])[0]), max(len(s), 1))
     if axis is None or not s:
         raise Unsupported(f"axis is out of range for shape {list(s)}")
-    i = np.arange(s[axis])
-    before = i[:, None] > i[None, :] if n.attr("reverse", 0) else i[:, None] < i[None, :]
-    tri = before | ((i[:, None] == i[None, :]) & (not n.attr("exclusive", 0)))
-    perm = [d for d in range(len(s)) if d != axis] + [axis]
-    xt = x if perm == list(range(len(s))) else em.op("transpose", x, perm=perm)
-    flat = em.op("reshape", xt, shape=(1, s[axis])) if len(s) == 1 else xt
-    y = em.op("matmul", flat, tri.astype(to_numpy(dtype_of(x))))
-    y = em.op("reshape", y, shape=s) if len(s) == 1 else y
-    return (
-        y if perm == list(range(len(s))) else em.op("transpose", y, perm=np.argsort(perm).tolist())
-    )
+    return cumulative_sum(n.em, x, axis, bool(n.attr("exclusive", 0)), bool(n.attr("reverse", 0)))
 
 
 @onnx_op("BatchNormalization", attrs="epsilon momentum training_mode spatial")

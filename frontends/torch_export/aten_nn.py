@@ -20,8 +20,15 @@ import torch
 from xdsl.ir import OpResult, SSAValue
 
 from frontends.kv_mask import emit_kv_len, match_kv_mask
-from frontends.onnx.emit import Tensor, Unsupported, dtype_of, scalar, shape_of_t
-from frontends.torch_export.aten_movement import permute
+from frontends.onnx.emit import (
+    Tensor,
+    Unsupported,
+    cumulative_sum,
+    dtype_of,
+    scalar,
+    shape_of_t,
+)
+from frontends.torch_export.aten_movement import permute, slice_
 from frontends.torch_export.aten_ops import FUEL_TO_TORCH, Cx, Value, aten, axis, cast, reshape
 from fuel_dialect.ops_movement import BroadcastOp, ReshapeOp
 from runtime.dtypes import to_numpy
@@ -121,6 +128,34 @@ def any_all(cx: Cx, x: Tensor, dim: Value = None, keepdim: bool = False) -> Tens
     method = "reduce_max" if str(cx.node.target).startswith("aten.any") else "reduce_min"
     r = cx.op(method, f, axes=axes, keepdim=bool(keepdim)) if axes else f
     return cx.em.apply(lambda g, a, z: g.compare("gt", a, z), r, scalar(0.0, "f32"))
+
+
+@aten("cumsum.default")
+def cumsum(cx: Cx, x: Tensor, dim: int, *, dtype: Value = None) -> Tensor:
+    """Running sums along `dim` in the result dtype (bools and ints sum as i64, as torch)."""
+    s = shape_of_t(x)
+    if not s:
+        return cast(cx.em, x, cx.dtype)
+    return cumulative_sum(cx.em, cast(cx.em, x, cx.dtype), axis(dim, len(s)), False, False)
+
+
+@aten("diff.default")
+def diff(
+    cx: Cx, x: Tensor, n: int = 1, dim: int = -1, prepend: Value = None, append: Value = None
+) -> Tensor:
+    """`n` forward differences along `dim` of `prepend ++ x ++ append`: `b - a` of neighbours,
+    `a != b` on bools (torch's rule)."""
+    d = axis(dim, len(shape_of_t(x)))
+    parts = [t for t in (prepend, x, append) if t is not None]
+    y = parts[0] if len(parts) == 1 else cx.em.apply(lambda g, *vs: g.concat(list(vs), d), *parts)
+    for _ in range(n):
+        size = shape_of_t(y)[d]
+        lo, hi = slice_(cx, y, d, 0, size - 1), slice_(cx, y, d, 1, size)
+        if dtype_of(y) == "i1":
+            y = cx.em.apply(lambda g, a, b: g.compare("ne", a, b), hi, lo)
+        else:
+            y = cx.op("sub", hi, lo)
+    return y
 
 
 @aten("softmax.int", "_softmax.default", "_safe_softmax.default")

@@ -271,6 +271,16 @@ DIRECT = {
     "softmax_op": lambda x, y: ATEN._softmax(x, 1, False),
     "native_layer_norm": lambda x, y: ATEN.native_layer_norm(x, [4], None, None, 1e-5)[0],
     "addmm_alpha": lambda x, y: ATEN.addmm(ROW[:3], x, y.T, beta=0, alpha=2),
+    "cumsum": lambda x, y: (
+        torch.cumsum(x, 1),
+        torch.cumsum(B1, 0),
+        torch.cumsum(x, -2, dtype=torch.float64),
+    ),
+    "diff": lambda x, y: (
+        torch.diff(x, dim=1),
+        torch.diff(x, n=2, dim=0, prepend=y[:1]),
+        torch.diff(B1, dim=-1, append=B2[:, :1]),
+    ),
 }
 """Direct calls of aten overloads the models above do not happen to export."""
 

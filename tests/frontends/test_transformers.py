@@ -120,6 +120,26 @@ def test_torch_export_as_exported(name: str) -> None:
     _check(import_exported_program(ep), model, args, alt)
 
 
+class IdsOnly(torch.nn.Module):
+    """`model(input_ids)` as most users export a decoder: transformers builds the positions and
+    mask itself (its packed-sequence check runs `diff` and `cumsum` on the positions)."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.m = model
+
+    def forward(self, ids: Any) -> Any:
+        return self.m(input_ids=ids, use_cache=False).logits
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_torch_export_of_a_decoder_given_only_ids(name: str) -> None:
+    model, (a, _), (b, _) = _case(name)
+    ids_only = IdsOnly(model.m).eval()
+    ep = torch.export.export(ids_only, (a,), strict=False)
+    _check(import_exported_program(ep), ids_only, (a,), (b,))
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_onnx_legacy_export(name: str) -> None:
     model, args, alt = _case(name)
