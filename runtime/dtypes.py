@@ -68,3 +68,28 @@ def torch_dtype(name: str) -> Any:
     import torch  # lazy: torch is an optional dependency of the runtime
 
     return getattr(torch, TORCH_NAMES[name])
+
+
+def tensor_to_numpy(t: Any) -> np.ndarray:
+    """A copy of a torch tensor's values in numpy, same dtype (bf16: ml_dtypes' bfloat16)."""
+    import torch  # lazy: torch is an optional dependency of the runtime
+
+    t = t.detach().cpu().contiguous()
+    names = {getattr(torch, v): k for k, v in TORCH_NAMES.items()}
+    if t.dtype not in names:
+        raise KeyError(
+            f"torch dtype {t.dtype} has no fuel dtype (known: {', '.join(NUMPY_DTYPES)})"
+        )
+    out = np.empty(tuple(t.shape), NUMPY_DTYPES[names[t.dtype]])
+    torch.from_numpy(out.reshape(-1).view(np.uint8)).copy_(t.reshape(-1).view(torch.uint8))
+    return out
+
+
+def numpy_to_tensor(a: np.ndarray) -> Any:
+    """A torch CPU tensor holding a copy of `a`, same dtype (bf16 from ml_dtypes' bfloat16)."""
+    import torch  # lazy: torch is an optional dependency of the runtime
+
+    a = np.ascontiguousarray(a)
+    t = torch.empty(a.shape, dtype=torch_dtype(from_numpy(a.dtype)))
+    t.reshape(-1).view(torch.uint8).copy_(torch.from_numpy(a.reshape(-1).view(np.uint8)))
+    return t
