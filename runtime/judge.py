@@ -31,7 +31,6 @@ import numpy as np
 from runtime import knobs
 from runtime.binding_table import KernelBindingTable
 from runtime.fsutil import atomic_write_text, read_regular_file
-from runtime.kernels import global_bindings
 
 log = logging.getLogger(__name__)
 
@@ -454,15 +453,14 @@ class ProfileJudgeOracle(_LatencyMap):
 
     An entry whose `revision_hash` no longer matches the table's sibling with that
     `kernel_source` at its key is ignored. A report of another schema version gives an empty
-    oracle. `table=None` checks against `global_bindings()`.
+    oracle. `table`: the kernels the plan picks from (the report's entries are checked
+    against it).
     """
 
-    def __init__(self, report: ProfileReport, table: KernelBindingTable | None = None) -> None:
+    def __init__(self, report: ProfileReport, table: KernelBindingTable) -> None:
         super().__init__()
         if report.version != REPORT_VERSION:
             return
-        if table is None:
-            table = global_bindings()
         for e in fresh_entries(report.entries, table):
             key = (e.op, e.dtype, e.size_class, e.backend, e.kernel_source)
             old = self._cells.get(key)

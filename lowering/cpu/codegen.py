@@ -24,7 +24,7 @@ Semantics are the numpy kernels' (`runtime/kernels/cpu/elementwise.py`), op by o
 * max/min/relu propagate NaN; comparisons give i1 as a 0/1 byte; `where` selects.
 * `cast`: to i1 is `x != 0`; float -> int truncates (in range only, like numpy); int -> float
   and f64 -> f32 round once to nearest even.
-* erf and gelu are `runtime.kernels.cpu.special`'s f64 algorithms transcribed (the same
+* erf and gelu are `runtime.special`'s f64 algorithms transcribed (the same
   erfcx polynomial, series and exact-square splits, in the same operation order), evaluated in
   double for f32 too, like the numpy kernels' F64_COMPUTE; the f64 tanh form of gelu (a
   double-double argument) has no emitter.

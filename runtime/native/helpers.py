@@ -8,7 +8,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.kernels.cpu import special
+from runtime import special
 
 HELPERS = {
     "fuel_sigmoid": """

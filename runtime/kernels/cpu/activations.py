@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 
-from runtime.kernels.cpu import special
+from runtime import special
 from runtime.kernels.cpu._common import F64_COMPUTE, WIDE, compute_kernel
 from runtime.rounding import apply_into, store
 

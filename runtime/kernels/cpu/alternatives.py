@@ -26,10 +26,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime import special
 from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
 from runtime.contracts.entry import kernel_entry
 from runtime.cost import CostEstimate, CostFn
-from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import (
     ALL,
     CAPS,

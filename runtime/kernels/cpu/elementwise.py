@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from runtime import special
 from runtime.binding_table import Kernel, KernelBindingTable
-from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import (
     ALL,
     F64_COMPUTE,

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime import special
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate
 from runtime.dtypes import compute_dtype
-from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import (
     Arrays,
     F,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime import special
 from runtime.contracts.entry import BuiltKernel, kernel_factory
 from runtime.dtypes import compute_dtype
 from runtime.kernels.cpu import alternatives as _alt
@@ -21,7 +22,6 @@ from runtime.kernels.cpu import flash as _flash
 from runtime.kernels.cpu import movement as _movement
 from runtime.kernels.cpu import nn as _nn
 from runtime.kernels.cpu import reduction as _reduction
-from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import F64, F64_COMPUTE, WIDE, compute_kernel
 from runtime.kernels.cpu.elementwise import (
     NARROW_FORMS,
