@@ -43,7 +43,7 @@ from runtime.kernels.cpu.contracts import (
     register_cpu_kernels_from_contracts,
     vendor_dirs,
 )
-from tools.errors import ArgumentParser, run_parser
+from tools.errors import ArgumentParser, CliError, run_parser
 
 
 def _builtin_contract_dirs() -> list[Path]:
@@ -226,9 +226,23 @@ def _kernels_table(args: argparse.Namespace) -> KernelBindingTable:
     return table
 
 
+def _nothing_matches(table: KernelBindingTable, op: str | None, backend: str | None) -> str:
+    """Why `--op`/`--backend` select no kernel: the names the table does have."""
+    keys = [k for k, _ in table.iter_entries()]
+    ops, backends = sorted({o for o, _, _ in keys}), sorted({b for _, _, b in keys})
+    if op is not None and op not in ops:
+        return f"no kernel for op '{op}' (ops: {', '.join(ops)})"
+    if backend is not None and backend not in backends:
+        return f"no kernel on backend '{backend}' (backends: {', '.join(backends)})"
+    return f"no kernel for op '{op}' on backend '{backend}'"
+
+
 def cmd_kernels(args: argparse.Namespace) -> int:
     """Print the table for the parsed `fuel kernels` arguments."""
-    rows = table_rows(_kernels_table(args), args.op, args.backend)
+    table = _kernels_table(args)
+    rows = table_rows(table, args.op, args.backend)
+    if not rows and (args.op is not None or args.backend is not None):
+        raise CliError(_nothing_matches(table, args.op, args.backend))
     rows.sort(key=lambda r: (r.op, r.backend))
     print(format_rows(rows))
     n = sum(len(r.dtypes) for r in rows)

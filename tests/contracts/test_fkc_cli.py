@@ -45,8 +45,11 @@ def test_kernels_marks_hand_registered_entries(capsys: Capsys) -> None:
     assert main(["kernels", "--op", "concat", "--backend", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "hand-registered" in out and "verified" in out  # by the hand-registered ledger
-    assert main(["kernels", "--op", "no_such_op"]) == 0
-    assert "0 kernels" in capsys.readouterr().out
+    assert main(["kernels", "--op", "no_such_op"]) == 1
+    err = capsys.readouterr().err
+    assert "error: no kernel for op 'no_such_op' (ops: abs, add," in err
+    assert main(["kernels", "--op", "exp", "--backend", "tpu"]) == 1
+    assert "error: no kernel on backend 'tpu' (backends: cpu" in capsys.readouterr().err
 
 
 def test_verify_kernels_check_and_run_do_not_touch_the_ledger(capsys: Capsys) -> None:
