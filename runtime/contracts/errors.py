@@ -27,6 +27,10 @@ class FkcError(Exception):
 # -- the document: front-matter, sections, fenced blocks, the YAML subset ------------------
 
 
+class NotUtf8(FkcError):
+    rule, summary = "FKC-E42", "a contract file is UTF-8 text"
+
+
 class NoFrontMatter(FkcError):
     rule, summary = "FKC-E01", "a file starts with a `---` front-matter block that is closed"
 

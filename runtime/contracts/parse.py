@@ -18,6 +18,7 @@ from runtime.contracts.errors import (
     BlockOutsideSection,
     MultipleBlocks,
     NoFrontMatter,
+    NotUtf8,
     SectionWithoutBlock,
     UnclosedFence,
 )
@@ -110,7 +111,13 @@ def parse_text(text: str, path: str) -> ContractFile:
 def parse_file(path: str | Path) -> ContractFile:
     """Read and parse one `*.fkc.md` file (OSError propagates)."""
     p = Path(path)
-    return parse_text(p.read_text(encoding="utf-8"), str(p))
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise NotUtf8(str(p), line, f"not UTF-8 text (byte {e.start} is invalid)") from None
+    return parse_text(text, str(p))
 
 
 def _front_matter(rows: list[str], path: str) -> tuple[Block, int]:

@@ -122,6 +122,12 @@ def _duplicate_name(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
     )
 
 
+def _not_utf8(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
+    data = base.replace("rounded once.", "rounded once \udcff.").encode("utf-8", "surrogateescape")
+    (tmp / "k.fkc.md").write_bytes(data)
+    return [tmp / "k.fkc.md"], tmp / "k.fkc.md", _line(base, "rounded once.")
+
+
 def _no_files(base: str, tmp: Path) -> tuple[list[Path], Path, int]:
     return [tmp / "nothing-*.fkc.md"], tmp / "nothing-*.fkc.md", 0
 
@@ -130,6 +136,7 @@ SCENARIOS: dict[type[FkcError], Callable[[str, Path], tuple[list[Path], Path, in
     E.ProviderMismatch: _provider_mismatch,
     E.DuplicateRegistration: _duplicate_registration,
     E.NoContractFiles: _no_files,
+    E.NotUtf8: _not_utf8,
     E.DuplicateKernelName: _duplicate_name,
 }
 """Rules that need more than one edit: (files to import, file blamed, line blamed)."""
