@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from fuel_dialect.attrs import DEVICE_ATTR
+from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.branch import YieldOp
 from fuel_dialect.dtypes import broadcast_shapes, shape_of
 from fuel_dialect.ops_elementwise import BinaryOp, CastOp, GeluOp, UnaryOp, WhereOp
@@ -276,11 +276,16 @@ def emit_group(em: Any, group: FusionGroup) -> Any:
     return em
 
 
+BODY_STAMPS = ("c-vecmath",)
+"""Kernel sources whose `#fuel.kernel` stamp a kernel body keeps on its ops: the generated code
+depends on it (`lowering.cpu.codegen.uses_vecmath`)."""
+
+
 def kernel_body(group: FusionGroup) -> Region:
     """The body a generated kernel symbol keeps (`fuel_dialect.kernel_body`): block arguments
     for `group.inputs`, clones of its splat constants and member ops (discardable attributes
-    dropped: they say where the op ran, not what it computes), `fuel.yield` of its outputs.
-    `body_group` reads it back."""
+    dropped: they say where the op ran, not what it computes; a stamp of `BODY_STAMPS` stays:
+    it says what the op computes), `fuel.yield` of its outputs. `body_group` reads it back."""
     block = Block(arg_types=[v.type for v in group.inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(group.inputs, block.args, strict=True))
     for v, arg in mapping.items():
@@ -290,6 +295,9 @@ def kernel_body(group: FusionGroup) -> Region:
         assert isinstance(op, Operation)
         clone = op.clone(mapping)
         clone.attributes.clear()
+        stamp = op.attributes.get(KERNEL_ATTR)
+        if isinstance(stamp, KernelRefAttr) and stamp.kernel_source.data in BODY_STAMPS:
+            clone.attributes[KERNEL_ATTR] = stamp
         block.add_op(clone)
         mapping.update(zip(op.results, clone.results, strict=True))
     block.add_op(YieldOp(*(mapping[v] for v in group.outputs)))
