@@ -438,7 +438,8 @@ def c_source(group: FusionGroup, name: str) -> str:
     out += [half.HELPER_SOURCE if h == half.HELPER else helper_source(h) for h in deps_first]
     if em.vec_helpers:
         out.append(vecmath.source(em.vec_helpers))
-    out += ["", f"static void {name}_body({', '.join(params)}) {{"]
+    clones = f"{vecmath.CLONES} " if em.vec_helpers else ""
+    out += ["", f"{clones}static void {name}_body({', '.join(params)}) {{"]
     if not dims:
         loops = ["{"]  # one point
     out.extend(f"  {line}" for line in loops)

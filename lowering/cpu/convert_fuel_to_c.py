@@ -29,9 +29,9 @@ LIBRARY_SOURCE = "numpy"
 (faster, less precise) sibling keep the kernel the picker chose, unless `c-vecmath` replaces
 it (`VecmathChoice`)."""
 REPLACEABLE = (LIBRARY_SOURCE, "numpy-fast", vecmath.SOURCE)
-"""Stamps a `c-vecmath` function may replace in a generated kernel, when the precision floor
-admits its verified claim: the numpy default (the picker ranks kernels one call each; inside
-a kernel the vectorized function is the faster one) and the f32-native numpy siblings."""
+"""Stamps a `c-vecmath` function replaces in a generated kernel when no precision floor is
+stated: the numpy default (the picker ranks kernels one call each; inside a kernel the
+vectorized function is the faster one) and the f32-native numpy siblings (looser claims)."""
 
 
 def host_eligible(op: Operation, vec: VecmathChoice | None = None) -> bool:
@@ -55,9 +55,11 @@ def host_eligible(op: Operation, vec: VecmathChoice | None = None) -> bool:
 @dataclass
 class VecmathChoice:
     """Which f32 transcendentals compute with their `c-vecmath` function (a polynomial the
-    compiler vectorizes) instead of the numpy kernel's libm call: those stamped with it, and
-    those stamped with a `REPLACEABLE` sibling (or unstamped) when the `c-vecmath` entry is
-    registered here and `floor` admits its verified claim (no floor: any audited claim)."""
+    compiler vectorizes) instead of the numpy kernel's libm call: those stamped with it (the
+    picker's choice), and, when no precision floor is stated (`floor` unconstrained: the
+    fastest verified kernel), those stamped with a `REPLACEABLE` sibling or unstamped, where
+    the `c-vecmath` entry is registered here with an audited claim. Under a stated floor the
+    picker's stamps stand: numpy-stamped ops keep the C that reproduces numpy bit for bit."""
 
     floor: PrecisionRequirement
     entries: dict[tuple[str, tuple[str, ...]], BindingEntry | None]
@@ -85,8 +87,10 @@ class VecmathChoice:
             stamp.backend.data != HOST or stamp.kernel_source.data not in REPLACEABLE
         ):
             return False
+        if not self.floor.unconstrained():
+            return False
         e = self.entry(op)
-        return e is not None and e.precision.audited and self.floor.admits(e.precision)
+        return e is not None and e.precision.audited
 
     def stamp(self, op: Operation) -> None:
         """Stamp `op` with its `c-vecmath` entry (the kernel its generated C computes)."""
@@ -209,9 +213,10 @@ class ConvertFuelToCPass(ModulePass):
     """Convert only groups that `lowering.cpu.codegen.c_pays_off` expects to run faster as C
     (call overhead saved vs. libm's scalar transcendentals on large spaces); false: all."""
     precision: str = ""
-    """The precision floor (`fuel compile --precision`, the picker's syntax): f32
-    transcendentals compute with their vectorized `c-vecmath` function where it admits that
-    sibling's verified claim, and are stamped with it; empty: no floor (the fastest verified)."""
+    """The picker's precision floor (`fuel compile --option precision=...`, its syntax). Empty
+    (none stated: the fastest verified kernel): f32 transcendentals in a group compute with
+    their vectorized `c-vecmath` function (1 ulp, verified) and are stamped with it. Stated:
+    only ops the picker stamped `c-vecmath` do; numpy-stamped ones keep numpy's bits."""
     use_vecmath: bool = True
     """Allow `c-vecmath` replacements at all; false: only ops already stamped with it."""
 
