@@ -236,7 +236,8 @@ def library_source() -> str:
     out = [PRAGMA, "#include <math.h>", "#include <stdint.h>", source(set(FUNCTIONS.values()))]
     for fn in FUNCTIONS.values():
         out.append(
-            f"FUEL_VM_CLONES void {fn}_f32(const float *restrict x, float *restrict y, int64_t n) {{\n"
+            f"{CLONES} void {fn}_f32("
+            "const float *restrict x, float *restrict y, int64_t n) {\n"
             f"  for (int64_t i = 0; i < n; ++i) y[i] = (float){fn}((double)x[i]);\n}}"
         )
     return "\n".join(out) + "\n"
