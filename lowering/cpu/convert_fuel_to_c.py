@@ -17,6 +17,7 @@ from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp
 from lowering.cpu.codegen import c_groups, c_pays_off, c_source, uses_vecmath
+from lowering.cpu.codegen_rows import row_reduction
 from lowering.fusion import FusionGroup, KernelSymbols, kernel_body, op_key, schedule
 from passes.picker.ranker import PrecisionRequirement
 from runtime.binding_table import BindingEntry, NoKernelForOp
@@ -124,13 +125,15 @@ def convert_function(
     min_ops: int,
     cost_model: bool,
     vec: VecmathChoice | None = None,
+    rows: bool = False,
 ) -> None:
     """Rewrite one function body (see `ConvertFuelToCPass`)."""
     block = f.body.block
     use_vec = vec if vec is not None else uses_vecmath
+    reductions = (lambda op: row_reduction(op) and host_eligible(op)) if rows else None
     groups = [
         g
-        for g in c_groups(block, lambda op: host_eligible(op, vec))
+        for g in c_groups(block, lambda op: host_eligible(op, vec), reductions)
         if (len(g.ops) >= min_ops or any(uses_vecmath(op) for op in g.ops))
         and g.outputs
         and (not cost_model or c_pays_off(g, use_vec))
@@ -219,11 +222,16 @@ class ConvertFuelToCPass(ModulePass):
     only ops the picker stamped `c-vecmath` do; numpy-stamped ones keep numpy's bits."""
     use_vecmath: bool = True
     """Allow `c-vecmath` replacements at all; false: only ops already stamped with it."""
+    rows: bool = True
+    """Where no precision floor is stated: f32 sum/mean/max/min over the last axis join their
+    elementwise producers and consumers in one row-wise kernel (`lowering.cpu.codegen_rows`:
+    a longhand softmax or norm is one kernel; double accumulation, not numpy's bits)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         existing = {k.sym_name.data for k in op.ops if isinstance(k, CKernelOp)}
         kernels = KernelSymbols(op, "c_fused_", c_source, c_kernel_op, existing)
         floor = PrecisionRequirement.parse(self.precision)
         vec = VecmathChoice(floor, {}) if self.use_vecmath else None
+        rows = self.rows and floor.unconstrained()
         for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            convert_function(f, kernels, self.min_ops, self.cost_model, vec)
+            convert_function(f, kernels, self.min_ops, self.cost_model, vec, rows)

@@ -52,8 +52,9 @@ PRAGMA = '#pragma GCC optimize ("tree-vectorize", "no-trapping-math")'
 selects (trapping math keeps each `?:` on a NaN-comparing double a branch). Neither changes a
 result: no contraction, no reassociation, only FP exception flags (never read) may differ.
 Other compilers ignore it (clang vectorizes at -O2). With GCC on x86-64 the loops are also
-cloned for AVX2 (`FUEL_VM_CLONES`, chosen at load time by the CPU): the same IEEE double
-operations on 4 lanes instead of 2, no FMA (`-ffp-contract=off`), so the same bits."""
+cloned for AVX-512 and AVX2 (`FUEL_VM_CLONES`, chosen at load time by the CPU): the same
+IEEE double operations on 8 or 4 lanes instead of 2, no FMA (`-ffp-contract=off`), so the
+same bits."""
 CLONES = "FUEL_VM_CLONES"
 """The attribute macro (defined with the helpers) a loop calling these functions carries."""
 
@@ -80,8 +81,9 @@ HELPERS: dict[str, str] = {
     "fuel_vm_bits": """
 /* c-vecmath (runtime/kernels/cpu/vecmath.py): branch-free double math for f32 results */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* an AVX2 clone picked at load time where the CPU has it: 4 doubles a vector, same bits */
-#define FUEL_VM_CLONES __attribute__((target_clones("avx2", "default")))
+/* AVX-512 and AVX2 clones picked at load time by the CPU: 8 or 4 doubles a vector, the same
+   IEEE operations (no FMA: -ffp-contract=off), so the same bits */
+#define FUEL_VM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define FUEL_VM_CLONES
 #endif
