@@ -269,8 +269,10 @@ def c_pays_off(group: FusionGroup, vec: Callable[[Operation], bool] = uses_vecma
     else:
         by_key = {op_key(op): op for op in group.ops}
         counts = row_op_count(plan)
-        c_ns = REDUCE_NS * counts.pop("reduce", 0)
-        c_ns += sum(c * _c_ns(by_key[k], vec) for k, c in counts.items())
+        c_ns = ROW_REDUCE_NS * counts.pop("reduce") + ROW_PASS_NS * counts.pop("pass")
+        for k, c in counts.items():
+            ns = _c_ns(by_key[k], vec)
+            c_ns += c * (ROW_CHEAP_NS if ns == CHEAP_NS else ns)
     keys = [op_key(op) for op in group.ops]
     numpy_ns = sum(
         NUMPY_CALL_NS.get(k, 1000.0) + n * NUMPY_NS_PER_ELEMENT.get(k, CHEAP_NS) for k in keys
@@ -278,8 +280,15 @@ def c_pays_off(group: FusionGroup, vec: Callable[[Operation], bool] = uses_vecma
     return C_CALL_NS + n * c_ns <= numpy_ns
 
 
-REDUCE_NS = 0.5
-"""A row kernel's reduction, ns per element (double lanes; numpy's SIMD sum is ~CHEAP_NS)."""
+ROW_CHEAP_NS = 0.05
+"""A cheap op in a row kernel's pass, ns per element: vectorized, in registers (numpy's
+`CHEAP_NS` is a pass over memory)."""
+ROW_PASS_NS = 0.15
+"""One pass over a row's inputs and outputs, ns per element."""
+ROW_REDUCE_NS = 0.1
+"""One reduction's lane update, ns per element. Measured with ROW_PASS_NS on longhand
+layer norm, softmax and l2-normalize over [64, 1024] f32 (0.5-0.7 ns per element for 3 passes
+on the reference host), rounded up."""
 
 
 def c_groups(
@@ -289,11 +298,13 @@ def c_groups(
     reductions `reductions` accepts where they make row groups (`codegen_rows.row_plan`): a
     reduction in a group that is not one stays out, and the block is grouped again."""
     banned: set[Operation] = set()
+
+    def red(op: Operation) -> bool:
+        return reductions is not None and op not in banned and reductions(op)
+
     while True:
-        red = None
-        if reductions is not None:
-            red = lambda op: op not in banned and reductions(op)  # noqa: E731
-        groups = fusion_groups(block, lambda op: c_eligible(op) and eligible(op), red)
+        use = red if reductions is not None else None
+        groups = fusion_groups(block, lambda op: c_eligible(op) and eligible(op), use)
         bad = {
             op for g in groups if row_plan(g) is None for op in g.ops if isinstance(op, ReduceOp)
         }
@@ -605,9 +616,8 @@ def _phase(
         for a, r in zip(acc, reds, strict=True):
             v, key = em.names[r.input], op_key(r)
             if key in PICK:
-                lines.append(
-                    f"{a}[{lane}] = ({v} {PICK[key]} {a}[{lane}] || {v} != {v}) ? {v} : {a}[{lane}];"
-                )
+                x = f"{a}[{lane}]"
+                lines.append(f"{x} = ({v} {PICK[key]} {x} || {v} != {v}) ? {v} : {x};")
             else:
                 lines.append(f"{a}[{lane}] += (double){v};")
         return lines

@@ -176,12 +176,12 @@ def row_plan(group: FusionGroup) -> RowPlan | None:
 
 
 def row_op_count(plan: RowPlan) -> dict[str, int]:
-    """op key -> how many times per point the kernel computes it (recomputation included):
-    what `lowering.cpu.codegen.c_pays_off` prices."""
-    out: dict[str, int] = {}
+    """op key -> how many times per point the kernel computes it (recomputation included),
+    "reduce": the reductions, "pass": the passes over the row: what
+    `lowering.cpu.codegen.c_pays_off` prices."""
+    out: dict[str, int] = {"reduce": 0, "pass": plan.phases}
     for p in range(plan.phases):
         for op in plan.loop_ops(p):
             out[op_key(op)] = out.get(op_key(op), 0) + 1
-        for op in plan.reductions(p):
-            out["reduce"] = out.get("reduce", 0) + 1
+        out["reduce"] += len(plan.reductions(p))
     return out
