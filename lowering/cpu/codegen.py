@@ -33,11 +33,21 @@ Semantics are the numpy kernels' (`runtime/kernels/cpu/elementwise.py`), op by o
   the unfused kernels do, by fuel's own rounding rules (`codegen_half`, `runtime.rounding`):
   bit-identical by construction. pow has no emitter there: such groups stay on numpy.
 
+Two departures from numpy's bits, taken only where no precision floor is stated
+(`convert-fuel-to-c{precision=...}`), each checked against float64:
+* f32 exp log tanh sigmoid silu gelu erf stamped with their `c-vecmath` sibling call its
+  vectorizable C function (`runtime.kernels.cpu.vecmath`: double inside, polynomials and
+  selects, 1 ulp, verified into the ledger); the kernel body keeps the stamp. Every kernel
+  carries GCC's vectorizer pragma (`vecmath.PRAGMA`: no result changes), and one calling these
+  functions is cloned for AVX-512 and AVX2 (the same bits).
+* a group with f32 sum/mean/max/min over the last axis is a row kernel (`codegen_rows`):
+  per row, one pass per reduction level, double accumulation on fixed lanes.
+
 The compiler driver, cache and loader are run-time code: `runtime.loaders.c` (`CKernel`,
 `kernel_for`); the C helpers shared with the native library are `runtime.native.helpers`.
 `c_pays_off` is the pass's cost model: a group becomes C when one call beats its numpy calls
 (libm's scalar transcendentals are 3-8x slower per element than numpy's SIMD ones, so large
-transcendental groups stay on numpy).
+transcendental groups stay on numpy unless their c-vecmath functions replace them).
 """
 
 from __future__ import annotations

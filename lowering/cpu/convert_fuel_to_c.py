@@ -198,9 +198,12 @@ class ConvertFuelToCPass(ModulePass):
     reordered only as far as launching a group at once needs.
 
     Which ops convert: unplaced ones and those placed or pinned on `cpu`, when unstamped or
-    stamped with the precise `numpy` cpu kernel (whose semantics the C reproduces); an op the
-    picker gave another sibling, or placed on a device, stays. Ops inside `fuel.branch` arms
-    are left alone.
+    stamped with the precise `numpy` cpu kernel (whose semantics the C reproduces) or with a
+    `c-vecmath` one (`VecmathChoice`: with no floor stated, f32 transcendentals get it); an op
+    the picker gave another sibling, or placed on a device, stays. With no floor stated, f32
+    reductions over the last axis join groups too (`rows`: one row kernel for a longhand
+    softmax or norm). A group holding a `c-vecmath` op converts even when smaller than
+    `min_ops` (a bundle then ships it compiled). Ops inside `fuel.branch` arms are left alone.
 
     Pre: verified fuel IR. Post: the same values. Idempotent (launches are not converted
     again). Splat constants read only by kernels are inlined into them and erased. Nothing is

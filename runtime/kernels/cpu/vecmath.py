@@ -285,14 +285,17 @@ def _cost(op: str) -> CostFn:
 
 
 NOTES = {
-    "exp": "dense f32 sweep: max 1 ulp (f64 exp rounded once)",
-    "log": "dense f32 sweep: max 1 ulp",
-    "tanh": "dense f32 sweep: max 1 ulp",
-    "sigmoid": "dense f32 sweep: max 1 ulp",
-    "silu": "dense f32 sweep: max 1 ulp",
-    "gelu": "dense f32 sweep: max 1 ulp",
-    "gelu_tanh": "dense f32 sweep: max 1 ulp",
-    "erf": "dense f32 sweep: max 1 ulp",
+    op: f"f64 inside, rounded once; dense sweep (every 7th f32 bit pattern + edges): max {m} ulp"
+    for op, m in (
+        ("exp", 1),
+        ("log", 0),
+        ("tanh", 1),
+        ("sigmoid", 1),
+        ("silu", 0),
+        ("gelu", 1),
+        ("gelu_tanh", 1),
+        ("erf", 0),
+    )
 }
 """Each claim's evidence beside the ledger's probes (`lowering.cpu.vecmath_sweep`)."""
 
