@@ -76,8 +76,9 @@ FAMILY_SOURCES = (
     "torch-blas",
     "native",
     "native-flashdecode",
+    "c-vecmath",
 )  # the flash kernel: tests/passes/test_decode_flash.py; torch-blas: tests/test_cpu_kernels.py;
-# native: tests/test_cpu_native.py
+# native: tests/test_cpu_native.py; c-vecmath: tests/test_cpu_vecmath.py
 ALTS = sorted(
     (op, d, e.kernel_source)
     for (op, d, _), e in TABLE.iter_entries()
