@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -19,9 +19,9 @@ from fuel_dialect.ops_movement import ConstantOp
 from lowering.cpu.codegen import c_groups, c_pays_off, c_source, uses_vecmath
 from lowering.cpu.codegen_rows import row_reduction
 from lowering.fusion import FusionGroup, KernelSymbols, kernel_body, op_key, schedule
+from passes.environment import environment, table_or_default
 from passes.picker.ranker import PrecisionRequirement
-from runtime.binding_table import BindingEntry, NoKernelForOp
-from runtime.kernels import global_bindings
+from runtime.binding_table import BindingEntry, KernelBindingTable
 from runtime.kernels.cpu import vecmath
 
 HOST = "cpu"
@@ -63,17 +63,16 @@ class VecmathChoice:
     picker's stamps stand: numpy-stamped ops keep the C that reproduces numpy bit for bit."""
 
     floor: PrecisionRequirement
-    entries: dict[tuple[str, tuple[str, ...]], BindingEntry | None]
+    table: KernelBindingTable
+    """Where the `c-vecmath` entries (and their verified claims) come from: the context's."""
+    entries: dict[tuple[str, tuple[str, ...]], BindingEntry | None] = field(default_factory=dict)
 
     def entry(self, op: Operation) -> BindingEntry | None:
         if not isinstance(op, KernelOp):
             return None
         key = (op.KERNEL_OP, op.kernel_dtypes())
         if key not in self.entries:
-            try:
-                alts = global_bindings().lookup_alternatives(key[0], key[1], HOST)
-            except NoKernelForOp:
-                alts = []
+            alts = self.table.lookup_alternatives(key[0], key[1], HOST)
             found = [e for e in alts if e.kernel_source == vecmath.SOURCE]
             self.entries[key] = found[0] if found else None
         return self.entries[key]
@@ -234,7 +233,8 @@ class ConvertFuelToCPass(ModulePass):
         existing = {k.sym_name.data for k in op.ops if isinstance(k, CKernelOp)}
         kernels = KernelSymbols(op, "c_fused_", c_source, c_kernel_op, existing)
         floor = PrecisionRequirement.parse(self.precision)
-        vec = VecmathChoice(floor, {}) if self.use_vecmath else None
+        table = table_or_default(environment(ctx).bindings)
+        vec = VecmathChoice(floor, table) if self.use_vecmath else None
         rows = self.rows and floor.unconstrained()
         for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
             convert_function(f, kernels, self.min_ops, self.cost_model, vec, rows)
