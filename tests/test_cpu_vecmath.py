@@ -12,10 +12,10 @@ from lowering.bundle import compile_module
 from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 from lowering.cpu.vecmath_sweep import sweep
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
-from runtime import native
+from runtime import native, special
 from runtime.executor import Executor
 from runtime.kernels import global_bindings
-from runtime.kernels.cpu import special, vecmath
+from runtime.kernels.cpu import vecmath
 from runtime.module import FuelModule
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="needs a C compiler")

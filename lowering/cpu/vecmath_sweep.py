@@ -20,7 +20,8 @@ import ctypes
 import sys
 from dataclasses import dataclass
 
-from runtime.kernels.cpu import special, vecmath
+from runtime import special
+from runtime.kernels.cpu import vecmath
 from runtime.loaders.c import library_path
 
 K0, K1 = special._TANH_K0.hex(), special._TANH_K1.hex()

@@ -39,10 +39,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from runtime import native
+from runtime import native, special
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, CostFn
-from runtime.kernels.cpu import special
 from runtime.kernels.cpu._common import Arrays, Params, Shapes, add, numel, operand_bytes, ulp
 
 SOURCE = "c-vecmath"
