@@ -75,11 +75,20 @@ def chain_module(shape: tuple[int, ...], n_ops: int) -> FuelModule:
 
 
 def fuel_runner(
-    x: np.ndarray, n_ops: int, picked: bool = False, codegen: bool = False
+    x: np.ndarray,
+    n_ops: int,
+    picked: bool = False,
+    codegen: bool = False,
+    compiled: bool = False,
 ) -> Callable[[], np.ndarray]:
     """The chain through fuel's executor; `picked` runs the picker (fuel-select) first;
-    `codegen` lowers it with `convert-fuel-to-c` (one generated C kernel for the chain)."""
+    `codegen` lowers it with `convert-fuel-to-c` (one generated C kernel for the chain);
+    `compiled` is what `fuel compile` / `fuel run` do with default options."""
     module = chain_module(x.shape, n_ops)
+    if compiled:
+        from lowering.bundle import compile_module
+
+        module, _ = compile_module(module)
     if picked:
         from xdsl.context import Context
 
@@ -182,6 +191,7 @@ def main() -> int:
         ("fuel", fuel_runner),
         ("fuel picked", lambda x, n: fuel_runner(x, n, picked=True)),
         ("fuel codegen", lambda x, n: fuel_runner(x, n, codegen=True)),
+        ("fuel compile", lambda x, n: fuel_runner(x, n, compiled=True)),
         ("onnxruntime", ort_runner),
         ("torch eager", torch_runner),
     ):

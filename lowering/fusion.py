@@ -24,11 +24,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from fuel_dialect.attrs import DEVICE_ATTR
+from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.branch import YieldOp
 from fuel_dialect.dtypes import broadcast_shapes, shape_of
 from fuel_dialect.ops_elementwise import BinaryOp, CastOp, GeluOp, UnaryOp, WhereOp
 from fuel_dialect.ops_movement import BroadcastOp, ConstantOp
+from fuel_dialect.ops_nn import ReduceOp
 from runtime.constants import dense_array
 
 FUSIBLE = (UnaryOp, BinaryOp, WhereOp, CastOp, BroadcastOp)
@@ -148,20 +149,27 @@ class _Groups:
         self.preds[i] = {n for n in self.norm(preds) if n != i}
 
 
-def fusion_groups(block: Block, eligible: Callable[[Operation], bool]) -> list[FusionGroup]:
+def fusion_groups(
+    block: Block,
+    eligible: Callable[[Operation], bool],
+    reductions: Callable[[Operation], bool] | None = None,
+) -> list[FusionGroup]:
     """Partition the fusible, `eligible` ops of `block` into fusion groups (block order).
 
     Greedy in block order: an op joins the groups of its fusible producers (same device,
     broadcast-compatible spaces) unless that closes a cycle through another op or group; else
     a group that already reads one of its operands over the same space (horizontal fusion);
-    else it starts a group.
+    else it starts a group. Reductions `reductions` accepts join too, over their input's
+    space (a backend that computes row-wise groups: `lowering.cpu.codegen_rows`).
     """
     gs = _Groups({op: i for i, op in enumerate(block.ops)})
     readers: dict[SSAValue, list[int]] = {}  # value -> fusible ops (group ids) that read it
     for op in block.ops:
-        if not (isinstance(op, FUSIBLE) and eligible(op)):
+        reduce = reductions is not None and isinstance(op, ReduceOp) and reductions(op)
+        if not (reduce or (isinstance(op, FUSIBLE) and eligible(op))):
             continue
-        dev, shp = device_of(op), shape_of(op.results[0].type)
+        dev = device_of(op)
+        shp = shape_of(op.operands[0].type if reduce else op.results[0].type)
         producers = {n for n in (gs.node(v) for v in op.operands) if isinstance(n, int)}
         cands = [g for g in producers if gs.device[g] == dev and _fits(gs.space[g], shp)]
         preds = gs.op_preds(op)
@@ -276,11 +284,16 @@ def emit_group(em: Any, group: FusionGroup) -> Any:
     return em
 
 
+BODY_STAMPS = ("c-vecmath",)
+"""Kernel sources whose `#fuel.kernel` stamp a kernel body keeps on its ops: the generated code
+depends on it (`lowering.cpu.codegen.uses_vecmath`)."""
+
+
 def kernel_body(group: FusionGroup) -> Region:
     """The body a generated kernel symbol keeps (`fuel_dialect.kernel_body`): block arguments
     for `group.inputs`, clones of its splat constants and member ops (discardable attributes
-    dropped: they say where the op ran, not what it computes), `fuel.yield` of its outputs.
-    `body_group` reads it back."""
+    dropped: they say where the op ran, not what it computes; a stamp of `BODY_STAMPS` stays:
+    it says what the op computes), `fuel.yield` of its outputs. `body_group` reads it back."""
     block = Block(arg_types=[v.type for v in group.inputs])
     mapping: dict[SSAValue, SSAValue] = dict(zip(group.inputs, block.args, strict=True))
     for v, arg in mapping.items():
@@ -290,6 +303,9 @@ def kernel_body(group: FusionGroup) -> Region:
         assert isinstance(op, Operation)
         clone = op.clone(mapping)
         clone.attributes.clear()
+        stamp = op.attributes.get(KERNEL_ATTR)
+        if isinstance(stamp, KernelRefAttr) and stamp.kernel_source.data in BODY_STAMPS:
+            clone.attributes[KERNEL_ATTR] = stamp
         block.add_op(clone)
         mapping.update(zip(op.results, clone.results, strict=True))
     block.add_op(YieldOp(*(mapping[v] for v in group.outputs)))
@@ -315,7 +331,7 @@ def body_group(body: Region | None, space: Sequence[int]) -> FusionGroup:
             if value is None:
                 raise ValueError("a constant in the kernel body is not a finite splat")
             group.splats[op.result] = value
-        elif isinstance(op, FUSIBLE):
+        elif isinstance(op, (*FUSIBLE, ReduceOp)):
             group.ops.append(op)
         else:
             raise ValueError(f"'{op.name}' cannot be part of a generated kernel")

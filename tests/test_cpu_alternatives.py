@@ -33,6 +33,7 @@ from runtime.kernels.cpu.alternatives import exact_f16_sum
 from runtime.kernels.cpu.library import FAMILIES, register_cpu_kernels
 from runtime.kernels.cpu.linalg import register_linalg
 from runtime.kernels.cpu.native import register_native
+from runtime.kernels.cpu.vecmath import register_vecmath
 from runtime.precision import measure_errors, ulp_distance
 from runtime.rounding import narrow
 
@@ -45,7 +46,8 @@ def _table(with_alternatives: bool) -> KernelBindingTable:
     if with_alternatives:
         register_cpu_kernels(t)
     else:
-        for register in (*FAMILIES, register_native):  # native: hand-registered, not an alternative
+        # native, c-vecmath: hand-registered C kernels, not alternatives
+        for register in (*FAMILIES, register_native, register_vecmath):
             register(t)
     t.finalize()
     return t
@@ -76,8 +78,9 @@ FAMILY_SOURCES = (
     "torch-blas",
     "native",
     "native-flashdecode",
+    "c-vecmath",
 )  # the flash kernel: tests/passes/test_decode_flash.py; torch-blas: tests/test_cpu_kernels.py;
-# native: tests/test_cpu_native.py
+# native: tests/test_cpu_native.py; c-vecmath: tests/test_cpu_vecmath.py
 ALTS = sorted(
     (op, d, e.kernel_source)
     for (op, d, _), e in TABLE.iter_entries()

@@ -183,7 +183,7 @@ class CpuBackend:
         stages["optimize"] = lambda m, md: optimize_stage(m, md, options)
         stages["stamp"] = stamp_stage
         if options.generates_c:
-            stages["codegen"] = codegen_stage
+            stages["codegen"] = lambda m, md: codegen_stage(m, md, options.precision)
         stages["artifacts"] = artifacts_stage
 
 
@@ -306,11 +306,13 @@ def native_artifact() -> KernelArtifact:
     return KernelArtifact(NATIVE_LIBRARY, int(source_key(source)[:16], 16), CPU_TARGET, files, meta)
 
 
-def codegen_stage(module: FuelModule, md: dict[str, Any]) -> FuelModule:
-    """`convert-fuel-to-c` in place, then compile every generated kernel (cached)."""
+def codegen_stage(module: FuelModule, md: dict[str, Any], precision: str = "") -> FuelModule:
+    """`convert-fuel-to-c` in place under the picker's precision floor (which f32
+    transcendentals may use their `c-vecmath` function), then compile every generated kernel
+    (cached)."""
     from xdsl.context import Context
 
-    ConvertFuelToCPass().apply(Context(), module.op)
+    ConvertFuelToCPass(precision=precision).apply(Context(), module.op)
     module.op.verify()
     kernels = [op for op in module.op.ops if isinstance(op, CKernelOp)]
     for k in kernels:

@@ -33,24 +33,39 @@ Semantics are the numpy kernels' (`runtime/kernels/cpu/elementwise.py`), op by o
   the unfused kernels do, by fuel's own rounding rules (`codegen_half`, `runtime.rounding`):
   bit-identical by construction. pow has no emitter there: such groups stay on numpy.
 
+Two departures from numpy's bits, taken only where no precision floor is stated
+(`convert-fuel-to-c{precision=...}`), each checked against float64:
+* f32 exp log tanh sigmoid silu gelu erf stamped with their `c-vecmath` sibling call its
+  vectorizable C function (`runtime.kernels.cpu.vecmath`: double inside, polynomials and
+  selects, 1 ulp, verified into the ledger); the kernel body keeps the stamp. Every kernel
+  carries GCC's vectorizer pragma (`vecmath.PRAGMA`: no result changes), and one calling these
+  functions is cloned for AVX-512 and AVX2 (the same bits).
+* a group with f32 sum/mean/max/min over the last axis is a row kernel (`codegen_rows`):
+  per row, one pass per reduction level, double accumulation on fixed lanes.
+
 The compiler driver, cache and loader are run-time code: `runtime.loaders.c` (`CKernel`,
 `kernel_for`); the C helpers shared with the native library are `runtime.native.helpers`.
 `c_pays_off` is the pass's cost model: a group becomes C when one call beats its numpy calls
 (libm's scalar transcendentals are 3-8x slower per element than numpy's SIMD ones, so large
-transcendental groups stay on numpy).
+transcendental groups stay on numpy unless their c-vecmath functions replace them).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
+from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.ops_nn import ReduceOp
 from lowering.cpu import codegen_half as half
+from lowering.cpu.codegen_rows import LANES, RowPlan, row_op_count, row_plan
 from lowering.fusion import FusionGroup, broadcast_index, emit_group, fusion_groups, op_key
+from runtime.kernels.cpu import vecmath
 from runtime.loaders.c import CodegenError
 from runtime.native.helpers import HELPER_DEPS, HELPERS, helper_source
 
@@ -233,21 +248,79 @@ NUMPY_CALL_NS = {
 """Per-call overhead of the composite numpy kernels (`_common.OVERHEAD_NS`); others 1000."""
 
 
-def c_pays_off(group: FusionGroup) -> bool:
+def uses_vecmath(op: Operation) -> bool:
+    """`op` is stamped with its `c-vecmath` sibling (`runtime.kernels.cpu.vecmath`): its C is
+    that vectorizable f32 function, not the numpy kernel's double libm call."""
+    stamp = op.attributes.get(KERNEL_ATTR)
+    return (
+        isinstance(stamp, KernelRefAttr)
+        and stamp.kernel_source.data == vecmath.SOURCE
+        and op_key(op) in vecmath.FUNCTIONS
+        and dtype_name(op.results[0].type) == "f32"
+    )
+
+
+def _c_ns(op: Operation, vec: Callable[[Operation], bool]) -> float:
+    key = op_key(op)
+    if vec(op):
+        return vecmath.NS_PER_ELEMENT[key]
+    return C_NS_PER_ELEMENT.get(key, CHEAP_NS)
+
+
+def c_pays_off(group: FusionGroup, vec: Callable[[Operation], bool] = uses_vecmath) -> bool:
     """True when the cost model expects `group` as one C call to beat its numpy calls: per-op
-    call overhead saved against libm's slower scalar transcendentals on large spaces."""
+    call overhead saved against libm's slower scalar transcendentals on large spaces (ops
+    `vec` accepts cost what the vectorized `c-vecmath` functions do; a row group's ops count
+    once per pass that computes them)."""
     n = math.prod(group.space)
+    plan = row_plan(group)
+    if plan is None:
+        c_ns = sum(_c_ns(op, vec) for op in group.ops)
+    else:
+        by_key = {op_key(op): op for op in group.ops}
+        counts = row_op_count(plan)
+        c_ns = ROW_REDUCE_NS * counts.pop("reduce") + ROW_PASS_NS * counts.pop("pass")
+        for k, c in counts.items():
+            ns = _c_ns(by_key[k], vec)
+            c_ns += c * (ROW_CHEAP_NS if ns == CHEAP_NS else ns)
     keys = [op_key(op) for op in group.ops]
-    c_ns = C_CALL_NS + n * sum(C_NS_PER_ELEMENT.get(k, CHEAP_NS) for k in keys)
     numpy_ns = sum(
         NUMPY_CALL_NS.get(k, 1000.0) + n * NUMPY_NS_PER_ELEMENT.get(k, CHEAP_NS) for k in keys
     )
-    return c_ns <= numpy_ns
+    return C_CALL_NS + n * c_ns <= numpy_ns
 
 
-def c_groups(block: Any, eligible: Any) -> list[FusionGroup]:
-    """Fusion groups of the C-eligible ops of `block` that `eligible` also accepts."""
-    return fusion_groups(block, lambda op: c_eligible(op) and eligible(op))
+ROW_CHEAP_NS = 0.05
+"""A cheap op in a row kernel's pass, ns per element: vectorized, in registers (numpy's
+`CHEAP_NS` is a pass over memory)."""
+ROW_PASS_NS = 0.15
+"""One pass over a row's inputs and outputs, ns per element."""
+ROW_REDUCE_NS = 0.1
+"""One reduction's lane update, ns per element. Measured with ROW_PASS_NS on longhand
+layer norm, softmax and l2-normalize over [64, 1024] f32 (0.5-0.7 ns per element for 3 passes
+on the reference host), rounded up."""
+
+
+def c_groups(
+    block: Any, eligible: Any, reductions: Callable[[Operation], bool] | None = None
+) -> list[FusionGroup]:
+    """Fusion groups of the C-eligible ops of `block` that `eligible` also accepts, with the
+    reductions `reductions` accepts where they make row groups (`codegen_rows.row_plan`): a
+    reduction in a group that is not one stays out, and the block is grouped again."""
+    banned: set[Operation] = set()
+
+    def red(op: Operation) -> bool:
+        return reductions is not None and op not in banned and reductions(op)
+
+    while True:
+        use = red if reductions is not None else None
+        groups = fusion_groups(block, lambda op: c_eligible(op) and eligible(op), use)
+        bad = {
+            op for g in groups if row_plan(g) is None for op in g.ops if isinstance(op, ReduceOp)
+        }
+        if not bad:
+            return groups
+        banned |= bad
 
 
 # -- source emission --------------------------------------------------------------------------
@@ -272,9 +345,15 @@ class _Emitter:
     lines: list[str] = field(default_factory=list)
     names: dict[SSAValue, str] = field(default_factory=dict)
     helpers: set[str] = field(default_factory=set)
+    vec_helpers: set[str] = field(default_factory=set)
+    """`c-vecmath` functions the body calls (`runtime.kernels.cpu.vecmath.HELPERS`)."""
+
+    count: int = 0
 
     def fresh(self) -> str:
-        return f"v{len(self.names)}"
+        """A new value name (a row kernel recomputes a value under a new one per pass)."""
+        self.count += 1
+        return f"v{self.count - 1}"
 
     def offset(self, shape: tuple[int, ...], store: bool = False) -> tuple[str, list[str]]:
         """Index of a value of `shape` at point `i`, and the conditions (broadcast coordinates
@@ -326,6 +405,10 @@ class _Emitter:
             return self.cast(src, dst, args[0])
         if src in half.HALF:
             return self.half_expr(op, key, args, src)
+        if src == "f32" and uses_vecmath(op):
+            fn = vecmath.FUNCTIONS[key]
+            self.vec_helpers.add(fn)
+            return f"(float){fn}((double){args[0]})"
         table = (FLOAT_UNARY if src in FLOAT else INT_UNARY) if len(args) == 1 else None
         if table is None:
             table = FLOAT_BINARY if src in FLOAT else INT_BINARY
@@ -376,16 +459,41 @@ class _Emitter:
         self.lines.append(f"if ({' && '.join(conds)}) {line}" if conds else line)
 
 
-def c_source(group: FusionGroup, name: str) -> str:
-    """The C source of `group` as one function `void name(void **args)`."""
-    em = emit_group(_Emitter(group), group)
-    space = group.space
-    dims = [d for d, n in enumerate(space) if n != 1]  # a loop per dim; size-1 dims are 0
-    loops, flat = [], "0"
+def _flat(space: tuple[int, ...], dims: list[int]) -> str:
+    """The row-major index expression of the point `i<d>` over the loop dims `dims`."""
+    flat = "0"
     for k, d in enumerate(dims):
-        loops.append(f"{'  ' * k}for (int64_t i{d} = 0; i{d} < {space[d]}; ++i{d}) {{")
         flat = f"i{d}" if flat == "0" else f"{flat} * {space[d]} + i{d}"
         flat = flat if k in (0, len(dims) - 1) else f"({flat})"
+    return flat
+
+
+def _point_body(em: _Emitter, group: FusionGroup) -> list[str]:
+    """An elementwise group's body: one loop nest over the space, every op once per point."""
+    emit_group(em, group)
+    space = group.space
+    dims = [d for d, n in enumerate(space) if n != 1]  # a loop per dim; size-1 dims are 0
+    loops = [
+        f"{'  ' * k}for (int64_t i{d} = 0; i{d} < {space[d]}; ++i{d}) {{"
+        for k, d in enumerate(dims)
+    ]
+    if not dims:
+        loops = ["{"]  # one point
+    out = list(loops)
+    pad = "  " * len(loops)
+    out.append(f"{pad}const int64_t i = {_flat(space, dims)};  /* row-major index in the space */")
+    out.extend(f"{pad}{line}" for line in em.lines)
+    out.extend(f"{'  ' * k}}}" for k in range(len(loops) - 1, -1, -1))
+    return out
+
+
+def c_source(group: FusionGroup, name: str) -> str:
+    """The C source of `group` as one function `void name(void **args)` (a group with
+    reductions over the last axis: the row kernel of `lowering.cpu.codegen_rows`)."""
+    em = _Emitter(group)
+    plan = row_plan(group)
+    body = _point_body(em, group) if plan is None else _row_body(em, plan)
+    space = group.space
     params, casts = [], []  # restrict parameters: GCC honours those (not restrict locals)
     for j, v in enumerate(group.inputs):
         ct = CTYPE[dtype_name(v.type)]
@@ -400,22 +508,178 @@ def c_source(group: FusionGroup, name: str) -> str:
         f"/* Generated by fuel convert-fuel-to-c: {len(group.ops)} fused op(s) over space "
         f"{list(space)}",
         f"   ({ops}). */",
+        vecmath.PRAGMA,
         "#include <math.h>",
         "#include <stdint.h>",
     ]
     first = (half.HELPER, "fuel_erfcx", "fuel_x_sigmoid")  # helpers others call
     deps_first = sorted(em.helpers, key=lambda h: (first.index(h) if h in first else 3, h))
     out += [half.HELPER_SOURCE if h == half.HELPER else helper_source(h) for h in deps_first]
-    out += ["", f"static void {name}_body({', '.join(params)}) {{"]
-    if not dims:
-        loops = ["{"]  # one point
-    out.extend(f"  {line}" for line in loops)
-    pad = "  " * (len(loops) + 1)
-    out.append(f"{pad}const int64_t i = {flat};  /* row-major index in the space */")
-    out.extend(f"{pad}{line}" for line in em.lines)
-    out.extend(f"{'  ' * k}}}" for k in range(len(loops), 0, -1))
+    if em.vec_helpers or plan is not None:
+        out.append(vecmath.source(em.vec_helpers or {"fuel_vm_bits"}))  # defines the clones
+    clones = f"{vecmath.CLONES} " if em.vec_helpers or plan is not None else ""
+    out += ["", f"{clones}static void {name}_body({', '.join(params)}) {{"]
+    out.extend(f"  {line}" for line in body)
     out += ["}", "", f"void {name}(void **args) {{", f"  {name}_body({', '.join(casts)});", "}"]
     return "\n".join(out) + "\n"
+
+
+REDUCE_INIT = {"reduce_sum": "0.0", "reduce_mean": "0.0", "reduce_max": "-INFINITY"}
+REDUCE_INIT["reduce_min"] = "INFINITY"
+PICK = {"reduce_max": ">", "reduce_min": "<"}
+"""max/min lane updates: take `v` when it is beyond the lane or NaN (a NaN lane stays NaN)."""
+
+
+def _row_body(em: _Emitter, plan: RowPlan) -> list[str]:
+    """A row group's body (`lowering.cpu.codegen_rows`): per row, the phases' passes."""
+    group = plan.group
+    space = group.space
+    jd, n = len(space) - 1, space[-1]
+    lead = [d for d in range(jd) if space[d] != 1]
+    dims = [*lead, jd]
+    out = [
+        f"{'  ' * k}for (int64_t i{d} = 0; i{d} < {space[d]}; ++i{d}) {{"
+        for k, d in enumerate(lead)
+    ]
+    pad = "  " * len(lead)
+    if not lead:
+        out, pad = ["{"], "  "
+    em.lines = []
+    for v, value in group.splats.items():
+        em.splat(v, value)
+    out += [f"{pad}{line}" for line in em.lines]
+    out.append(f"{pad}const int64_t i{jd} = 0;  /* per-row values: the row's first point */")
+    out += [f"{pad}float {_buffer(plan, v)}[{n}];  /* {v.type} row */" for v in plan.buffered]
+    row_inputs = [(j, v) for j, v in enumerate(group.inputs) if plan.is_row(v)]
+    em.lines = []
+    for j, v in enumerate(group.inputs):
+        if not plan.is_row(v):
+            em.load(j, v)
+    out += [f"{pad}{line}" for line in em.lines]
+    for p in range(plan.phases):
+        em.lines = []
+        for op in plan.row_scalar_ops(p):
+            em.op(op)
+        _store_scalars(em, plan, p)
+        out += [f"{pad}{line}" for line in em.lines]
+        out += _phase(em, plan, p, row_inputs, pad, jd, n, _flat(space, dims))
+    last = plan.phases
+    em.lines = []
+    for op in plan.row_scalar_ops(last):
+        em.op(op)
+    _store_scalars(em, plan, last)
+    out += [f"{pad}{line}" for line in em.lines]
+    out.extend(f"{'  ' * k}}}" for k in range(max(len(lead), 1) - 1, -1, -1))
+    return out
+
+
+def _store_scalars(em: _Emitter, plan: RowPlan, p: int) -> None:
+    """Store the per-row outputs of level `p` (once per row: at the row's first point)."""
+    for j, v in enumerate(plan.group.outputs):
+        if not plan.is_row(v) and plan.level[v] == p:
+            em.store(j, v)
+
+
+def _phase(
+    em: _Emitter,
+    plan: RowPlan,
+    p: int,
+    row_inputs: list[tuple[int, SSAValue]],
+    pad: str,
+    jd: int,
+    n: int,
+    flat: str,
+) -> list[str]:
+    """Phase `p`: a pass over the row computing its ops, accumulating its reductions on
+    `LANES` interleaved lanes (a fixed order), storing its row outputs; then the reductions'
+    per-row results."""
+    ops, reds = plan.loop_ops(p), plan.reductions(p)
+    em.lines = []
+    needed = {v for op in (*ops, *reds) for v in op.operands}
+    for j, v in row_inputs:
+        if v in needed or (v in plan.group.outputs and plan.level[v] == p):
+            em.load(j, v)
+    for v in plan.loads(p):
+        name = em.names[v] = em.fresh()
+        em.lines.append(f"float {name} = {_buffer(plan, v)}[i{jd}];  /* buffered */")
+    for op in ops:
+        em.op(op)
+    for v in plan.buffered:
+        if plan.level[v] == p:
+            em.lines.append(f"{_buffer(plan, v)}[i{jd}] = {em.names[v]};")
+    body = list(em.lines)
+    em.lines = []
+    for j, v in enumerate(plan.group.outputs):
+        if plan.is_row(v) and plan.level[v] == p:
+            em.store(j, v)
+    stores = list(em.lines)
+    acc = [f"acc{plan.group.ops.index(r)}" for r in reds]
+    out: list[str] = []
+    for a, r in zip(acc, reds, strict=True):
+        key = op_key(r)
+        ct = "double" if key in ("reduce_sum", "reduce_mean") else "float"
+        init = ", ".join([REDUCE_INIT[key]] * LANES)
+        out.append(f"{ct} {a}[{LANES}] = {{{init}}};  /* {r.name} lanes */")
+
+    def updates(lane: str) -> list[str]:
+        lines = []
+        for a, r in zip(acc, reds, strict=True):
+            v, key = em.names[r.input], op_key(r)
+            if key in PICK:
+                x = f"{a}[{lane}]"
+                lines.append(f"{x} = ({v} {PICK[key]} {x} || {v} != {v}) ? {v} : {x};")
+            else:
+                lines.append(f"{a}[{lane}] += (double){v};")
+        return lines
+
+    point = [f"const int64_t i = {flat};  /* row-major index in the space */", *body]
+    if reds:
+        full = n - n % LANES
+        out.append(f"for (int64_t jo = 0; jo < {full}; jo += {LANES}) {{")
+        out.append(f"  for (int64_t jl = 0; jl < {LANES}; ++jl) {{")
+        out.append(f"    const int64_t i{jd} = jo + jl;")
+        out += [f"    {line}" for line in (*point, *updates("jl"), *stores)]
+        out += ["  }", "}"]
+        if full < n:
+            out.append(f"for (int64_t i{jd} = {full}; i{jd} < {n}; ++i{jd}) {{")
+            out.append(f"  const int64_t jl = i{jd} - {full};")
+            out += [f"  {line}" for line in (*point, *updates("jl"), *stores)]
+            out.append("}")
+    elif body or stores:
+        out.append(f"for (int64_t i{jd} = 0; i{jd} < {n}; ++i{jd}) {{")
+        out += [f"  {line}" for line in (*point, *stores)]
+        out.append("}")
+    for a, r in zip(acc, reds, strict=True):
+        out += _finish(em, a, r, n)
+    return [f"{pad}{line}" for line in out]
+
+
+def _buffer(plan: RowPlan, v: SSAValue) -> str:
+    """The row buffer of the buffered value `v`."""
+    assert isinstance(v.owner, Operation)
+    return f"buf{plan.group.ops.index(v.owner)}"
+
+
+def _finish(em: _Emitter, a: str, r: ReduceOp, n: int) -> list[str]:
+    """A reduction's per-row result from its lanes, combined pairwise in a fixed order
+    (lane k takes lane k + step, step 1, 2, 4)."""
+    key = op_key(r)
+    name = em.fresh()
+    em.names[r.result] = name
+    out, step = [], 1
+    while step < LANES:
+        for k in range(0, LANES, 2 * step):
+            x, y = f"{a}[{k}]", f"{a}[{k + step}]"
+            if key in PICK:
+                out.append(f"{x} = ({y} {PICK[key]} {x} || {y} != {y}) ? {y} : {x};")
+            else:
+                out.append(f"{x} += {y};")
+        step *= 2
+    if key in PICK:
+        value = f"{a}[0]"
+    else:
+        value = f"(float){a}[0]" if key == "reduce_sum" else f"(float)({a}[0] / {n}.0)"
+    return [*out, f"float {name} = {value};  /* {r.name} */"]
 
 
 # -- compile, cache, load ---------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -11,31 +11,96 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
+from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR
+from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import ConstantOp
-from lowering.cpu.codegen import c_groups, c_pays_off, c_source
-from lowering.fusion import FusionGroup, KernelSymbols, kernel_body, schedule
+from lowering.cpu.codegen import c_groups, c_pays_off, c_source, uses_vecmath
+from lowering.cpu.codegen_rows import row_reduction
+from lowering.fusion import FusionGroup, KernelSymbols, kernel_body, op_key, schedule
+from passes.environment import environment, table_or_default
+from passes.picker.ranker import PrecisionRequirement
+from runtime.binding_table import BindingEntry, KernelBindingTable
+from runtime.kernels.cpu import vecmath
 
 HOST = "cpu"
 LIBRARY_SOURCE = "numpy"
 """The kernel source whose semantics the generated C reproduces; ops stamped with another
-(faster, less precise) sibling keep the kernel the picker chose."""
+(faster, less precise) sibling keep the kernel the picker chose, unless `c-vecmath` replaces
+it (`VecmathChoice`)."""
+REPLACEABLE = (LIBRARY_SOURCE, "numpy-fast", vecmath.SOURCE)
+"""Stamps a `c-vecmath` function replaces in a generated kernel when no precision floor is
+stated: the numpy default (the picker ranks kernels one call each; inside a kernel the
+vectorized function is the faster one) and the f32-native numpy siblings (looser claims)."""
 
 
-def host_eligible(op: Operation) -> bool:
-    """Runs on the host (placed or pinned on `cpu`, or unplaced) and is unstamped or stamped
-    with the precise numpy library kernel on the cpu backend."""
+def host_eligible(op: Operation, vec: VecmathChoice | None = None) -> bool:
+    """Runs on the host (placed or pinned on `cpu`, or unplaced) and is unstamped, stamped
+    with the precise numpy library kernel on the cpu backend, or will compute with its
+    `c-vecmath` function (`vec`)."""
     for name in (DEVICE_ATTR, PIN_ATTR):
         dev = op.attributes.get(name)
         if isinstance(dev, DeviceAttr):
             if dev.data != HOST:
                 return False
             break
+    if vec is not None and vec(op):
+        return True
     stamp = op.attributes.get(KERNEL_ATTR)
     if isinstance(stamp, KernelRefAttr):
         return stamp.backend.data == HOST and stamp.kernel_source.data == LIBRARY_SOURCE
     return True
+
+
+@dataclass
+class VecmathChoice:
+    """Which f32 transcendentals compute with their `c-vecmath` function (a polynomial the
+    compiler vectorizes) instead of the numpy kernel's libm call: those stamped with it (the
+    picker's choice), and, when no precision floor is stated (`floor` unconstrained: the
+    fastest verified kernel), those stamped with a `REPLACEABLE` sibling or unstamped, where
+    the `c-vecmath` entry is registered here with an audited claim. Under a stated floor the
+    picker's stamps stand: numpy-stamped ops keep the C that reproduces numpy bit for bit."""
+
+    floor: PrecisionRequirement
+    table: KernelBindingTable
+    """Where the `c-vecmath` entries (and their verified claims) come from: the context's."""
+    entries: dict[tuple[str, tuple[str, ...]], BindingEntry | None] = field(default_factory=dict)
+
+    def entry(self, op: Operation) -> BindingEntry | None:
+        if not isinstance(op, KernelOp):
+            return None
+        key = (op.KERNEL_OP, op.kernel_dtypes())
+        if key not in self.entries:
+            alts = self.table.lookup_alternatives(key[0], key[1], HOST)
+            found = [e for e in alts if e.kernel_source == vecmath.SOURCE]
+            self.entries[key] = found[0] if found else None
+        return self.entries[key]
+
+    def __call__(self, op: Operation) -> bool:
+        if uses_vecmath(op):
+            return True
+        if op_key(op) not in vecmath.FUNCTIONS or dtype_name(op.results[0].type) != "f32":
+            return False
+        stamp = op.attributes.get(KERNEL_ATTR)
+        if isinstance(stamp, KernelRefAttr) and (
+            stamp.backend.data != HOST or stamp.kernel_source.data not in REPLACEABLE
+        ):
+            return False
+        if not self.floor.unconstrained():
+            return False
+        e = self.entry(op)
+        return e is not None and e.precision.audited
+
+    def stamp(self, op: Operation) -> None:
+        """Stamp `op` with its `c-vecmath` entry (the kernel its generated C computes)."""
+        e = self.entry(op)
+        if e is None or uses_vecmath(op):
+            return
+        assert isinstance(op, KernelOp)
+        op.attributes[KERNEL_ATTR] = KernelRefAttr.get(
+            op.KERNEL_OP, op.kernel_dtypes(), HOST, vecmath.SOURCE, e.revision_hash
+        )
 
 
 def c_kernel_op(group: FusionGroup, name: str) -> CKernelOp:
@@ -54,17 +119,29 @@ def c_kernel_op(group: FusionGroup, name: str) -> CKernelOp:
 
 
 def convert_function(
-    f: func.FuncOp, kernels: KernelSymbols, min_ops: int, cost_model: bool
+    f: func.FuncOp,
+    kernels: KernelSymbols,
+    min_ops: int,
+    cost_model: bool,
+    vec: VecmathChoice | None = None,
+    rows: bool = False,
 ) -> None:
     """Rewrite one function body (see `ConvertFuelToCPass`)."""
     block = f.body.block
+    use_vec = vec if vec is not None else uses_vecmath
+    reductions = (lambda op: row_reduction(op) and host_eligible(op)) if rows else None
     groups = [
         g
-        for g in c_groups(block, host_eligible)
-        if len(g.ops) >= min_ops and g.outputs and (not cost_model or c_pays_off(g))
+        for g in c_groups(block, lambda op: host_eligible(op, vec), reductions)
+        if (len(g.ops) >= min_ops or any(uses_vecmath(op) for op in g.ops))
+        and g.outputs
+        and (not cost_model or c_pays_off(g, use_vec))
     ]
     if not groups:
         return
+    if vec is not None:
+        for op in (op for g in groups for op in g.ops if vec(op)):
+            vec.stamp(op)
     grouped = {op for g in groups for op in g.ops}
     nodes: list[list[Operation]] = [g.ops for g in groups]
     nodes += [[op] for op in block.ops if op not in grouped and op is not block.last_op]
@@ -120,9 +197,12 @@ class ConvertFuelToCPass(ModulePass):
     reordered only as far as launching a group at once needs.
 
     Which ops convert: unplaced ones and those placed or pinned on `cpu`, when unstamped or
-    stamped with the precise `numpy` cpu kernel (whose semantics the C reproduces); an op the
-    picker gave another sibling, or placed on a device, stays. Ops inside `fuel.branch` arms
-    are left alone.
+    stamped with the precise `numpy` cpu kernel (whose semantics the C reproduces) or with a
+    `c-vecmath` one (`VecmathChoice`: with no floor stated, f32 transcendentals get it); an op
+    the picker gave another sibling, or placed on a device, stays. With no floor stated, f32
+    reductions over the last axis join groups too (`rows`: one row kernel for a longhand
+    softmax or norm). A group holding a `c-vecmath` op converts even when smaller than
+    `min_ops` (a bundle then ships it compiled). Ops inside `fuel.branch` arms are left alone.
 
     Pre: verified fuel IR. Post: the same values. Idempotent (launches are not converted
     again). Splat constants read only by kernels are inlined into them and erased. Nothing is
@@ -137,9 +217,24 @@ class ConvertFuelToCPass(ModulePass):
     cost_model: bool = True
     """Convert only groups that `lowering.cpu.codegen.c_pays_off` expects to run faster as C
     (call overhead saved vs. libm's scalar transcendentals on large spaces); false: all."""
+    precision: str = ""
+    """The picker's precision floor (`fuel compile --option precision=...`, its syntax). Empty
+    (none stated: the fastest verified kernel): f32 transcendentals in a group compute with
+    their vectorized `c-vecmath` function (1 ulp, verified) and are stamped with it. Stated:
+    only ops the picker stamped `c-vecmath` do; numpy-stamped ones keep numpy's bits."""
+    use_vecmath: bool = True
+    """Allow `c-vecmath` replacements at all; false: only ops already stamped with it."""
+    rows: bool = True
+    """Where no precision floor is stated: f32 sum/mean/max/min over the last axis join their
+    elementwise producers and consumers in one row-wise kernel (`lowering.cpu.codegen_rows`:
+    a longhand softmax or norm is one kernel; double accumulation, not numpy's bits)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         existing = {k.sym_name.data for k in op.ops if isinstance(k, CKernelOp)}
         kernels = KernelSymbols(op, "c_fused_", c_source, c_kernel_op, existing)
+        floor = PrecisionRequirement.parse(self.precision)
+        table = table_or_default(environment(ctx).bindings)
+        vec = VecmathChoice(floor, table) if self.use_vecmath else None
+        rows = self.rows and floor.unconstrained()
         for f in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-            convert_function(f, kernels, self.min_ops, self.cost_model)
+            convert_function(f, kernels, self.min_ops, self.cost_model, vec, rows)

@@ -18,6 +18,7 @@ from runtime.kernels.cpu.native import register_native
 from runtime.kernels.cpu.nn import register_nn
 from runtime.kernels.cpu.reduction import register_reduction
 from runtime.kernels.cpu.torch_blas import register_torch_blas_matmul
+from runtime.kernels.cpu.vecmath import register_vecmath
 
 FAMILIES = (
     register_elementwise,
@@ -38,6 +39,7 @@ def register_cpu_kernels(table: KernelBindingTable) -> None:
         register(table)
     register_alternatives(table)  # each key's numpy kernel stays sibling 0 (the default)
     register_native(table)  # last, like the contracts table's hand-only entries (native.py)
+    register_vecmath(table)  # the generated kernels' f32 math, also callable on its own
 
 
 def hand_registered_table() -> KernelBindingTable:
