@@ -16,8 +16,8 @@ from fuel_dialect.dialect import fuel_context
 from lowering.fusion import fusion_groups
 from lowering.triton.codegen import kernel_source
 from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
-from runtime.dtypes import to_numpy
 from runtime.devices import TorchDevice
+from runtime.dtypes import to_numpy
 from runtime.executor import Executor
 from runtime.kernels.triton.registry import triton_kernel_table
 from runtime.loaders.triton import CodegenError, GeneratedKernel, KernelPlan, cache_dir, source_file
