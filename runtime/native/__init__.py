@@ -151,6 +151,7 @@ _SIGNATURES = {
     "fuel_native_gemm_packed": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_gemm_batched": ([_F] * 3 + [_L] * 4 + [_F] * 2, ctypes.c_int),
     "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_attention_gemm": (
         [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double],
@@ -189,7 +190,18 @@ def ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED = range(1, 10)
+(
+    OP_GEMM,
+    OP_GATED,
+    OP_RMS,
+    OP_ROPE,
+    OP_FLASH,
+    OP_ADD,
+    OP_MUL,
+    OP_CALL,
+    OP_GEMM_PACKED,
+    OP_GEMM_BATCHED,
+) = range(1, 11)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -202,6 +214,7 @@ ARITY = {
     OP_MUL: 4,
     OP_CALL: 2,
     OP_GEMM_PACKED: 8,
+    OP_GEMM_BATCHED: 9,
 }
 
 

@@ -380,6 +380,72 @@ int fuel_native_gemm_fma(const float *x, const float *w, const float *bias, floa
   return rc;
 }
 
+/* -- batched products ------------------------------------------------------------------- */
+/* y[b] [m, n] = x [xoff[b] ..] [m, k] @ w [woff[b] ..] [k, n] for b < batch (numpy's matmul
+ * with batch dimensions: the offsets, in floats, carry the broadcast), y C-contiguous. Fewer
+ * than GEMV_ROWS rows (attention's decode products, [1, h, 1, d] x [1, h, d, s]): one chunk
+ * per batch element, `gemm_tile` over all of k (blocks of 8 summed pairwise, added in k
+ * order). More rows: the packed FMA GEMM per batch element, reading w in place, one chunk per
+ * (element, panel): its FMA chains in k order. One thread per output element and a fixed
+ * order that depends only on the shapes, so the bits do not depend on the threads. */
+#define GEMV_ROWS 8
+
+typedef struct {
+  const float *x, *w;
+  float *y;
+  const long *xoff, *woff;
+  long m, k, n, panels;
+  pk_args *pk; /* per batch element (packed rows), or null on the GEMV path */
+} batched_args;
+
+static void batched_gemv_chunk(void *q, long b) {
+  const batched_args *a = q;
+  gemm_tile(a->x + a->xoff[b], a->k, a->w + a->woff[b], a->y + b * a->m * a->n, a->m, a->n, 0,
+            a->k, 0, a->n);
+}
+
+static void batched_fma_chunk(void *q, long chunk) {
+  const batched_args *a = q;
+  pk_chunk(&a->pk[chunk / a->panels], chunk % a->panels);
+}
+
+/* 0, or -1 when out of memory. */
+int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batch, long m,
+                             long k, long n, const long *xoff, const long *woff) {
+  batched_args a = {x, w, y, xoff, woff, m, k, n, (n + PK_NR - 1) / PK_NR, 0};
+  const long work = 4 * batch * (m * k + k * n + m * n);
+  int rc = 0;
+  pthread_mutex_lock(&call_mu);
+  if (m < GEMV_ROWS) {
+    if (work < PARALLEL_BYTES)
+      for (long b = 0; b < batch; b++) batched_gemv_chunk(&a, b);
+    else
+      parallel_for(batched_gemv_chunk, &a, batch);
+  } else {
+    if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
+    const long per = (m + PK_MR - 1) * k; /* packed rows of one element */
+    float *xp = pk_floats(batch * per);
+    pk_args *pk = malloc((size_t)batch * sizeof(pk_args));
+    if (!xp || !pk) {
+      rc = -1;
+    } else {
+      for (long b = 0; b < batch; b++) {
+        pack_rows(x + xoff[b], xp + b * per, m, k);
+        pk_args e = {xp + b * per, w + woff[b], 0, y + b * m * n, m, k, n, 0, 0, 0, 0};
+        pk[b] = e;
+      }
+      a.pk = pk;
+      if (2 * batch * m * k * n < 4 * PARALLEL_BYTES)
+        for (long c = 0; c < batch * a.panels; c++) batched_fma_chunk(&a, c);
+      else
+        parallel_for(batched_fma_chunk, &a, batch * a.panels);
+    }
+    free(pk);
+  }
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
 /* The same chain written plainly (one thread, no packing): what the tests compare against. */
 void fuel_native_gemm_fma_ref(const float *x, const float *w, const float *bias, float *y, long m,
                               long k, long n, int relu) {

@@ -36,6 +36,7 @@ for a given shape the path, the summation order and every rounding are fixed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -160,11 +161,49 @@ def _gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, y)
 
 
+def _batched_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    """A batched C-path product: f32 [..., m, k] by f32 [..., k, n] with batch dims (numpy's
+    broadcast) on the weight."""
+    return a.dtype == F32 and b.dtype == F32 and a.ndim >= 2 and b.ndim >= 3
+
+
+@functools.lru_cache(maxsize=256)
+def _batch_offsets(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(each output matrix's x offset, its w offset, in floats; the batch count) of a batched
+    product of C-contiguous operands: numpy's broadcast of the batch dims."""
+    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    (m, k), n = a_shape[-2:], b_shape[-1]
+
+    def offsets(own: tuple[int, ...], stride: int) -> np.ndarray:
+        index = np.arange(math.prod(own), dtype=np.int64).reshape(own)
+        return np.ascontiguousarray(np.broadcast_to(index, batch).ravel() * stride)
+
+    return offsets(a_shape[:-2], m * k), offsets(b_shape[:-2], k * n), math.prod(batch)
+
+
+def _batched(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out = a @ b (batched weights) in C: `fuel_native_gemm_batched`."""
+    xoff, woff, batch = _batch_offsets(a.shape, b.shape)
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p, (m, k), n = native.ptr, a.shape[-2:], b.shape[-1]
+    rc = native.library().fuel_native_gemm_batched(
+        p(a), p(b), p(y), batch, m, k, n, p(xoff), p(woff)
+    )
+    if rc:
+        raise MemoryError("fuel native batched gemm: out of memory for its packed operands")
+    if y is not out:
+        np.copyto(out, y)
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, packed: np.ndarray | None) -> None:
     if _gemv_shape(a, b):
         _gemv(a, b, out)
     elif _fma_shape(a, b):
         _fma_gemm(a, b, packed, None, out)
+    elif _batched_shape(a, b):
+        _batched(a, b, out)
     else:
         np.matmul(a, b, out=out)
 
@@ -347,9 +386,16 @@ _p = native.ptr
 
 def _encode_matmul(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (a, b), out = ins, outs[0]
-    if not (native.contiguous_f32(a, b, out) and _gemv_shape(a, b)):
+    if not native.contiguous_f32(a, b, out):
         return None
-    return R([native.OP_GEMM, _p(a), _p(b), _p(out), _rows(a), a.shape[-1], b.shape[1]])
+    if _gemv_shape(a, b):
+        return R([native.OP_GEMM, _p(a), _p(b), _p(out), _rows(a), a.shape[-1], b.shape[1]])
+    if not _batched_shape(a, b):
+        return None
+    xoff, woff, batch = _batch_offsets(a.shape, b.shape)
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    words = [native.OP_GEMM_BATCHED, _p(a), _p(b), _p(out), batch, m, k, n, _p(xoff), _p(woff)]
+    return R(words, [xoff, woff])
 
 
 def _encode_gated(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
@@ -555,8 +601,10 @@ def _product_cost(base: CostEstimate, rows: int) -> CostEstimate:
 
 def _matmul_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
     base = matmul_cost(shapes, dtypes, params)
-    if len(shapes[1]) != 2:  # batched weights: the numpy kernel's code, one more frame
-        return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+    if len(shapes[1]) != 2:  # batched weights: per matrix, its rows decide the path
+        if len(shapes[0]) < 2:  # a vector: the numpy kernel's code, one more frame
+            return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+        return _product_cost(base, shapes[0][-2])
     return _product_cost(base, numel(shapes[0][:-1]))
 
 
@@ -620,7 +668,8 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         _matmul_native,
         matmul_claim(t),
         _matmul_cost,
-        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul),
+        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul, _batched_shape, _batched)
+        + (_batch_offsets,),
         source=NATIVE,
         code=code,
     )
