@@ -13,7 +13,8 @@ columns (or rows), never a sum, so results do not depend on the thread count. Wh
 reference 2-core VM a decode step's products read weights at 12-18 GB/s through numpy's
 OpenBLAS GEMV plus several numpy calls per fused op; one C call per op reads them at the
 machine's bandwidth, and a prefill whose products and attention all run on this one pool
-does not wake a second library's.
+does not wake a second library's. It is the process's one pool: the BLAS libraries fuel's other
+kernels call run on the calling thread (`runtime.native.blas`).
 
 The library is compiled from source by the system C compiler on first use (`-O3`, no
 fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see

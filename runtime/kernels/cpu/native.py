@@ -15,9 +15,13 @@ elsewhere.
   bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
   bundle constant), else read in place (the same bits, slower). `matmul_bias_act` adds the
   bias (and relu) as the products are stored; `gated_mlp` on many rows runs silu * up in one
-  vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs). Other
-  shapes (batched weights) run the numpy kernels' code and are priced 0.5 us above them (one
-  more Python frame).
+  vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs).
+  `matmul` by batched weights (attention written out as products, [1, h, 1, d] x
+  [1, h, d, s]; numpy's broadcast of the batch dims) runs in C too (`fuel_native_gemm_batched`):
+  each matrix on the path its rows take (the GEMV tile for fewer than 8, the FMA chain reading
+  the weight in place for more), one pool chunk per matrix (or matrix x panel), so no product
+  of a plan wakes numpy's or torch's BLAS pool (`runtime.native.blas`). A vector operand runs
+  the numpy kernel's code, priced 0.5 us above it (one more Python frame).
 * `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
   every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
 * `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
