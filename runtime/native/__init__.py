@@ -153,6 +153,7 @@ _SIGNATURES = {
     "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
     "fuel_native_gemm_batched": ([_F] * 3 + [_L] * 4 + [_F] * 2, ctypes.c_int),
+    "fuel_native_gated_packed": ([_F] * 7 + [_L] * 4 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_attention_gemm": (
         [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double],
@@ -202,7 +203,8 @@ def ptr(a: np.ndarray) -> int:
     OP_CALL,
     OP_GEMM_PACKED,
     OP_GEMM_BATCHED,
-) = range(1, 11)
+    OP_GATED_PACKED,
+) = range(1, 12)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -216,6 +218,7 @@ ARITY = {
     OP_CALL: 2,
     OP_GEMM_PACKED: 8,
     OP_GEMM_BATCHED: 9,
+    OP_GATED_PACKED: 12,
 }
 
 

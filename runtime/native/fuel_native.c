@@ -644,6 +644,9 @@ int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, 
                             long k, long n, int relu);
 int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batch, long m,
                              long k, long n, const long *xoff, const long *woff);
+int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, const float *wd,
+                             float *g, float *u, float *y, long m, long k, long f, long n,
+                             int packed);
 
 /* -- programs: a run of kernels in one call --------------------------------------------------- */
 
@@ -662,7 +665,8 @@ enum {
   OP_MUL,
   OP_CALL,
   OP_GEMM_PACKED,
-  OP_GEMM_BATCHED
+  OP_GEMM_BATCHED,
+  OP_GATED_PACKED
 };
 
 static double bits_f64(int64_t v) {
@@ -722,6 +726,12 @@ long fuel_native_program(const int64_t *prog, long records) {
       if (fuel_native_gemm_batched(P(0), P(1), P(2), a[3], a[4], a[5], a[6], P(7), P(8)))
         return r;
       a += 9;
+      break;
+    case OP_GATED_PACKED: /* x, wg, wu, wd, g, u, y, m, k, f, n, packed */
+      if (fuel_native_gated_packed(P(0), P(1), P(2), P(3), P(4), P(5), P(6), a[7], a[8], a[9],
+                                   a[10], (int)a[11]))
+        return r;
+      a += 12;
       break;
     case OP_CALL: /* a generated C kernel (lowering/cpu/codegen.py): fn(void **args) */
       ((void (*)(void **))P(0))((void **)P(1));

@@ -260,12 +260,13 @@ def _gated_mlp_native(
         _numpy_gated(inputs, outputs, params)
         return
     if not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
-        m, f = _rows(x), wg.shape[1]
-        g, u = np.empty((m, f), F32), np.empty((m, f), F32)
-        _fma_gemm(x, wg, packed[0], None, g)
-        _fma_gemm(x, wu, packed[1], None, u)
-        native.library().fuel_native_silu_mul(native.ptr(g), native.ptr(u), g.size)
-        _fma_gemm(g, wd, packed[2], None, out)
+        y = out if _writable(out) else np.empty(out.shape, F32)
+        record = _gated_packed_record(x, (wg, wu, wd), packed, y)
+        entry, words, count = native.program([record])
+        if entry(native.ptr(words), count) != -1:
+            raise MemoryError("fuel native gated_mlp: out of memory for its packed operands")
+        if y is not out:
+            np.copyto(out, y)
         return
     m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
     g, u = np.empty((m, f), F32), np.empty((m, f), F32)
@@ -278,6 +279,22 @@ def _gated_mlp_native(
         raise MemoryError("fuel native gated_mlp: out of memory for its partial sums")
     if y is not out:
         np.copyto(out, y)
+
+
+def _gated_packed_record(
+    x: np.ndarray,
+    weights: Sequence[np.ndarray],
+    packed: Sequence[np.ndarray | None],
+    out: np.ndarray,
+) -> native.Record:
+    """The gated MLP of many rows as one program record (`fuel_native_gated_packed`): the
+    packed weights where all three are, else the weights read in place; its g, u scratch."""
+    m, (k, f), n = _rows(x), weights[0].shape, weights[2].shape[1]
+    in_panels = [w for w in packed if w is not None]
+    ws = in_panels if len(in_panels) == 3 else list(weights)
+    g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+    words = [native.OP_GATED_PACKED, *(_p(a) for a in (x, *ws, g, u, out)), m, k, f, n]
+    return R([*words, int(ws is in_panels)], [g, u, *ws])
 
 
 def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
@@ -583,6 +600,13 @@ def _prepare_gated(
     def gated_mlp_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         _gated_mlp_native(inputs, outputs, params, packed)
 
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        x, out = ins[0], outs[0]
+        if not (native.contiguous_f32(x, out) and _rows(x) >= GEMV_ROWS):
+            return None
+        return _gated_packed_record(x, ins[1:4], packed, out)
+
+    gated_mlp_packed.encode = encode  # type: ignore[attr-defined]
     return gated_mlp_packed
 
 
@@ -696,7 +720,8 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         _gated_mlp_native,
         claim,
         _gated_native_cost(costs),
-        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated),
+        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated)
+        + (_gated_packed_record,),
         source=NATIVE,
         code=code,
     )
