@@ -312,3 +312,29 @@ def test_attention_on_the_gemm_is_the_same_on_every_isa(
         kernel([q, k, v, np.array(kv_len)], [out], params)
         outs.append(out.tobytes())
     assert len(set(outs)) == 1
+
+
+def test_gated_mlp_record_is_the_three_products_and_the_middle_pass() -> None:
+    """`fuel_native_gated_packed` (one call: x packed once, silu * up per panel, the down
+    product) has the bits of the FMA chains and `fuel_native_silu_mul` run one by one, with
+    packed weights (a prepared kernel's program record) and with weights read in place."""
+    g = rng(7)
+    m, k, f, n = 20, 64, 100, 40  # a short last panel of the hidden width and of the output
+    x = g.standard_normal((m, k)).astype(F32)
+    wg, wu = (g.standard_normal((k, f)).astype(F32) * 0.1 for _ in range(2))
+    wd = g.standard_normal((f, n)).astype(F32) * 0.1
+    gate, up = ref_chain(x, wg), ref_chain(x, wu)
+    native.library().fuel_native_silu_mul(native.ptr(gate), native.ptr(up), gate.size)
+    want = ref_chain(gate, wd)
+    kernel = nk._gated_mlp_native.prepare(
+        [None, wg, wu, wd], [x.shape, wg.shape, wu.shape, wd.shape], {}, {}
+    )
+    got = np.full((m, n), np.nan, F32)
+    record = kernel.encode([x, wg, wu, wd], [got], {})
+    assert record is not None and record.words[0] == native.OP_GATED_PACKED
+    fn, words, count = native.program([record])
+    assert fn(words.ctypes.data, count) == -1
+    assert got.tobytes() == want.tobytes()
+    in_place = np.full((m, n), np.nan, F32)
+    nk._gated_mlp_native([x, wg, wu, wd], [in_place], {})
+    assert in_place.tobytes() == want.tobytes()
