@@ -88,6 +88,7 @@ from runtime.loaders.triton import CodegenError as TritonCodegenError
 from runtime.loaders.triton import GeneratedKernel, KernelPlan
 from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
+from runtime.native import blas
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
 from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
 from runtime.views import ViewPlanner, moves_unit_dims
@@ -769,9 +770,10 @@ class Executor:
         a device are always read back into fresh arrays; a view of an input is always copied:
         an output never aliases the caller's input)."""
         self._bind(inputs)
-        if self._pipelined:
-            return self._run_pipelined(copy_outputs)
-        self._walk()
+        with blas.one_thread():  # one pool: numpy's BLAS on the calling thread (blas.py)
+            if self._pipelined:
+                return self._run_pipelined(copy_outputs)
+            self._walk()
         outs = self._outputs
         return dict(zip(self.output_names, self._handed(outs, copy_outputs), strict=True))
 
@@ -796,15 +798,16 @@ class Executor:
         if self._pipelined:
             raise ExecutionError("profiling times host schedules; this one drives devices")
         self._bind(inputs)
-        self._walk()
         per_run = []
-        for _ in range(max(1, runs)):
-            t = [0.0] * len(self._items)
-            for i, (fn, args) in enumerate(self._items):
-                t0 = time.perf_counter()
-                fn(*args)
-                t[i] = time.perf_counter() - t0
-            per_run.append(t)
+        with blas.one_thread():
+            self._walk()
+            for _ in range(max(1, runs)):
+                t = [0.0] * len(self._items)
+                for i, (fn, args) in enumerate(self._items):
+                    t0 = time.perf_counter()
+                    fn(*args)
+                    t[i] = time.perf_counter() - t0
+                per_run.append(t)
         rows: dict[str, tuple[int, float]] = {}
         for i, name in enumerate(self.op_names):
             n, total = rows.get(name, (0, 0.0))

@@ -26,6 +26,7 @@ from runtime.judge import (
     hardware_fingerprint,
     size_class,
 )
+from runtime.native import blas
 
 log = logging.getLogger(__name__)
 # -- the ladder -----------------------------------------------------------------------------
@@ -321,7 +322,20 @@ def _time_kernel(
     """Per-run wall times (ns) after the warm-ups; GC is paused so it is not timed.
 
     Past the deadline a slow kernel stops after its first timed run (fewer `iterations`)
-    instead of overrunning the budget by `min_runs` calls."""
+    instead of overrunning the budget by `min_runs` calls. numpy's BLAS runs on one thread,
+    as in the executor (one pool: `runtime.native.blas`)."""
+    with blas.one_thread():
+        return _time_runs(entry, inputs, out, params, t, deadline)
+
+
+def _time_runs(
+    entry: BindingEntry,
+    inputs: list,
+    out: np.ndarray,
+    params: Mapping[str, Any],
+    t: Timing,
+    deadline: float,
+) -> list[int]:
     for _ in range(t.warmups):
         entry.kernel(inputs, [out], params)
     times: list[int] = []

@@ -60,18 +60,45 @@ def test_matmul_gemv_against_float64(xs: tuple[int, ...], ws: tuple[int, ...]) -
     assert normwise(out, ref) < 2e-6 * np.sqrt(xs[-1] / 64 + 1)
 
 
-def test_matmul_batched_weights_and_f64_are_numpy_bit_for_bit() -> None:
-    """Only 2-D f32 weights take a C path (the GEMV, or the packed GEMM for 8+ rows, see
-    test_cpu_native_gemm); batched weights and other dtypes run numpy's matmul."""
+# (x shape, w shape) with batched weights: attention's decode products, broadcast batch dims
+# either side, rows on the GEMV path (< 8) and on the packed GEMM (8+, a short last panel)
+BATCHED = [
+    ((1, 8, 1, 64), (1, 8, 64, 128)),
+    ((1, 8, 1, 128), (1, 8, 128, 64)),
+    ((2, 5, 16), (2, 16, 8)),
+    ((8, 64), (3, 64, 32)),
+    ((4, 1, 3, 16), (1, 3, 16, 40)),
+    ((1, 8, 13, 33), (1, 8, 33, 70)),
+]
+
+
+@pytest.mark.parametrize(("xs", "ws"), BATCHED)
+def test_matmul_batched_weights_in_c(xs: tuple[int, ...], ws: tuple[int, ...]) -> None:
+    """Batched weights take the C path (`fuel_native_gemm_batched`), so no product falls to
+    numpy's BLAS pool: each matrix of the result has the bits of the 2-D native product of its
+    operands (the same path for its rows), and the error bound of that path against float64;
+    the program record computes the same bits; f64 still runs numpy's matmul."""
     g = rng(1)
-    for xs, ws in [((2, 5, 16), (2, 16, 8)), ((8, 64), (3, 64, 32))]:
-        x, w = g.standard_normal(xs).astype(F32), g.standard_normal(ws).astype(F32)
-        out = np.empty(np.matmul(x, w).shape, F32)
-        nk._matmul_native([x, w], [out], {})
-        assert np.array_equal(out, np.matmul(x, w))
-    x64 = g.standard_normal((1, 16))
-    w64 = g.standard_normal((16, 4))
-    out64 = np.empty((1, 4))
+    x, w = g.standard_normal(xs).astype(F32), g.standard_normal(ws).astype(F32)
+    ref = np.matmul(x.astype(np.float64), w.astype(np.float64))
+    out = np.full(ref.shape, np.nan, F32)
+    nk._matmul_native([x, w], [out], {})
+    bx, bw = (
+        np.broadcast_to(x, (*ref.shape[:-2], *xs[-2:])),
+        np.broadcast_to(w, ref.shape[:-2] + ws[-2:]),
+    )
+    for idx in np.ndindex(*ref.shape[:-2]):
+        one = np.empty(ref.shape[-2:], F32)
+        nk._matmul_native([np.ascontiguousarray(bx[idx]), np.ascontiguousarray(bw[idx])], [one], {})
+        assert np.array_equal(out[idx], one)
+    bound = np.matmul(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64))
+    assert (np.abs(out - ref) <= xs[-1] * 2.0**-24 * bound).all()
+    again = np.zeros_like(out)
+    entry, words, count = native.program([nk._encode_matmul([x, w], [again], {})])
+    assert entry(native.ptr(words), count) == -1
+    assert np.array_equal(again, out)
+    x64, w64 = g.standard_normal((1, 16)), g.standard_normal((2, 16, 4))
+    out64 = np.empty((2, 1, 4))
     nk._matmul_native([x64, w64], [out64], {})  # f64: numpy's path (C only runs f32)
     assert np.array_equal(out64, x64 @ w64)
 
@@ -261,12 +288,16 @@ def test_bad_thread_count_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
         native.threads()
 
 
-def test_costs_choose_native_for_2d_weights_only() -> None:
+def test_costs_choose_native_for_every_f32_product() -> None:
+    """2-D and batched weights both cost one C call (below numpy's BLAS call); a vector
+    operand runs numpy's code, one frame above it."""
     dt = ["f32"] * 3
     gemv = [(1, 1, 512), (512, 1408), (1, 1, 1408)]
     batched = [(2, 64, 512), (2, 512, 1408), (2, 64, 1408)]
-    assert nk._matmul_cost(gemv, dt, {}).overhead_ns < matmul_cost(gemv, dt, {}).overhead_ns
-    assert nk._matmul_cost(batched, dt, {}).overhead_ns > matmul_cost(batched, dt, {}).overhead_ns
+    vector = [(512,), (2, 512, 1408), (2, 1408)]
+    for shapes in (gemv, batched):
+        assert nk._matmul_cost(shapes, dt, {}).overhead_ns < matmul_cost(shapes, dt, {}).overhead_ns
+    assert nk._matmul_cost(vector, dt, {}).overhead_ns > matmul_cost(vector, dt, {}).overhead_ns
 
 
 def test_registered_after_numpy_with_the_c_source_in_the_revision() -> None:

@@ -130,7 +130,7 @@ def test_bias_and_relu_are_numpys_steps() -> None:
     assert np.isnan(relu[3]).all() and not np.signbit(relu[7, 12])
 
 
-def test_kernels_take_the_packed_path_for_2d_weights_only() -> None:
+def test_kernels_take_the_packed_path_per_matrix() -> None:
     g = rng(3)
     x, w = g.standard_normal((16, 48)).astype(F32), g.standard_normal((48, 40)).astype(F32)
     out = np.empty((16, 40), F32)
@@ -138,8 +138,8 @@ def test_kernels_take_the_packed_path_for_2d_weights_only() -> None:
     assert out.tobytes() == ref_chain(x, w).tobytes()
     xb, wb = g.standard_normal((2, 16, 48)).astype(F32), g.standard_normal((2, 48, 40)).astype(F32)
     outb = np.empty((2, 16, 40), F32)
-    nk._matmul_native([xb, wb], [outb], {})  # batched weights: numpy's matmul
-    assert outb.tobytes() == np.matmul(xb, wb).tobytes()
+    nk._matmul_native([xb, wb], [outb], {})  # batched weights: the same chain per matrix
+    assert outb.tobytes() == np.stack([ref_chain(xb[i], wb[i]) for i in range(2)]).tobytes()
     x3 = g.standard_normal((2, 8, 48)).astype(F32)  # leading dims flatten into rows
     out3 = np.empty((2, 8, 40), F32)
     nk._matmul_native([x3, w], [out3], {})
@@ -266,7 +266,7 @@ def test_costs_price_the_packed_gemm_like_blas_with_one_call(
     monkeypatch.setattr(native, "simd_fma", lambda: True)
     est = nk._matmul_cost(gemm, dt, {})
     assert est.flops == blas.flops and est.overhead_ns < blas.overhead_ns
-    assert nk._matmul_cost(batched, dt, {}).overhead_ns > matmul_cost(batched, dt, {}).overhead_ns
+    assert nk._matmul_cost(batched, dt, {}).overhead_ns < matmul_cost(batched, dt, {}).overhead_ns
     monkeypatch.setattr(native, "simd_fma", lambda: False)  # the portable kernel: priced slow
     assert nk._matmul_cost(gemm, dt, {}).flops == blas.flops * nk.PORTABLE_SLOWDOWN
 
@@ -312,3 +312,29 @@ def test_attention_on_the_gemm_is_the_same_on_every_isa(
         kernel([q, k, v, np.array(kv_len)], [out], params)
         outs.append(out.tobytes())
     assert len(set(outs)) == 1
+
+
+def test_gated_mlp_record_is_the_three_products_and_the_middle_pass() -> None:
+    """`fuel_native_gated_packed` (one call: x packed once, silu * up per panel, the down
+    product) has the bits of the FMA chains and `fuel_native_silu_mul` run one by one, with
+    packed weights (a prepared kernel's program record) and with weights read in place."""
+    g = rng(7)
+    m, k, f, n = 20, 64, 100, 40  # a short last panel of the hidden width and of the output
+    x = g.standard_normal((m, k)).astype(F32)
+    wg, wu = (g.standard_normal((k, f)).astype(F32) * 0.1 for _ in range(2))
+    wd = g.standard_normal((f, n)).astype(F32) * 0.1
+    gate, up = ref_chain(x, wg), ref_chain(x, wu)
+    native.library().fuel_native_silu_mul(native.ptr(gate), native.ptr(up), gate.size)
+    want = ref_chain(gate, wd)
+    kernel = nk._gated_mlp_native.prepare(
+        [None, wg, wu, wd], [x.shape, wg.shape, wu.shape, wd.shape], {}, {}
+    )
+    got = np.full((m, n), np.nan, F32)
+    record = kernel.encode([x, wg, wu, wd], [got], {})
+    assert record is not None and record.words[0] == native.OP_GATED_PACKED
+    fn, words, count = native.program([record])
+    assert fn(words.ctypes.data, count) == -1
+    assert got.tobytes() == want.tobytes()
+    in_place = np.full((m, n), np.nan, F32)
+    nk._gated_mlp_native([x, wg, wu, wd], [in_place], {})
+    assert in_place.tobytes() == want.tobytes()

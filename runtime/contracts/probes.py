@@ -168,9 +168,11 @@ MATMUL_SHAPES = (
     ((1, 7, 16), (2, 16, 1)),
     ((2, 9, 33), (33, 17)),
     ((40, 64), (64, 24)),
+    ((2, 12, 40), (1, 40, 36)),
 )
 """Batched, plain, broadcast-batch; then products by a 2-D weight with 18 and 40 rows (kernels
-that switch from GEMV to a blocked GEMM above a few rows take the blocked path; ragged sizes)."""
+that switch from GEMV to a blocked GEMM above a few rows take the blocked path; ragged sizes),
+and a broadcast batch of 12-row matrices (the blocked path per matrix)."""
 
 
 def matmul(op: str, dtypes: tuple[str, ...]) -> list[Probe]:

@@ -13,7 +13,8 @@ columns (or rows), never a sum, so results do not depend on the thread count. Wh
 reference 2-core VM a decode step's products read weights at 12-18 GB/s through numpy's
 OpenBLAS GEMV plus several numpy calls per fused op; one C call per op reads them at the
 machine's bandwidth, and a prefill whose products and attention all run on this one pool
-does not wake a second library's.
+does not wake a second library's. It is the process's one pool: the BLAS libraries fuel's other
+kernels call run on the calling thread (`runtime.native.blas`).
 
 The library is compiled from source by the system C compiler on first use (`-O3`, no
 fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
@@ -151,6 +152,8 @@ _SIGNATURES = {
     "fuel_native_gemm_packed": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_fma_ref": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_gemm_batched": ([_F] * 3 + [_L] * 4 + [_F] * 2, ctypes.c_int),
+    "fuel_native_gated_packed": ([_F] * 7 + [_L] * 4 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_attention_gemm": (
         [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double],
@@ -189,7 +192,19 @@ def ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-OP_GEMM, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED = range(1, 10)
+(
+    OP_GEMM,
+    OP_GATED,
+    OP_RMS,
+    OP_ROPE,
+    OP_FLASH,
+    OP_ADD,
+    OP_MUL,
+    OP_CALL,
+    OP_GEMM_PACKED,
+    OP_GEMM_BATCHED,
+    OP_GATED_PACKED,
+) = range(1, 12)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -202,6 +217,8 @@ ARITY = {
     OP_MUL: 4,
     OP_CALL: 2,
     OP_GEMM_PACKED: 8,
+    OP_GEMM_BATCHED: 9,
+    OP_GATED_PACKED: 12,
 }
 
 

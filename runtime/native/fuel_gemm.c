@@ -337,6 +337,35 @@ static void pack_rows(const float *restrict x, float *restrict xp, long m, long 
   }
 }
 
+typedef struct {
+  const float *x;
+  float *xp;
+  long m, k;
+} pack_rows_args;
+
+/* Columns [chunk PK_KC, +PK_KC) of every row block: `pack_rows` cut by k for the pool. */
+static void pack_rows_chunk(void *q, long chunk) {
+  const pack_rows_args *a = q;
+  const long k = a->k, i0 = chunk * PK_KC, i1 = i0 + PK_KC < k ? i0 + PK_KC : k;
+  for (long r0 = 0, R; r0 < a->m; r0 += R) {
+    R = pk_height(a->m - r0);
+    const long mr = a->m - r0 < R ? a->m - r0 : R;
+    float *restrict dst = a->xp + r0 * k;
+    for (long i = i0; i < i1; i++)
+      for (long r = 0; r < R; r++) dst[i * R + r] = r < mr ? a->x[(r0 + r) * k + i] : 0.0f;
+  }
+}
+
+/* `pack_rows` on the pool (a copy: the same floats in the same places). */
+static void pack_rows_pool(const float *x, float *xp, long m, long k) {
+  pack_rows_args a = {x, xp, m, k};
+  const long chunks = (k + PK_KC - 1) / PK_KC;
+  if (4 * m * k < PARALLEL_BYTES || chunks < 2)
+    pack_rows(x, xp, m, k);
+  else
+    parallel_for(pack_rows_chunk, &a, chunks);
+}
+
 /* With call_mu held: x packed into scratch, then the panels of w (`packed`: in panels, else
  * read in place, row-major). */
 static int gemm_limited_locked(const float *x, const float *w, int packed, const float *bias,
@@ -345,7 +374,7 @@ static int gemm_limited_locked(const float *x, const float *w, int packed, const
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
   float *xp = pk_floats((m + PK_MR - 1) * k);
   if (!xp) return -1;
-  pack_rows(x, xp, m, k);
+  pack_rows_pool(x, xp, m, k);
   pk_args a = {xp, w, bias, y, m, k, n, relu, packed, limit, limit_k};
   const long panels = (n + PK_NR - 1) / PK_NR;
   if (2 * m * k * n < 4 * PARALLEL_BYTES) {
@@ -376,6 +405,127 @@ int fuel_native_gemm_fma(const float *x, const float *w, const float *bias, floa
                          long k, long n, int relu) {
   pthread_mutex_lock(&call_mu);
   int rc = gemm_packed_locked(x, w, 0, bias, y, m, k, n, relu);
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* -- the SiLU-gated MLP on many rows ------------------------------------------------------ */
+/* y [m, n] = (silu(x @ wg) * (x @ wu)) @ wd for many rows, in one call: x packed once (on the
+ * pool) for both up products; one chunk per panel of the hidden width computes that panel of
+ * the gate and of the up product (the chains of `fuel_native_gemm_packed`) and then silu(g) * u
+ * on it (`silu_mul_range`: the bits of `fuel_native_silu_mul`), while it is in cache; the
+ * gated state is packed and the down product runs as `fuel_native_gemm_packed`. The same bits
+ * as the three products and the middle pass called one by one, with two barriers fewer and
+ * no pass over the [m, f] hidden state of its own. `packed`: the weights are in panels
+ * (`fuel_native_pack`), else row-major, read in place. g and u are [m, f] scratch. */
+
+typedef struct {
+  pk_args gate, up;
+  float *g;
+  const float *u;
+  long m, f;
+} gated_pk_args;
+
+static void gated_up_chunk(void *q, long panel) {
+  const gated_pk_args *a = q;
+  pk_chunk(&a->gate, panel);
+  pk_chunk(&a->up, panel);
+  const long c0 = panel * PK_NR, len = a->f - c0 < PK_NR ? a->f - c0 : PK_NR;
+  for (long r = 0; r < a->m; r++) silu_mul_range(a->g + r * a->f + c0, a->u + r * a->f + c0, 0, len);
+}
+
+/* 0, or -1 when out of memory. */
+int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, const float *wd,
+                             float *g, float *u, float *y, long m, long k, long f, long n,
+                             int packed) {
+  int rc = 0;
+  pthread_mutex_lock(&call_mu);
+  if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
+  const long widest = k > f ? k : f;
+  float *xp = pk_floats((m + PK_MR - 1) * widest);
+  if (!xp) {
+    rc = -1;
+  } else {
+    pack_rows_pool(x, xp, m, k);
+    gated_pk_args a = {{xp, wg, 0, g, m, k, f, 0, packed, 0, 0},
+                       {xp, wu, 0, u, m, k, f, 0, packed, 0, 0},
+                       g,
+                       u,
+                       m,
+                       f};
+    const long panels = (f + PK_NR - 1) / PK_NR;
+    if (2 * m * k * f < 4 * PARALLEL_BYTES)
+      for (long c = 0; c < panels; c++) gated_up_chunk(&a, c);
+    else
+      parallel_for(gated_up_chunk, &a, panels);
+    rc = gemm_limited_locked(g, wd, packed, 0, y, m, f, n, 0, 0, 0);
+  }
+  pthread_mutex_unlock(&call_mu);
+  return rc;
+}
+
+/* -- batched products ------------------------------------------------------------------- */
+/* y[b] [m, n] = x [xoff[b] ..] [m, k] @ w [woff[b] ..] [k, n] for b < batch (numpy's matmul
+ * with batch dimensions: the offsets, in floats, carry the broadcast), y C-contiguous. Fewer
+ * than GEMV_ROWS rows (attention's decode products, [1, h, 1, d] x [1, h, d, s]): one chunk
+ * per batch element, `gemm_tile` over all of k (blocks of 8 summed pairwise, added in k
+ * order). More rows: the packed FMA GEMM per batch element, reading w in place, one chunk per
+ * (element, panel): its FMA chains in k order. One thread per output element and a fixed
+ * order that depends only on the shapes, so the bits do not depend on the threads. */
+#define GEMV_ROWS 8
+
+typedef struct {
+  const float *x, *w;
+  float *y;
+  const long *xoff, *woff;
+  long m, k, n, panels;
+  pk_args *pk; /* per batch element (packed rows), or null on the GEMV path */
+} batched_args;
+
+static void batched_gemv_chunk(void *q, long b) {
+  const batched_args *a = q;
+  gemm_tile(a->x + a->xoff[b], a->k, a->w + a->woff[b], a->y + b * a->m * a->n, a->m, a->n, 0,
+            a->k, 0, a->n);
+}
+
+static void batched_fma_chunk(void *q, long chunk) {
+  const batched_args *a = q;
+  pk_chunk(&a->pk[chunk / a->panels], chunk % a->panels);
+}
+
+/* 0, or -1 when out of memory. */
+int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batch, long m,
+                             long k, long n, const long *xoff, const long *woff) {
+  batched_args a = {x, w, y, xoff, woff, m, k, n, (n + PK_NR - 1) / PK_NR, 0};
+  const long work = 4 * batch * (m * k + k * n + m * n);
+  int rc = 0;
+  pthread_mutex_lock(&call_mu);
+  if (m < GEMV_ROWS) {
+    if (work < PARALLEL_BYTES)
+      for (long b = 0; b < batch; b++) batched_gemv_chunk(&a, b);
+    else
+      parallel_for(batched_gemv_chunk, &a, batch);
+  } else {
+    if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
+    const long per = (m + PK_MR - 1) * k; /* packed rows of one element */
+    float *xp = pk_floats(batch * per);
+    pk_args *pk = malloc((size_t)batch * sizeof(pk_args));
+    if (!xp || !pk) {
+      rc = -1;
+    } else {
+      for (long b = 0; b < batch; b++) {
+        pack_rows(x + xoff[b], xp + b * per, m, k);
+        pk_args e = {xp + b * per, w + woff[b], 0, y + b * m * n, m, k, n, 0, 0, 0, 0};
+        pk[b] = e;
+      }
+      a.pk = pk;
+      if (2 * batch * m * k * n < 4 * PARALLEL_BYTES)
+        for (long c = 0; c < batch * a.panels; c++) batched_fma_chunk(&a, c);
+      else
+        parallel_for(batched_fma_chunk, &a, batch * a.panels);
+    }
+    free(pk);
+  }
   pthread_mutex_unlock(&call_mu);
   return rc;
 }

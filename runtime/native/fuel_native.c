@@ -642,6 +642,11 @@ void fuel_native_rope(const float *x, const float *cs, const float *sn, float *o
 /* fuel_gemm.c (compiled after this file, in the same unit) */
 int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, float *y, long m,
                             long k, long n, int relu);
+int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batch, long m,
+                             long k, long n, const long *xoff, const long *woff);
+int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, const float *wd,
+                             float *g, float *u, float *y, long m, long k, long f, long n,
+                             int packed);
 
 /* -- programs: a run of kernels in one call --------------------------------------------------- */
 
@@ -650,7 +655,19 @@ int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, 
  * executor encodes a run of consecutive calls whose buffers never move as one program: records
  * [opcode, args...] back to back (pointers and integers as int64, doubles by their bits), run
  * here in order. Returns -1, or the index of the record that failed (out of memory). */
-enum { OP_GEMM = 1, OP_GATED, OP_RMS, OP_ROPE, OP_FLASH, OP_ADD, OP_MUL, OP_CALL, OP_GEMM_PACKED };
+enum {
+  OP_GEMM = 1,
+  OP_GATED,
+  OP_RMS,
+  OP_ROPE,
+  OP_FLASH,
+  OP_ADD,
+  OP_MUL,
+  OP_CALL,
+  OP_GEMM_PACKED,
+  OP_GEMM_BATCHED,
+  OP_GATED_PACKED
+};
 
 static double bits_f64(int64_t v) {
   double d;
@@ -704,6 +721,17 @@ long fuel_native_program(const int64_t *prog, long records) {
     case OP_GEMM_PACKED: /* x, packed w, bias (0: none), y, m, k, n, relu */
       if (fuel_native_gemm_packed(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7])) return r;
       a += 8;
+      break;
+    case OP_GEMM_BATCHED: /* x, w, y, batch, m, k, n, x offsets, w offsets */
+      if (fuel_native_gemm_batched(P(0), P(1), P(2), a[3], a[4], a[5], a[6], P(7), P(8)))
+        return r;
+      a += 9;
+      break;
+    case OP_GATED_PACKED: /* x, wg, wu, wd, g, u, y, m, k, f, n, packed */
+      if (fuel_native_gated_packed(P(0), P(1), P(2), P(3), P(4), P(5), P(6), a[7], a[8], a[9],
+                                   a[10], (int)a[11]))
+        return r;
+      a += 12;
       break;
     case OP_CALL: /* a generated C kernel (lowering/cpu/codegen.py): fn(void **args) */
       ((void (*)(void **))P(0))((void **)P(1));

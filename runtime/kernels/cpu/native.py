@@ -15,9 +15,13 @@ elsewhere.
   bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
   bundle constant), else read in place (the same bits, slower). `matmul_bias_act` adds the
   bias (and relu) as the products are stored; `gated_mlp` on many rows runs silu * up in one
-  vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs). Other
-  shapes (batched weights) run the numpy kernels' code and are priced 0.5 us above them (one
-  more Python frame).
+  vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs).
+  `matmul` by batched weights (attention written out as products, [1, h, 1, d] x
+  [1, h, d, s]; numpy's broadcast of the batch dims) runs in C too (`fuel_native_gemm_batched`):
+  each matrix on the path its rows take (the GEMV tile for fewer than 8, the FMA chain reading
+  the weight in place for more), one pool chunk per matrix (or matrix x panel), so no product
+  of a plan wakes numpy's or torch's BLAS pool (`runtime.native.blas`). A vector operand runs
+  the numpy kernel's code, priced 0.5 us above it (one more Python frame).
 * `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
   every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
 * `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
@@ -36,6 +40,7 @@ for a given shape the path, the summation order and every rounding are fixed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -160,11 +165,49 @@ def _gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out, y)
 
 
+def _batched_shape(a: np.ndarray, b: np.ndarray) -> bool:
+    """A batched C-path product: f32 [..., m, k] by f32 [..., k, n] with batch dims (numpy's
+    broadcast) on the weight."""
+    return a.dtype == F32 and b.dtype == F32 and a.ndim >= 2 and b.ndim >= 3
+
+
+@functools.lru_cache(maxsize=256)
+def _batch_offsets(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(each output matrix's x offset, its w offset, in floats; the batch count) of a batched
+    product of C-contiguous operands: numpy's broadcast of the batch dims."""
+    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    (m, k), n = a_shape[-2:], b_shape[-1]
+
+    def offsets(own: tuple[int, ...], stride: int) -> np.ndarray:
+        index = np.arange(math.prod(own), dtype=np.int64).reshape(own)
+        return np.ascontiguousarray(np.broadcast_to(index, batch).ravel() * stride)
+
+    return offsets(a_shape[:-2], m * k), offsets(b_shape[:-2], k * n), math.prod(batch)
+
+
+def _batched(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out = a @ b (batched weights) in C: `fuel_native_gemm_batched`."""
+    xoff, woff, batch = _batch_offsets(a.shape, b.shape)
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p, (m, k), n = native.ptr, a.shape[-2:], b.shape[-1]
+    rc = native.library().fuel_native_gemm_batched(
+        p(a), p(b), p(y), batch, m, k, n, p(xoff), p(woff)
+    )
+    if rc:
+        raise MemoryError("fuel native batched gemm: out of memory for its packed operands")
+    if y is not out:
+        np.copyto(out, y)
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, packed: np.ndarray | None) -> None:
     if _gemv_shape(a, b):
         _gemv(a, b, out)
     elif _fma_shape(a, b):
         _fma_gemm(a, b, packed, None, out)
+    elif _batched_shape(a, b):
+        _batched(a, b, out)
     else:
         np.matmul(a, b, out=out)
 
@@ -217,12 +260,13 @@ def _gated_mlp_native(
         _numpy_gated(inputs, outputs, params)
         return
     if not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
-        m, f = _rows(x), wg.shape[1]
-        g, u = np.empty((m, f), F32), np.empty((m, f), F32)
-        _fma_gemm(x, wg, packed[0], None, g)
-        _fma_gemm(x, wu, packed[1], None, u)
-        native.library().fuel_native_silu_mul(native.ptr(g), native.ptr(u), g.size)
-        _fma_gemm(g, wd, packed[2], None, out)
+        y = out if _writable(out) else np.empty(out.shape, F32)
+        record = _gated_packed_record(x, (wg, wu, wd), packed, y)
+        entry, words, count = native.program([record])
+        if entry(native.ptr(words), count) != -1:
+            raise MemoryError("fuel native gated_mlp: out of memory for its packed operands")
+        if y is not out:
+            np.copyto(out, y)
         return
     m, (k, f), n = _rows(x), wg.shape, wd.shape[1]
     g, u = np.empty((m, f), F32), np.empty((m, f), F32)
@@ -235,6 +279,22 @@ def _gated_mlp_native(
         raise MemoryError("fuel native gated_mlp: out of memory for its partial sums")
     if y is not out:
         np.copyto(out, y)
+
+
+def _gated_packed_record(
+    x: np.ndarray,
+    weights: Sequence[np.ndarray],
+    packed: Sequence[np.ndarray | None],
+    out: np.ndarray,
+) -> native.Record:
+    """The gated MLP of many rows as one program record (`fuel_native_gated_packed`): the
+    packed weights where all three are, else the weights read in place; its g, u scratch."""
+    m, (k, f), n = _rows(x), weights[0].shape, weights[2].shape[1]
+    in_panels = [w for w in packed if w is not None]
+    ws = in_panels if len(in_panels) == 3 else list(weights)
+    g, u = np.empty((m, f), F32), np.empty((m, f), F32)
+    words = [native.OP_GATED_PACKED, *(_p(a) for a in (x, *ws, g, u, out)), m, k, f, n]
+    return R([*words, int(ws is in_panels)], [g, u, *ws])
 
 
 def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
@@ -347,9 +407,16 @@ _p = native.ptr
 
 def _encode_matmul(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (a, b), out = ins, outs[0]
-    if not (native.contiguous_f32(a, b, out) and _gemv_shape(a, b)):
+    if not native.contiguous_f32(a, b, out):
         return None
-    return R([native.OP_GEMM, _p(a), _p(b), _p(out), _rows(a), a.shape[-1], b.shape[1]])
+    if _gemv_shape(a, b):
+        return R([native.OP_GEMM, _p(a), _p(b), _p(out), _rows(a), a.shape[-1], b.shape[1]])
+    if not _batched_shape(a, b):
+        return None
+    xoff, woff, batch = _batch_offsets(a.shape, b.shape)
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    words = [native.OP_GEMM_BATCHED, _p(a), _p(b), _p(out), batch, m, k, n, _p(xoff), _p(woff)]
+    return R(words, [xoff, woff])
 
 
 def _encode_gated(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
@@ -533,6 +600,13 @@ def _prepare_gated(
     def gated_mlp_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         _gated_mlp_native(inputs, outputs, params, packed)
 
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        x, out = ins[0], outs[0]
+        if not (native.contiguous_f32(x, out) and _rows(x) >= GEMV_ROWS):
+            return None
+        return _gated_packed_record(x, ins[1:4], packed, out)
+
+    gated_mlp_packed.encode = encode  # type: ignore[attr-defined]
     return gated_mlp_packed
 
 
@@ -555,8 +629,10 @@ def _product_cost(base: CostEstimate, rows: int) -> CostEstimate:
 
 def _matmul_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
     base = matmul_cost(shapes, dtypes, params)
-    if len(shapes[1]) != 2:  # batched weights: the numpy kernel's code, one more frame
-        return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+    if len(shapes[1]) != 2:  # batched weights: per matrix, its rows decide the path
+        if len(shapes[0]) < 2:  # a vector: the numpy kernel's code, one more frame
+            return CostEstimate(base.flops, base.bytes_moved, base.overhead_ns + FRAME_NS)
+        return _product_cost(base, shapes[0][-2])
     return _product_cost(base, numel(shapes[0][:-1]))
 
 
@@ -620,7 +696,8 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         _matmul_native,
         matmul_claim(t),
         _matmul_cost,
-        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul),
+        also=(*packed, _gemv_shape, _gemv, _matmul, _prepare_matmul, _batched_shape, _batched)
+        + (_batch_offsets,),
         source=NATIVE,
         code=code,
     )
@@ -643,7 +720,8 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         _gated_mlp_native,
         claim,
         _gated_native_cost(costs),
-        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated),
+        also=(*packed, _gemv_shape, _weights_2d, _numpy_gated, _prepare_gated)
+        + (_gated_packed_record,),
         source=NATIVE,
         code=code,
     )

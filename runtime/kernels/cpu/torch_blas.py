@@ -8,8 +8,12 @@ PyTorch's CPU BLAS (MKL / oneDNN) instead of numpy's OpenBLAS: measured on a 2-t
 Arrays cross as zero-copy `torch.from_numpy` views; the result is written straight into the
 output when it is a writable C-contiguous array. torch is imported on the first call, never at
 registration (`fuel-opt` and the passes must not pay the ~1.5 s import); the kernels are
-registered only where `importlib.util.find_spec("torch")` finds it. Threads: torch's own
-intra-op default (one per physical core), never changed here.
+registered only where `importlib.util.find_spec("torch")` finds it. Threads: one. Every product
+runs with torch's intra-op threads set to one (`blas.torch_single_thread`, restored after the
+call): the only thread pool a plan wakes is fuel's native one (`runtime.native.blas`); two pools
+spinning on two cores slowed a Llama decode step to 4.2x onnxruntime with one core busy. Where
+fuel's native kernels exist they cover every f32 product (batched ones too) at a lower
+per-call cost, so the picker leaves these to f64 and to machines without a C compiler.
 
 Registered **before** the `numpy` kernel at each key (vendor BLAS first): sibling order is the
 tie-breaker of the executor's default and of the picker's ranking, and both kernels declare the
@@ -34,6 +38,7 @@ from runtime.kernels.cpu._common import F32, Arrays, Params, add, measured
 from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
 from runtime.kernels.cpu.nn import attention_cost
+from runtime.native.blas import torch_single_thread
 from runtime.rounding import store
 
 TORCH_BLAS = "torch-blas"
@@ -84,10 +89,12 @@ def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarr
         return y
     torch = _torch()
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    if out is not None and out.flags.c_contiguous and out.flags.writeable and out.dtype == a.dtype:
-        torch.matmul(ta, tb, out=torch.from_numpy(out))
-        return out
-    y = torch.matmul(ta, tb).numpy()
+    writable = out is not None and out.flags.c_contiguous and out.flags.writeable
+    with torch_single_thread(torch):  # one pool: fuel's (runtime/native/blas.py)
+        if writable and out.dtype == a.dtype:
+            torch.matmul(ta, tb, out=torch.from_numpy(out))
+            return out
+        y = torch.matmul(ta, tb).numpy()
     if out is not None:
         store(out, y)
     return y
