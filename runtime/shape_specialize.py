@@ -1,0 +1,201 @@
+"""Run a module with dim symbols: one static executor per input-shape signature, cached.
+
+A function that declares dim symbols (`fuel.dims`, `fuel_dialect.dims`) takes inputs of any
+shape in their ranges. On the first run of a new signature `SymbolicExecutor` binds each
+symbol from the inputs (`bind_dims`: ranges and agreement checked, the dim named), clones the
+module with every `?` replaced by its value under the ops' shape rules (`specialize`:
+`fuel_dialect.shapes`; the clone is verified, so every check the rules left to run time is
+made here), and compiles a static `Executor` for it: its schedule, memory plan and prepared
+kernels (packed weights, native calls sized for this shape). Later runs of that signature run
+that executor, so they cost what a static bundle of that shape costs. At most
+`knobs.shape_cache_size()` signatures are kept, the least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, TensorType
+from xdsl.utils.exceptions import DiagnosticException
+
+from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, arg_symbols, function_dims, is_symbolic
+from fuel_dialect.dtypes import dtype_name
+from fuel_dialect.shapes import ShapeError, propagate
+from runtime import knobs
+from runtime.compiled import InputError
+from runtime.dtypes import to_numpy
+from runtime.executor import Executor
+from runtime.module import FuelModule, io_names
+
+Env = tuple[tuple[str, int], ...]
+"""A shape signature: each symbol's value, sorted by name."""
+
+
+def bind_dims(f: func.FuncOp, names: Sequence[str], arrays: Sequence[Any]) -> dict[str, int]:
+    """Each dim symbol's value in `arrays` (the inputs of `f`, named `names`); `InputError`
+    naming the input and the dim for a wrong rank, two values of one symbol, or a value
+    outside the symbol's declared range."""
+    ranges = function_dims(f)
+    env: dict[str, int] = {}
+    seen: dict[str, str] = {}
+    for name, arr, syms in zip(names, arrays, arg_symbols(f), strict=True):
+        shape = getattr(arr, "shape", None)
+        if shape is None or len(shape) != len(syms):
+            want = "[" + ", ".join(map(str, syms)) + "]"
+            raise InputError(f"input '{name}' must have shape {want}, got {_shape_of(arr)}")
+        for i, (d, n) in enumerate(zip(syms, shape, strict=True)):
+            if not isinstance(d, str):
+                continue
+            where = f"input '{name}' dim {i}"
+            if d in env and env[d] != n:
+                raise InputError(f"dim '{d}' is {env[d]} in {seen[d]} but {n} in {where}")
+            lo, hi = ranges[d]
+            if not lo <= n <= hi:
+                raise InputError(f"dim '{d}' = {n} ({where}) is outside its range [{lo}, {hi}]")
+            env[d], seen[d] = n, where
+    return env
+
+
+def _shape_of(a: Any) -> str:
+    return str(list(a.shape)) if hasattr(a, "shape") else type(a).__name__
+
+
+def specialize(module: FuelModule, env: Mapping[str, int], function: str | None = None):  # noqa: ANN201
+    """A verified static clone of `module` with its dim symbols bound to `env`."""
+    op = module.op.clone()
+    f = FuelModule(op, module.weights, module.name).function(function)
+    seeded = {
+        a: tuple(env[d] if isinstance(d, str) else d for d in syms)
+        for a, syms in zip(f.body.block.args, arg_symbols(f), strict=True)
+    }
+    label = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    try:
+        shapes = propagate(f.body.block, dict(seeded))
+    except ShapeError as e:
+        raise InputError(f"at {label}: {e}") from None
+    for v, s in shapes.items():
+        t = v.type
+        if isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()):
+            v._type = TensorType(t.element_type, [int(d) for d in s])  # noqa: SLF001
+    ret = f.body.block.last_op
+    assert ret is not None
+    f.function_type = FunctionType.from_lists(
+        [a.type for a in f.body.block.args], [v.type for v in ret.operands]
+    )
+    f.attributes.pop(DIMS_ATTR, None)
+    if f.arg_attrs is not None:
+        f.arg_attrs = ArrayAttr(
+            [
+                DictionaryAttr({k: v for k, v in d.data.items() if k != DIM_NAMES_ATTR})
+                for d in f.arg_attrs.data
+            ]
+        )
+    try:
+        op.verify()
+    except (DiagnosticException, ValueError) as e:
+        raise InputError(f"at {label}: {e}") from None
+    return FuelModule(op, module.weights, module.name)
+
+
+class SymbolicExecutor:
+    """An `Executor` for a module with dim symbols: specialises per input-shape signature
+    (see the module docstring). `make(module)` builds the static executor of one shape
+    (`Executor(module, ...)` with the caller's table, devices and function)."""
+
+    def __init__(
+        self, module: FuelModule, make: Callable[[FuelModule], Any], function: str | None = None
+    ):
+        self._module, self._make, self._function = module, make, function
+        self._fn = module.function(function)
+        self.input_names, self.output_names = io_names(self._fn)
+        self.dims = function_dims(self._fn)
+        """Each symbol's declared range, name -> (lo, hi)."""
+        self._cache: OrderedDict[Env, Any] = OrderedDict()
+        self._capacity = knobs.shape_cache_size()
+        self.specializations: list[tuple[Env, float]] = []
+        """Every specialisation made: (signature, seconds to bind, clone, verify, compile)."""
+        self._last: Any = None
+
+    @property
+    def input_specs(self) -> list[tuple[np.dtype, tuple[int, ...]]]:
+        """(dtype, shape) per input with each symbol at its range's low end (the shapes
+        `fuel run --random-inputs` draws)."""
+        out = []
+        for a, syms in zip(self._fn.body.block.args, arg_symbols(self._fn), strict=True):
+            shape = tuple(self.dims[d][0] if isinstance(d, str) else d for d in syms)
+            out.append((to_numpy(dtype_name(a.type)), shape))
+        return out
+
+    def executor_for(self, inputs: Mapping[str, Any] | Sequence[Any]) -> Any:
+        """The static executor of these inputs' shape signature (made on first need)."""
+        arrays = self._arrays(inputs)
+        env = bind_dims(self._fn, self.input_names, arrays)
+        key: Env = tuple(sorted(env.items()))
+        ex = self._cache.get(key)
+        if ex is None:
+            t0 = time.perf_counter()
+            ex = self._make(specialize(self._module, env, self._function))
+            self.specializations.append((key, time.perf_counter() - t0))
+            self._cache[key] = ex
+            while len(self._cache) > self._capacity:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        self._last = ex
+        return ex
+
+    def _arrays(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
+        if isinstance(inputs, Mapping):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise InputError(
+                    f"missing input(s) {', '.join(missing)} (the module takes: "
+                    f"{', '.join(self.input_names)})"
+                )
+            return [inputs[n] for n in self.input_names]
+        arrays = list(inputs)
+        if len(arrays) != len(self.input_names):
+            raise InputError(
+                f"expected {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
+                f"got {len(arrays)}"
+            )
+        return arrays
+
+    def run(
+        self, inputs: Mapping[str, Any] | Sequence[Any], copy_outputs: bool = True
+    ) -> dict[str, np.ndarray]:
+        """Run once at the inputs' shapes (see `Executor.run`)."""
+        return self.executor_for(inputs).run(inputs, copy_outputs)
+
+    def profile_items(
+        self, inputs: Mapping[str, Any] | Sequence[Any], runs: int = 20
+    ) -> list[tuple[str, int, float]]:
+        """`Executor.profile_items` of the inputs' shape."""
+        return self.executor_for(inputs).profile_items(inputs, runs)
+
+    def __len__(self) -> int:
+        return len(self._last) if self._last is not None else 0
+
+    @property
+    def cached_signatures(self) -> list[Env]:
+        """The signatures whose executors are kept, least recently used first."""
+        return list(self._cache)
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else (`memory`, `op_names`, ...): the last run shape's executor's."""
+        if name.startswith("_") or self.__dict__.get("_last") is None:
+            raise AttributeError(name)
+        return getattr(self._last, name)
+
+
+def make_executor(module: FuelModule, function: str | None = None, **kwargs: Any) -> Any:
+    """`Executor(module, function=function, **kwargs)`, or a `SymbolicExecutor` making one
+    per shape when the function declares dim symbols."""
+    if not is_symbolic(module.function(function)):
+        return Executor(module, function=function, **kwargs)
+    return SymbolicExecutor(module, lambda m: Executor(m, function=function, **kwargs), function)

@@ -1,0 +1,49 @@
+// RUN: fuel-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
+
+// CHECK: invalid dim range [0, 8] (expected 1 <= lo <= hi)
+func.func @range_from_zero(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<0, 8>}} {
+  func.return
+}
+
+// -----
+// CHECK: invalid dim range [9, 8] (expected 1 <= lo <= hi)
+func.func @range_reversed(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<9, 8>}} {
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @unnamed argument 0 (tensor<?x?xf32>) has 2 dynamic dim(s) but fuel.dim_names names 1
+func.func @unnamed(%x: tensor<?x?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @undeclared argument 0 names dim 'seq', which fuel.dims does not declare (declared: n)
+func.func @undeclared(%x: tensor<?xf32> {fuel.dim_names = ["seq"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @unbound declares dim 'm' but no argument dim names it
+func.func @unbound(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {m = #fuel.dim<1, 4>, n = #fuel.dim<1, 8>}} {
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @not_a_range dim 'n' must be a #fuel.dim<lo, hi> range, got 8 : i64
+func.func @not_a_range(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = 8}} {
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @bad_name invalid dim name 'Seq' (expected [a-z_][a-z0-9_]*)
+func.func @bad_name(%x: tensor<?xf32> {fuel.dim_names = ["Seq"]}) attributes {fuel.dims = {Seq = #fuel.dim<1, 8>}} {
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.matmul' contraction dims differ: lhs ?x8 has k=8, rhs 9x4 has k=9
+func.func @static_mismatch_still_caught(%x: tensor<?x8xf32> {fuel.dim_names = ["n"]}, %w: tensor<9x4xf32>) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = "fuel.matmul"(%x, %w) : (tensor<?x8xf32>, tensor<9x4xf32>) -> tensor<?x4xf32>
+  func.return
+}
