@@ -384,4 +384,14 @@ def symbolic_shapes(f: Any) -> dict[SSAValue, Shape]:
     return propagate(f.body.block, shapes)
 
 
+DIM_HINT = 64
+"""The size a cost model assumes for a `?` dim (the picker prices kernels at one shape; where
+the best kernel changes across a symbol's range, a later step branches on it)."""
+
+
+def cost_shape(t: Any) -> tuple[int, ...]:
+    """A tensor type's shape with each `?` dim at `DIM_HINT`: the shape costs are priced at."""
+    return tuple(d if d >= 0 else DIM_HINT for d in t.get_shape())
+
+
 __all__ = ["DYNAMIC", "DimExpr", "Dim", "Shape", "ShapeError", "broadcast", "evaluate", "infer"]
