@@ -199,7 +199,7 @@ def load_program(args: argparse.Namespace) -> FuelModule:
     """The module `args.module` names (IR or ONNX), refused if a generated kernel in it holds a
     source this fuel would not write from its ops, unless `--allow-kernel-source` (IR read
     from a file is data, not code: docs/bundles.md)."""
-    module = load_any(args.module, args.weights, args.input_shape)
+    module = load_any(args.module, args.weights, args.input_shape, args.dim)
     if not args.allow_kernel_source:
         try:
             check_kernel_sources(module.op, args.module)
@@ -214,9 +214,10 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
         plan_flags = (args.topology, args.precision, args.no_optimize, args.run_option)
-        if any(plan_flags) or args.input_shape:
+        if any(plan_flags) or args.input_shape or args.dim:
             raise CliError(
-                "--topology, --precision, --no-optimize, --option and --input-shape apply to IR "
+                "--topology, --precision, --no-optimize, --option, --input-shape and --dim apply "
+                "to IR "
                 "and ONNX input; a bundle runs the plan it was compiled with"
             )
         if args.allow_kernel_source:

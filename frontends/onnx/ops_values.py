@@ -58,13 +58,23 @@ def _densify(sp: onnx.SparseTensorProto) -> np.ndarray:
 
 @onnx_op("Shape", attrs="start end")
 def shape(n: Node) -> Tensor:
-    s = shape_of_t(n.x())
+    s = _static_shape(n)
     return np.array(s[n.attr("start", 0) : n.attr("end", len(s))], np.int64)
 
 
 @onnx_op("Size")
 def size(n: Node) -> Tensor:
-    return np.array(math.prod(shape_of_t(n.x())), np.int64)
+    return np.array(math.prod(_static_shape(n)), np.int64)
+
+
+def _static_shape(n: Node) -> tuple[int, ...]:
+    s = shape_of_t(n.x())
+    if any(d < 0 for d in s):
+        raise Unsupported(
+            "reads the shape of a tensor with dynamic dims (fuel folds shapes at import; "
+            "shape arithmetic on dim symbols is not supported yet: pin with --input-shape)"
+        )
+    return s
 
 
 @onnx_op("ConstantOfShape", attrs="value")
