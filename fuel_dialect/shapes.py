@@ -356,8 +356,7 @@ def propagate(block: Block, shapes: dict[SSAValue, Shape]) -> dict[SSAValue, Sha
             except ShapeError as e:
                 raise ShapeError(f"'{op.name}': {e}") from None
         for r, s in zip(op.results, outs, strict=True):
-            _check_declared(op, r, s)
-            shapes[r] = s
+            shapes[r] = _merge_declared(op, r, s)
     return shapes
 
 
@@ -365,13 +364,15 @@ def _type_shape(v: SSAValue) -> Shape:
     return tuple(v.type.get_shape()) if isinstance(v.type, TensorType) else ()
 
 
-def _check_declared(op: Operation, r: SSAValue, s: Shape) -> None:
+def _merge_declared(op: Operation, r: SSAValue, s: Shape) -> Shape:
+    """`s` with the static dims of `r`'s declared type (a static dim is a fact the rest of
+    the function may rely on); `ShapeError` where an int of `s` contradicts one."""
     want = _type_shape(r)
     if len(want) != len(s) or any(
-        isinstance(a, int) and a >= 0 and isinstance(b, int) and a != b
-        for a, b in zip(want, s, strict=True)
+        a >= 0 and isinstance(b, int) and a != b for a, b in zip(want, s, strict=True)
     ):
         raise ShapeError(f"'{op.name}' result is {_fmt(s)} here, its type says {_fmt(want)}")
+    return tuple(a if a >= 0 else b for a, b in zip(want, s, strict=True))
 
 
 def symbolic_shapes(f: Any) -> dict[SSAValue, Shape]:

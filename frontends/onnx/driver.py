@@ -392,7 +392,8 @@ def _check_declared(vi: onnx.ValueInfoProto, t: Tensor) -> None:
     elif tt.HasField("shape"):
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
         if len(dims) != len(got_shape) or any(
-            d is not None and d != g for d, g in zip(dims, got_shape, strict=True)
+            d is not None and g >= 0 and d != g  # a `?` dim: checked when a run binds it
+            for d, g in zip(dims, got_shape, strict=True)
         ):
             problem = f"is declared with shape {dims} but imports as {list(got_shape)}"
     if problem:
