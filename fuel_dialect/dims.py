@@ -4,15 +4,25 @@ A function whose arguments have dynamic dims declares each symbol once, with its
 range, in the function attribute `fuel.dims`, and names the symbol of every `?` of an argument,
 in order, in the argument attribute `fuel.dim_names`:
 
-    func.func @main(%ids: tensor<1x?xi64> {fuel.name = "ids", fuel.dim_names = ["seq"]},
-                    %x: tensor<?x?x64xf32> {fuel.dim_names = ["batch", "seq"]})
-        attributes {fuel.dims = {batch = #fuel.dim<1, 8>, seq = #fuel.dim<1, 2048>}} {...}
+```mlir
+func.func @main(%ids: tensor<1x?xi64> {fuel.name = "ids", fuel.dim_names = ["seq"]},
+                %x: tensor<?x?x64xf32> {fuel.dim_names = ["batch", "seq"]})
+    -> tensor<?x?x64xf32> attributes {fuel.dims = {batch = #fuel.dim<1, 8>,
+                                                   seq = #fuel.dim<1, 2048>}} {
+  %y = fuel.relu %x : tensor<?x?x64xf32>
+  func.return %y : tensor<?x?x64xf32>
+}
+```
 
 Two `?` with one name are one dim: a run binds `seq` from `%ids` and checks `%x` against it.
-Dims of intermediate values are `?` in their types where they are not static; their value as
-an expression of the symbols follows from the ops' shape rules (`fuel_dialect.shapes`). Like
-MLIR's `verifyRegionArgAttribute`, the dialect checks these attributes on `func.func` itself
-(`verify_function_dims`, installed on `func.FuncOp` when the dialect loads).
+Dims of other values are `?` in their types where they are not static; each is an expression
+of the symbols that the ops' shape rules give (`fuel_dialect.shapes`: `symbolic_shapes`), and
+op verifiers check what is static (a `?` matches any dim until a run binds it). A run
+specialises the function per input-shape signature: symbols bound from the inputs and checked
+against their ranges, every `?` replaced by its value, the clone verified and compiled
+(`runtime.shape_specialize`). Like MLIR's `verifyRegionArgAttribute`, the dialect checks
+these attributes on `func.func` itself (`verify_function_dims`, installed on `func.FuncOp`
+when the dialect loads).
 """
 
 from __future__ import annotations

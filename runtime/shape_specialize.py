@@ -49,9 +49,11 @@ def bind_dims(f: func.FuncOp, names: Sequence[str], arrays: Sequence[Any]) -> di
             want = "[" + ", ".join(map(str, syms)) + "]"
             raise InputError(f"input '{name}' must have shape {want}, got {_shape_of(arr)}")
         for i, (d, n) in enumerate(zip(syms, shape, strict=True)):
-            if not isinstance(d, str):
-                continue
             where = f"input '{name}' dim {i}"
+            if not isinstance(d, str):
+                if d != n:
+                    raise InputError(f"{where} must be {d}, got {n} (shape {list(shape)})")
+                continue
             if d in env and env[d] != n:
                 raise InputError(f"dim '{d}' is {env[d]} in {seen[d]} but {n} in {where}")
             lo, hi = ranges[d]
@@ -115,7 +117,8 @@ class SymbolicExecutor:
         self.input_names, self.output_names = io_names(self._fn)
         self.dims = function_dims(self._fn)
         """Each symbol's declared range, name -> (lo, hi)."""
-        self._cache: OrderedDict[Env, Any] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], tuple[Env, Any]] = OrderedDict()
+        """Input shapes -> (signature, executor), least recently used first."""
         self._capacity = knobs.shape_cache_size()
         self.specializations: list[tuple[Env, float]] = []
         """Every specialisation made: (signature, seconds to bind, clone, verify, compile)."""
@@ -134,18 +137,20 @@ class SymbolicExecutor:
     def executor_for(self, inputs: Mapping[str, Any] | Sequence[Any]) -> Any:
         """The static executor of these inputs' shape signature (made on first need)."""
         arrays = self._arrays(inputs)
-        env = bind_dims(self._fn, self.input_names, arrays)
+        shapes = tuple(getattr(a, "shape", None) for a in arrays)
+        hit = self._cache.get(shapes)  # one dict lookup on a shape seen before
+        if hit is not None:
+            self._cache.move_to_end(shapes)
+            self._last = hit[1]
+            return hit[1]
+        env = bind_dims(self._fn, self.input_names, arrays)  # every dim checked once
         key: Env = tuple(sorted(env.items()))
-        ex = self._cache.get(key)
-        if ex is None:
-            t0 = time.perf_counter()
-            ex = self._make(specialize(self._module, env, self._function))
-            self.specializations.append((key, time.perf_counter() - t0))
-            self._cache[key] = ex
-            while len(self._cache) > self._capacity:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
+        t0 = time.perf_counter()
+        ex = self._make(specialize(self._module, env, self._function))
+        self.specializations.append((key, time.perf_counter() - t0))
+        self._cache[shapes] = (key, ex)
+        while len(self._cache) > self._capacity:
+            self._cache.popitem(last=False)
         self._last = ex
         return ex
 
@@ -184,7 +189,7 @@ class SymbolicExecutor:
     @property
     def cached_signatures(self) -> list[Env]:
         """The signatures whose executors are kept, least recently used first."""
-        return list(self._cache)
+        return [env for env, _ in self._cache.values()]
 
     def __getattr__(self, name: str) -> Any:
         """Anything else (`memory`, `op_names`, ...): the last run shape's executor's."""

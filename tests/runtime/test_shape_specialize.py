@@ -67,7 +67,7 @@ def test_mlp_compiled_once_runs_two_batches() -> None:
     assert [env for env, _ in ex.specializations] == [(("batch", 3),), (("batch", 17),)]
     with pytest.raises(InputError, match=r"dim 'batch' = 65 \(input 'x' dim 0\) is outside"):
         ex.run({"x": np.zeros((65, 16), np.float32)})
-    with pytest.raises(InputError, match=r"input 'x' must be float32\[4, 16\]"):
+    with pytest.raises(InputError, match=r"input .x. dim 1 must be 16, got 15"):
         ex.run({"x": np.zeros((4, 15), np.float32)})
 
 

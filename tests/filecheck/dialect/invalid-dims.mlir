@@ -47,3 +47,15 @@ func.func @static_mismatch_still_caught(%x: tensor<?x8xf32> {fuel.dim_names = ["
   %0 = "fuel.matmul"(%x, %w) : (tensor<?x8xf32>, tensor<9x4xf32>) -> tensor<?x4xf32>
   func.return
 }
+
+// -----
+// CHECK: 'func.func' @dims_not_a_dict fuel.dims must be a dictionary of #fuel.dim ranges
+func.func @dims_not_a_dict(%x: tensor<4xf32>) attributes {fuel.dims = [1, 2]} {
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @names_not_strings argument 0 fuel.dim_names must be an array of names
+func.func @names_not_strings(%x: tensor<?xf32> {fuel.dim_names = [1]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  func.return
+}
