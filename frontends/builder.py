@@ -49,6 +49,8 @@ from fuel_dialect.dtypes import (
     shape_of,
     tensor_type,
 )
+from fuel_dialect.ops_shape import IotaOp
+from fuel_dialect.shapes import DimExpr, Shape, ShapeError, infer
 from runtime.constants import dense_array
 from runtime.dtypes import to_numpy
 from runtime.module import FuelModule
@@ -97,6 +99,8 @@ class GraphBuilder:
         self.dims: dict[str, tuple[int, int]] = {}
         """Dim symbols declared with `dim`: name -> inclusive range."""
         self._dim_names: dict[str, tuple[str, ...]] = {}
+        self._sym: dict[SSAValue, Shape] = {}
+        """Each value's shape over the dim symbols (kept once a dim is declared)."""
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -104,10 +108,23 @@ class GraphBuilder:
         self.block.add_op(op)
         try:
             op.verify()
+            if self.dims:
+                self._track(op)
         except DiagnosticException as e:
             op.detach()
             raise BuilderError(str(e)) from None
+        except ShapeError as e:
+            op.detach()
+            raise BuilderError(f"'{op.name}': {e}") from None
         return op.results[0]
+
+    def _track(self, op: Operation) -> None:
+        """Record the op's result shapes over the dim symbols (its shape rule)."""
+        env = {n: DimExpr.sym(n) for n in self.dims}
+        outs = infer(op, [self.sym_shape(v) for v in op.operands], env)
+        for r, s in zip(op.results, outs, strict=True):
+            declared = shape_of(r.type)
+            self._sym[r] = tuple(a if a >= 0 else b for a, b in zip(declared, s, strict=True))
 
     def _make(
         self,
@@ -135,7 +152,34 @@ class GraphBuilder:
         if not 1 <= lo <= hi:
             raise BuilderError(f"dim '{name}': range [{lo}, {hi}] needs 1 <= lo <= hi")
         self.dims[name] = (lo, hi)
+        for a in self.block.args:  # inputs declared before: their `?` dims are not this one
+            self._sym.setdefault(a, tuple(shape_of(a.type)))
         return name
+
+    def sym_shape(self, v: Value) -> Shape:
+        """`v`'s shape with each `?` dim as an expression of the dim symbols (`DimExpr`)."""
+        return self._sym.get(v) or tuple(shape_of(v.type))
+
+    def iota(
+        self,
+        shape: Sequence[int | DimExpr],
+        dtype: str,
+        start: float | int | DimExpr = 0,
+        step: float = 1.0,
+        axis: int = 0,
+    ) -> Value:
+        """`start + step * i` along `axis` of a tensor of `shape` (dims: ints or expressions
+        of dim symbols; `step = 0`: a fill): folded to a constant when a run binds them."""
+        dims = [d if isinstance(d, int) else StringAttr(str(d)) for d in shape]
+        static = [d if isinstance(d, int) else DYNAMIC for d in shape]
+        props = {
+            "shape": ArrayAttr([IntegerAttr(d, i64) if isinstance(d, int) else d for d in dims]),
+            "start": StringAttr(str(start)),
+            "step": FloatAttr(float(step), f64),
+            "axis": IntegerAttr(axis, i64),
+        }
+        op = IotaOp.create(properties=props, result_types=[tensor_type(static, dtype)])
+        return self._add(op)
 
     def input(self, name: str, shape: Sequence[int | str], dtype: str = "f32") -> Value:
         """A graph input; a dim given as a name is that (declared) dim symbol, `?` in its type."""
@@ -147,6 +191,8 @@ class GraphBuilder:
             self._dim_names[name] = syms
         static = [DYNAMIC if isinstance(d, str) else d for d in shape]
         arg = self.block.insert_arg(tensor_type(static, dtype), len(self.block.args))
+        if self.dims:
+            self._sym[arg] = tuple(DimExpr.sym(d) if isinstance(d, str) else d for d in shape)
         arg.name_hint = _hint(name)
         self.inputs.append((name, arg))
         return arg

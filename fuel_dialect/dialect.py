@@ -32,6 +32,7 @@ from fuel_dialect.ops_nn import (
     RopeOp,
     SoftmaxOp,
 )
+from fuel_dialect.ops_shape import SHAPE_OPS
 from fuel_dialect.ops_triton import TRITON_OPS
 from fuel_dialect.xdsl_fixes import apply as _apply_xdsl_fixes
 
@@ -65,6 +66,7 @@ OPS = [
     *FUSED_OPS,
     *TRITON_OPS,
     *CPU_OPS,
+    *SHAPE_OPS,
 ]
 
 Fuel = Dialect(

@@ -12,6 +12,7 @@ and the concrete form raises `ShapeError` when the bound shapes do not fit.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -70,6 +71,22 @@ class DimExpr:
 
     __rmul__ = __mul__
 
+    def __neg__(self) -> Dim:
+        return self * -1
+
+    def __sub__(self, other: Dim) -> Dim:
+        return self + (-1) * other
+
+    def __rsub__(self, other: Dim) -> Dim:
+        return (-1) * self + other
+
+    def __floordiv__(self, other: Dim) -> Dim:
+        if not isinstance(other, DimExpr):
+            other = operator.index(other)  # numpy integers too
+        if isinstance(other, int) and other and all(c % other == 0 for _, c in self.terms):
+            return DimExpr.make({m: c // other for m, c in self.terms})
+        return opaque("floordiv", self, other)
+
     def __str__(self) -> str:
         parts = []
         for m, c in self.terms:
@@ -88,7 +105,7 @@ Shape = tuple[Dim, ...]
 
 
 def _terms(d: Dim) -> tuple[tuple[Monomial, int], ...]:
-    return d.terms if isinstance(d, DimExpr) else (((), d),)
+    return d.terms if isinstance(d, DimExpr) else (((), int(d)),)
 
 
 def _atom_str(a: Atom) -> str:
@@ -107,11 +124,19 @@ def _eval_atom(a: Atom, env: Mapping[str, int]) -> int:
     return _OPAQUE[kind](*vals)
 
 
-def _opaque(kind: str, *args: Any) -> Dim:
+def opaque(kind: str, *args: Any) -> Dim:
     """`kind(*args)` now when every dim argument is an int, else a term evaluated later."""
     if all(not isinstance(x, DimExpr) for x in args):
         return _OPAQUE[kind](*args)
+    if kind == "slice" and args[1] == 0 and args[3] == 1:
+        d, limit = args[0], args[2]
+        if limit == d or (isinstance(limit, int) and limit >= TO_END):
+            return d  # x[0:] and x[0:len(x)] are all of x
     return DimExpr((((((kind, *args),)), 1),))
+
+
+TO_END = 2**62
+"""A slice limit at least this large means "to the end" of any dim fuel can hold."""
 
 
 def _bcast(a: int, b: int) -> int:
@@ -132,7 +157,12 @@ def _slice_len(d: int, start: int, limit: int, step: int) -> int:
     return len(range(*slice(start, limit, step).indices(d)))
 
 
-_OPAQUE: dict[str, Callable[..., int]] = {"bcast": _bcast, "div": _div, "slice": _slice_len}
+_OPAQUE: dict[str, Callable[..., int]] = {
+    "bcast": _bcast,
+    "div": _div,
+    "floordiv": lambda a, b: a // b,
+    "slice": _slice_len,
+}
 
 
 # -- rules ------------------------------------------------------------------------------------
@@ -146,7 +176,7 @@ def broadcast(*shapes: Shape) -> Shape:
         dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
         d: Dim = 1
         for x in dims:
-            d = x if d == 1 else d if (x == 1 or x == d) else _opaque("bcast", d, x)
+            d = x if d == 1 else d if (x == 1 or x == d) else opaque("bcast", d, x)
         out.append(d)
     return tuple(out)
 
@@ -211,7 +241,7 @@ def _reshape(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
 def _split(total: Dim, part: int) -> Dim:
     if isinstance(total, DimExpr) and all(c % part == 0 for _, c in total.terms):
         return DimExpr.make({m: c // part for m, c in total.terms})
-    return _opaque("div", total, part)
+    return opaque("div", total, part)
 
 
 def _prod(s: Shape) -> Dim:
@@ -240,7 +270,7 @@ def _broadcast_to(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
 
 def _slice(op: Any, ins: Sequence[Shape]) -> list[Shape]:
     vals = [tuple(a.get_values()) for a in (op.starts, op.limits, op.steps)]
-    return [tuple(_opaque("slice", d, *b) for d, *b in zip(ins[0], *vals, strict=True))]
+    return [tuple(opaque("slice", d, *b) for d, *b in zip(ins[0], *vals, strict=True))]
 
 
 def _concat(op: Any, ins: Sequence[Shape]) -> list[Shape]:
@@ -324,8 +354,15 @@ def rule_for(op: Operation) -> Callable[[Any, Sequence[Shape]], list[Shape]] | N
     return None
 
 
-def infer(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
-    """Result shapes of `op` from its operands' shapes (ints, expressions or both)."""
+def infer(op: Operation, ins: Sequence[Shape], env: Mapping[str, Dim] | None = None) -> list[Shape]:
+    """Result shapes of `op` from its operands' shapes (ints, expressions or both); `env`
+    gives each dim symbol's value (an int, or `DimExpr.sym` for symbolic shapes) to ops whose
+    shape is written in symbols (`fuel.iota`)."""
+    if op.name == "fuel.iota":
+        try:
+            return [tuple(op.dims(env or {}))]  # type: ignore[attr-defined]
+        except KeyError as e:
+            raise ShapeError(f"dim symbol {e} is not bound") from None
     rule = rule_for(op)
     if rule is not None:
         return rule(op, ins)
@@ -335,7 +372,9 @@ def infer(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
     return declared
 
 
-def propagate(block: Block, shapes: dict[SSAValue, Shape]) -> dict[SSAValue, Shape]:
+def propagate(
+    block: Block, shapes: dict[SSAValue, Shape], env: Mapping[str, Dim] | None = None
+) -> dict[SSAValue, Shape]:
     """Fill `shapes` (seeded with the block's arguments) with every value defined in `block`,
     nested regions included; a region-holding op's results are its first region's yielded
     values (arm 0 of a `fuel.branch`: every arm yields the same types). Each result's
@@ -344,7 +383,7 @@ def propagate(block: Block, shapes: dict[SSAValue, Shape]) -> dict[SSAValue, Sha
         if op.regions:
             for r in op.regions:
                 for b in r.blocks:
-                    propagate(b, shapes)
+                    propagate(b, shapes, env)
             term = op.regions[0].blocks[0].last_op
             outs = [shapes[v] for v in term.operands] if term is not None else []
         elif not op.results:
@@ -352,7 +391,7 @@ def propagate(block: Block, shapes: dict[SSAValue, Shape]) -> dict[SSAValue, Sha
         else:
             ins = [shapes[v] if v in shapes else _type_shape(v) for v in op.operands]
             try:
-                outs = infer(op, ins)
+                outs = infer(op, ins, env)
             except ShapeError as e:
                 raise ShapeError(f"'{op.name}': {e}") from None
         for r, s in zip(op.results, outs, strict=True):
@@ -377,12 +416,13 @@ def _merge_declared(op: Operation, r: SSAValue, s: Shape) -> Shape:
 
 def symbolic_shapes(f: Any) -> dict[SSAValue, Shape]:
     """Every value's shape in `f` (a `func.func`) over its dim symbols (`fuel_dialect.dims`)."""
-    from fuel_dialect.dims import arg_symbols
+    from fuel_dialect.dims import arg_symbols, function_dims
 
     shapes: dict[SSAValue, Shape] = {}
     for a, syms in zip(f.body.block.args, arg_symbols(f), strict=True):
         shapes[a] = tuple(DimExpr.sym(d) if isinstance(d, str) else d for d in syms)
-    return propagate(f.body.block, shapes)
+    env = {name: DimExpr.sym(name) for name in function_dims(f)}
+    return propagate(f.body.block, shapes, env)
 
 
 DIM_HINT = 64

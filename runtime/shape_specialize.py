@@ -25,6 +25,8 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, arg_symbols, function_dims, is_symbolic
 from fuel_dialect.dtypes import dtype_name
+from fuel_dialect.ops_movement import WeightOp
+from fuel_dialect.ops_shape import IotaOp
 from fuel_dialect.shapes import ShapeError, propagate
 from runtime import knobs
 from runtime.compiled import InputError
@@ -77,7 +79,7 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
     }
     label = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
     try:
-        shapes = propagate(f.body.block, dict(seeded))
+        shapes = propagate(f.body.block, dict(seeded), dict(env))
     except ShapeError as e:
         raise InputError(f"at {label}: {e}") from None
     for v, s in shapes.items():
@@ -89,6 +91,7 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
     f.function_type = FunctionType.from_lists(
         [a.type for a in f.body.block.args], [v.type for v in ret.operands]
     )
+    weights = _fold_iotas(f, env, dict(module.weights))
     f.attributes.pop(DIMS_ATTR, None)
     if f.arg_attrs is not None:
         f.arg_attrs = ArrayAttr(
@@ -101,7 +104,24 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
         op.verify()
     except (DiagnosticException, ValueError) as e:
         raise InputError(f"at {label}: {e}") from None
-    return FuelModule(op, module.weights, module.name)
+    return FuelModule(op, weights, module.name)
+
+
+def _fold_iotas(
+    f: func.FuncOp, env: Mapping[str, int], weights: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Each `fuel.iota` (a value of the symbols alone) becomes a weight holding its value."""
+    for i, op in enumerate([o for o in f.walk() if isinstance(o, IotaOp)]):
+        arr = np.ascontiguousarray(op.fold(env).astype(to_numpy(dtype_name(op.result.type))))
+        name = f"fuel.iota.{i}"
+        w = WeightOp(name, op.result.type)  # type: ignore[arg-type]
+        assert op.parent is not None
+        op.parent.insert_op_before(w, op)
+        op.result.replace_all_uses_with(w.result)
+        op.detach()
+        op.erase()
+        weights[name] = arr
+    return weights
 
 
 class SymbolicExecutor:
