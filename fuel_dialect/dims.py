@@ -137,6 +137,10 @@ def verify_function_dims(f: func.FuncOp) -> None:
             used.add(n)
     for n in sorted(set(declared) - used):
         raise VerifyException(f"{where} declares dim '{n}' but no argument dim names it")
+    for op in f.walk():
+        names = getattr(op, "symbols", None)
+        for n in sorted(names() - set(declared)) if op.name == "fuel.iota" and names else ():
+            raise VerifyException(f"{where} '{op.name}' uses dim '{n}', which it does not declare")
 
 
 def _declared(f: func.FuncOp, where: str) -> Mapping[str, tuple[int, int]]:

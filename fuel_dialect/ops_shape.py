@@ -31,15 +31,16 @@ _TOKEN = re.compile(r"\s*(-?\d+|[a-z_][a-z0-9_]*|[()*+,])")
 
 @irdl_op_definition
 class IotaOp(IRDLOperation):
-    """`start + step * i` along `axis` of a tensor whose dims may be dim-symbol expressions.
+    """A range or a fill whose dims may be dim-symbol expressions: `start + step * i` along
+    `axis`.
 
     `shape` gives each dim: an integer, or an expression of the function's dim symbols (a
-    string: `seq`, `2*seq + 1`); `start` is a number or such an expression; `step = 0.0` makes a
-    fill. The result type has `?` exactly where `shape` has an expression. No kernel runs it:
-    binding the symbols folds it into a constant.
+    string: `"seq"`, `"2*seq + 1"`); `start` is a number or such an expression; `step = 0.0`
+    makes a fill. The result type has `?` exactly where `shape` has an expression, e.g.
+    `arange(seq)` is `fuel.iota shape = ["seq"] start = "0" step = 1.0 axis = 0
+    : tensor<?xi64>`. No kernel runs it: binding the symbols folds it into a constant.
 
-    Example: `%p = fuel.iota shape = [1, "seq"] start = "0" step = 1.0 axis = 1
-    : tensor<1x?xi64>`
+    Example: `%p = fuel.iota shape = [1, 4] start = "0" step = 1.0 axis = 1 : tensor<1x4xi64>`
     """
 
     name = "fuel.iota"
@@ -69,6 +70,18 @@ class IotaOp(IRDLOperation):
         start_value(self.start.data, {}, self)
         if s and not -len(s) <= self.axis.value.data < len(s):
             raise fail(self, f"axis {self.axis.value.data} is out of range for rank {len(s)}")
+
+    def symbols(self) -> set[str]:
+        """The dim symbols its shape and start name."""
+        texts = [d.data for d in self.shape.data if isinstance(d, StringAttr)]
+        out: set[str] = set()
+        for text in (*texts, self.start.data):
+            try:
+                float(text)
+            except ValueError:
+                out |= set(re.findall(r"[a-z_][a-z0-9_]*", text)) - {"div", "slice", "bcast",
+                                                                     "floordiv"}  # fmt: skip
+        return out
 
     def dims(self, env: Mapping[str, Any]) -> list[Any]:
         """The result's dims with the symbols at `env` (ints or `DimExpr`s)."""

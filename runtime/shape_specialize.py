@@ -13,6 +13,7 @@ that executor, so they cost what a static bundle of that shape costs. At most
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -21,17 +22,21 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, TensorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from fuel_dialect.base import KernelOp
 from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, arg_symbols, function_dims, is_symbolic
 from fuel_dialect.dtypes import dtype_name
-from fuel_dialect.ops_movement import WeightOp
+from fuel_dialect.ops_movement import ConstantOp, WeightOp
 from fuel_dialect.ops_shape import IotaOp
 from fuel_dialect.shapes import ShapeError, propagate
 from runtime import knobs
-from runtime.compiled import InputError
+from runtime.binding_table import BindingTableError
+from runtime.compiled import ExecutionError, InputError, compile_op
 from runtime.dtypes import to_numpy
-from runtime.executor import Executor
+from runtime.executor import Executor, constant_array, placed_device
+from runtime.kernels import global_bindings
 from runtime.module import FuelModule, io_names
 
 Env = tuple[tuple[str, int], ...]
@@ -92,6 +97,7 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
         [a.type for a in f.body.block.args], [v.type for v in ret.operands]
     )
     weights = _fold_iotas(f, env, dict(module.weights))
+    _fold_derived(f, weights)
     f.attributes.pop(DIMS_ATTR, None)
     if f.arg_attrs is not None:
         f.arg_attrs = ArrayAttr(
@@ -122,6 +128,70 @@ def _fold_iotas(
         op.erase()
         weights[name] = arr
     return weights
+
+
+FOLD_LIMIT = 1 << 22
+"""The most elements a value derived from the symbols alone may have to be folded."""
+
+
+def _fold_derived(f: func.FuncOp, weights: dict[str, np.ndarray]) -> None:
+    """Fold the ops that compute from the symbols alone (a `fuel.iota`'s value, through casts,
+    arithmetic, masks: what a static import folds) into weights, running the kernel each op
+    is stamped with once; later runs of the shape skip them. An op whose kernel the process
+    table lacks, or with a result over `FOLD_LIMIT` elements, is left to run."""
+    known: dict[SSAValue, np.ndarray] = {}
+    derived: set[SSAValue] = set()
+    table = global_bindings()
+    for op in list(f.body.block.ops):
+        if isinstance(op, WeightOp):
+            known[op.result] = weights[op.sym_name.data]
+            if op.sym_name.data.startswith("fuel.iota."):
+                derived.add(op.result)
+        elif isinstance(op, ConstantOp):
+            known[op.result] = constant_array(op.value)
+        elif _foldable(op, known, derived):
+            out = _run_once(op, [known[v] for v in op.operands], table)
+            if out is None:
+                continue
+            name = f"fuel.derived.{len(weights)}"
+            w = WeightOp(name, op.results[0].type)  # type: ignore[arg-type]
+            f.body.block.insert_op_before(w, op)
+            op.results[0].replace_all_uses_with(w.result)
+            op.detach()
+            op.erase()
+            weights[name] = out
+            known[w.result] = out
+            derived.add(w.result)
+    for op in list(f.body.block.ops):  # folded inputs nobody reads any more
+        if isinstance(op, WeightOp) and not op.result.uses and op.sym_name.data in weights:
+            if op.sym_name.data.startswith(("fuel.iota.", "fuel.derived.")):
+                del weights[op.sym_name.data]
+                op.detach()
+                op.erase()
+
+
+def _foldable(op: Operation, known: Mapping[SSAValue, Any], derived: set[SSAValue]) -> bool:
+    if not isinstance(op, KernelOp) or len(op.results) != 1 or op.regions:
+        return False
+    if placed_device(op) not in (None, "cpu"):
+        return False
+    if not all(v in known for v in op.operands) or not any(v in derived for v in op.operands):
+        return False
+    t = op.results[0].type
+    return isinstance(t, TensorType) and math.prod(t.get_shape()) <= FOLD_LIMIT
+
+
+def _run_once(op: Operation, arrays: list[np.ndarray], table: Any) -> np.ndarray | None:
+    t = op.results[0].type
+    assert isinstance(t, TensorType)
+    out = np.empty(tuple(t.get_shape()), to_numpy(dtype_name(t)))
+    try:
+        node = compile_op(op, table)
+        with np.errstate(all="ignore"):
+            node.entry.kernel([np.ascontiguousarray(a) for a in arrays], [out], node.params)
+    except (ExecutionError, BindingTableError):
+        return None
+    return out
 
 
 class SymbolicExecutor:

@@ -34,3 +34,15 @@ func.func @shared_seq(%x: tensor<?x?x4xf32> {fuel.dim_names = ["batch", "seq"]},
   %3 = fuel.reshape %2 : tensor<1x?x4xf32> -> tensor<?x2x2xf32>
   func.return %3 : tensor<?x2x2xf32>
 }
+
+// A value of the symbols alone: arange(seq) and a seq x seq fill, folded when a run binds seq.
+
+// CHECK-LABEL: func.func @iota
+// CHECK-NEXT:    %[[P:.*]] = fuel.iota shape = ["seq"] start = "0" step = 1.000000e+00 : f64 axis = 0 : tensor<?xi64>
+// CHECK-NEXT:    %[[F:.*]] = fuel.iota shape = [1 : i64, "seq", "2*seq + 1"] start = "-inf" step = 0.000000e+00 : f64 axis = 0 : tensor<1x?x?xf32>
+// CHECK-NEXT:    func.return %[[P]], %[[F]]
+func.func @iota(%ids: tensor<1x?xi64> {fuel.dim_names = ["seq"]}) -> (tensor<?xi64>, tensor<1x?x?xf32>) attributes {fuel.dims = {seq = #fuel.dim<1, 64>}} {
+  %p = fuel.iota shape = ["seq"] start = "0" step = 1.0 : f64 axis = 0 : tensor<?xi64>
+  %f = fuel.iota shape = [1, "seq", "2*seq + 1"] start = "-inf" step = 0.0 : f64 axis = 0 : tensor<1x?x?xf32>
+  func.return %p, %f : tensor<?xi64>, tensor<1x?x?xf32>
+}

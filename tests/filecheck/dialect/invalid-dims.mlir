@@ -59,3 +59,45 @@ func.func @dims_not_a_dict(%x: tensor<4xf32>) attributes {fuel.dims = [1, 2]} {
 func.func @names_not_strings(%x: tensor<?xf32> {fuel.dim_names = [1]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
   func.return
 }
+
+// -----
+// CHECK: 'fuel.iota' shape has 2 dims, the result 1
+func.func @iota_rank(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = "fuel.iota"() <{shape = [1, "n"], start = "0", step = 1.0 : f64, axis = 0 : i64}> : () -> tensor<?xi64>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.iota' dim 0 is the expression 'n': its type dim is ?
+func.func @iota_expr_static(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = "fuel.iota"() <{shape = ["n"], start = "0", step = 1.0 : f64, axis = 0 : i64}> : () -> tensor<4xi64>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.iota' dim 0 is 3, its type dim 4
+func.func @iota_static_mismatch() {
+  %0 = "fuel.iota"() <{shape = [3], start = "0", step = 1.0 : f64, axis = 0 : i64}> : () -> tensor<4xi64>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.iota' axis 1 is out of range for rank 1
+func.func @iota_axis(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = "fuel.iota"() <{shape = ["n"], start = "0", step = 1.0 : f64, axis = 1 : i64}> : () -> tensor<?xi64>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.iota' invalid dim expression '2*(n'
+func.func @iota_bad_expr(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = "fuel.iota"() <{shape = ["2*(n"], start = "0", step = 1.0 : f64, axis = 0 : i64}> : () -> tensor<?xi64>
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @iota_undeclared 'fuel.iota' uses dim 'm', which it does not declare
+func.func @iota_undeclared(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = "fuel.iota"() <{shape = ["m"], start = "0", step = 1.0 : f64, axis = 0 : i64}> : () -> tensor<?xi64>
+  func.return
+}
