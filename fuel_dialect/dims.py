@@ -74,6 +74,13 @@ class DimAttr(Data[tuple[int, int]]):
             raise VerifyException(f"invalid dim range [{lo}, {hi}] (expected 1 <= lo <= hi)")
 
 
+def dim_symbol(text: str) -> str:
+    """A valid dim symbol for a name from elsewhere (an ONNX `dim_param`, an input name):
+    lower case, `[a-z0-9_]`, not digit-first."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in text.lower())
+    return name if name and not name[0].isdigit() else f"d_{name}"
+
+
 def function_dims(f: func.FuncOp) -> dict[str, tuple[int, int]]:
     """The symbols `f` declares, name -> (lo, hi); empty for a function of static shapes."""
     attr = f.attributes.get(DIMS_ATTR)

@@ -48,6 +48,7 @@ from frontends.onnx.emit import (
 )
 from frontends.onnx.errors import OnnxImportError
 from frontends.onnx.registry import OPS, Node, Outputs, display_name, op_key
+from fuel_dialect.dims import dim_symbol
 from runtime.dtypes import to_numpy
 from runtime.module import MAX_TENSOR_ELEMENTS, FuelModule, ModuleError, check_types
 
@@ -127,12 +128,6 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         where = "the model" if isinstance(model, onnx.ModelProto) else str(model)
         raise OnnxImportError(f"{where} is not a readable ONNX model (it has no graph outputs)")
     return proto
-
-
-def dim_symbol(param: str) -> str:
-    """The fuel dim symbol of an ONNX `dim_param` (lower case, `[a-z0-9_]`, not digit-first)."""
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in param.lower())
-    return name if name and not name[0].isdigit() else f"d_{name}"
 
 
 def _dim_params(graph: onnx.GraphProto, skip: set[str]) -> set[str]:

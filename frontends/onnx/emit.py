@@ -289,6 +289,26 @@ def _decode(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
 # -- shared by the importers -------------------------------------------------------------------
 
 
+def reshape_to(em: Emitter, x: Tensor, shape: Sequence[Any]) -> Tensor:
+    """`x` reshaped, or `x` itself when the shape does not change (dims may be dim-symbol
+    expressions: the result has `?` there, and its shape rule must give the same ones)."""
+    want = tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
+    if any(isinstance(d, int) and d < 0 for d in want):
+        # `?` read off a static shape (Unsqueeze, Squeeze): the input's `?` dims, in order
+        dyn = iter([d for d in sym_shape_t(em, x) if isinstance(d, DimExpr)])
+        want = tuple(next(dyn, d) if isinstance(d, int) and d < 0 else d for d in want)
+    if want == sym_shape_t(em, x):
+        return x
+    out = em.op("reshape", x, shape=static_dims(want))
+    if isinstance(out, SSAValue) and sym_shape_t(em, out) != want:
+        got = [str(d) for d in sym_shape_t(em, out)]
+        raise Unsupported(
+            f"reshape to {[str(d) for d in want]}: fuel's shape rule gives {got} (several "
+            "dynamic dims it cannot tell apart)"
+        )
+    return out
+
+
 def wrap_index(em: Emitter, idx: Tensor, dim: int) -> Tensor:
     """Index tensor `idx` into a dim of size `dim`, negative counting from the end, as i64."""
     if dtype_of(idx) != "i64":

@@ -9,11 +9,9 @@ each dim d to (1, d), broadcast to (repeats, d), merge).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.ir import SSAValue
 
 from frontends.onnx.emit import (
     Emitter,
@@ -24,6 +22,7 @@ from frontends.onnx.emit import (
     elements_gather,
     gather_block,
     is_symbolic,
+    reshape_to,
     scalar,
     shape_of_t,
     static_dims,
@@ -40,26 +39,6 @@ def _axis(a: int, rank: int) -> int:
     if norm is None:
         raise Unsupported(f"axis {a} is out of range for rank {rank}")
     return norm
-
-
-def reshape_to(em: Emitter, x: Tensor, shape: Sequence[Any]) -> Tensor:
-    """`x` reshaped, or `x` itself when the shape does not change (dims may be dim-symbol
-    expressions: the result has `?` there, and its shape rule must give the same ones)."""
-    want = tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
-    if any(isinstance(d, int) and d < 0 for d in want):
-        # `?` read off a static shape (Unsqueeze, Squeeze): the input's `?` dims, in order
-        dyn = iter([d for d in sym_shape_t(em, x) if isinstance(d, DimExpr)])
-        want = tuple(next(dyn, d) if isinstance(d, int) and d < 0 else d for d in want)
-    if want == sym_shape_t(em, x):
-        return x
-    out = em.op("reshape", x, shape=static_dims(want))
-    if isinstance(out, SSAValue) and sym_shape_t(em, out) != want:
-        got = [str(d) for d in sym_shape_t(em, out)]
-        raise Unsupported(
-            f"reshape to {[str(d) for d in want]}: fuel's shape rule gives {got} (several "
-            "dynamic dims it cannot tell apart)"
-        )
-    return out
 
 
 @onnx_op("Reshape", attrs="allowzero shape")
