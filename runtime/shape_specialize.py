@@ -34,8 +34,9 @@ from fuel_dialect.shapes import ShapeError, propagate
 from runtime import knobs
 from runtime.binding_table import BindingTableError
 from runtime.compiled import ExecutionError, InputError, compile_op
+from runtime.constants import dense_array
 from runtime.dtypes import to_numpy
-from runtime.executor import Executor, constant_array, placed_device
+from runtime.executor import Executor, placed_device
 from runtime.kernels import global_bindings
 from runtime.module import FuelModule, io_names
 
@@ -148,7 +149,7 @@ def _fold_derived(f: func.FuncOp, weights: dict[str, np.ndarray]) -> None:
             if op.sym_name.data.startswith("fuel.iota."):
                 derived.add(op.result)
         elif isinstance(op, ConstantOp):
-            known[op.result] = constant_array(op.value)
+            known[op.result] = dense_array(op.value)
         elif _foldable(op, known, derived):
             out = _run_once(op, [known[v] for v in op.operands], table)
             if out is None:

@@ -14,7 +14,7 @@ imports that form instead). Each op carries its FX node's name and source line a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,17 +56,22 @@ def import_exported_program(
     output_names: Sequence[str] | None = None,
     name: str = "main",
     decompose: bool = False,
+    dim_names: Mapping[str, Mapping[int, str]] | None = None,
 ) -> FuelModule:
     """Import `ep` into a verified `FuelModule` (see the module doc). `input_names` and
     `output_names` rename the user inputs and outputs (default: forward()'s parameter names
-    and the FX names of the returned values)."""
+    and the FX names of the returned values). A user input's dim that is one `Dim` with a
+    finite range stays a dim symbol, named by `dim_names[input][dim]` (else `<input>_<dim>`:
+    torch keeps no `Dim` names)."""
     if decompose:
         ep = ep.run_decompositions()
     elif any(_in_place(n) for n in ep.graph.nodes):
         ep = ep.run_decompositions({})  # functionalize only: add_ -> add, no op decomposed
     _check_supported(ep.graph)
     _check_static(ep)
-    return _ProgramImport(ep, input_names, output_names, name).run()
+    imp = _ProgramImport(ep, input_names, output_names, name)
+    imp.dim_names = {k: dict(v) for k, v in (dim_names or {}).items()}
+    return imp.run()
 
 
 def _target(node: fx.Node) -> str:
@@ -187,6 +192,7 @@ class _ProgramImport:
         self.env: dict[fx.Node, Any] = {}
         self.input_names, self.output_names = input_names, output_names
         self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.dim_names: dict[str, dict[int, str]] = {}
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -226,7 +232,8 @@ class _ProgramImport:
                 out.append(int(d))
                 continue
             if sym[0] not in self.em.symbols:
-                self.em.symbols[sym[0]] = self.b.dim(dim_symbol(f"{name}_{k}"), sym[1], sym[2])
+                given = self.dim_names.get(name, {}).get(k) or f"{name}_{k}"
+                self.em.symbols[sym[0]] = self.b.dim(dim_symbol(given), sym[1], sym[2])
             out.append(self.em.symbols[sym[0]])
         return tuple(out)
 
