@@ -252,13 +252,16 @@ def _prod(s: Shape) -> Dim:
 
 
 def _broadcast_to(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
+    """The declared shape; a `?` dim is the input's dim there, which must be `?` too (a
+    static 1 cannot say how far it broadcasts: importers broadcast against a fill then)."""
     src, out = ins[0], _declared(op)
+    src_type = tuple(op.operands[0].type.get_shape())  # type: ignore[attr-defined]
     off = len(out) - len(src)
     res: list[Dim] = []
     for i, d in enumerate(out):
         s = src[i - off] if i >= off else 1
         if d < 0:
-            if s == 1:
+            if i < off or src_type[i - off] >= 0:
                 raise ShapeError(f"broadcast to {_fmt(out)}: dim {i} is dynamic, the input's 1")
             res.append(s)
         else:

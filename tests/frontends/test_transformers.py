@@ -173,7 +173,7 @@ def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
     ex = make_executor(plan)
     gen = torch.Generator().manual_seed(2)
     outs = []
-    for n in (5, 12, 5):
+    for n in (1, 12, 1):
         ids = torch.randint(0, VOCAB, (1, n), generator=gen)
         mask = torch.ones(1, n, dtype=torch.int64)
         got = ex.run({"ids": ids.numpy(), "mask": mask.numpy()})["logits"]
@@ -182,6 +182,6 @@ def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
         outs.append(got)
     assert not np.array_equal(outs[0], outs[2]), "the output does not depend on the input"
-    assert [env for env, _ in ex.specializations] == [(("seq", 5),), (("seq", 12),)]
+    assert [env for env, _ in ex.specializations] == [(("seq", 1),), (("seq", 12),)]
     with pytest.raises(InputError, match=r"dim 'seq' = 65 \(input 'ids' dim 1\) is outside"):
         ex.run({"ids": np.zeros((1, 65), np.int64), "mask": np.ones((1, 65), np.int64)})
