@@ -38,8 +38,19 @@ from fuel_dialect import ops_elementwise as ew
 from fuel_dialect import ops_movement as mv
 from fuel_dialect import ops_nn as nn
 from fuel_dialect.attrs import NAME_ATTR
+from fuel_dialect.base import dims_differ
 from fuel_dialect.dialect import fuel_context
-from fuel_dialect.dtypes import broadcast_shapes, dtype_name, element_type, shape_of, tensor_type
+from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, DimAttr
+from fuel_dialect.dtypes import (
+    DYNAMIC,
+    broadcast_shapes,
+    dtype_name,
+    element_type,
+    shape_of,
+    tensor_type,
+)
+from fuel_dialect.ops_shape import IotaOp
+from fuel_dialect.shapes import DimExpr, Shape, ShapeError, infer
 from runtime.constants import dense_array
 from runtime.dtypes import to_numpy
 from runtime.module import FuelModule
@@ -85,6 +96,11 @@ class GraphBuilder:
         self.weights: dict[str, np.ndarray] = {}
         self._weight_values: dict[str, Value] = {}
         self.rng = np.random.default_rng(seed)
+        self.dims: dict[str, tuple[int, int]] = {}
+        """Dim symbols declared with `dim`: name -> inclusive range."""
+        self._dim_names: dict[str, tuple[str, ...]] = {}
+        self._sym: dict[SSAValue, Shape] = {}
+        """Each value's shape over the dim symbols (kept once a dim is declared)."""
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -92,10 +108,23 @@ class GraphBuilder:
         self.block.add_op(op)
         try:
             op.verify()
+            if self.dims:
+                self._track(op)
         except DiagnosticException as e:
             op.detach()
             raise BuilderError(str(e)) from None
+        except ShapeError as e:
+            op.detach()
+            raise BuilderError(f"'{op.name}': {e}") from None
         return op.results[0]
+
+    def _track(self, op: Operation) -> None:
+        """Record the op's result shapes over the dim symbols (its shape rule)."""
+        env = {n: DimExpr.sym(n) for n in self.dims}
+        outs = infer(op, [self.sym_shape(v) for v in op.operands], env)
+        for r, s in zip(op.results, outs, strict=True):
+            declared = shape_of(r.type)
+            self._sym[r] = tuple(a if a >= 0 else b for a, b in zip(declared, s, strict=True))
 
     def _make(
         self,
@@ -118,8 +147,52 @@ class GraphBuilder:
 
     # -- graph inputs, weights, constants --------------------------------------------------
 
-    def input(self, name: str, shape: Sequence[int], dtype: str = "f32") -> Value:
-        arg = self.block.insert_arg(tensor_type(shape, dtype), len(self.block.args))
+    def dim(self, name: str, lo: int, hi: int) -> str:
+        """Declare a dim symbol in `[lo, hi]` (`fuel.dims`); pass its name as an input dim."""
+        if not 1 <= lo <= hi:
+            raise BuilderError(f"dim '{name}': range [{lo}, {hi}] needs 1 <= lo <= hi")
+        self.dims[name] = (lo, hi)
+        for a in self.block.args:  # inputs declared before: their `?` dims are not this one
+            self._sym.setdefault(a, tuple(shape_of(a.type)))
+        return name
+
+    def sym_shape(self, v: Value) -> Shape:
+        """`v`'s shape with each `?` dim as an expression of the dim symbols (`DimExpr`)."""
+        return self._sym.get(v) or tuple(shape_of(v.type))
+
+    def iota(
+        self,
+        shape: Sequence[int | DimExpr],
+        dtype: str,
+        start: float | int | DimExpr = 0,
+        step: float = 1.0,
+        axis: int = 0,
+    ) -> Value:
+        """`start + step * i` along `axis` of a tensor of `shape` (dims: ints or expressions
+        of dim symbols; `step = 0`: a fill): folded to a constant when a run binds them."""
+        dims = [d if isinstance(d, int) else StringAttr(str(d)) for d in shape]
+        static = [d if isinstance(d, int) else DYNAMIC for d in shape]
+        props = {
+            "shape": ArrayAttr([IntegerAttr(d, i64) if isinstance(d, int) else d for d in dims]),
+            "start": StringAttr(str(start)),
+            "step": FloatAttr(float(step), f64),
+            "axis": IntegerAttr(axis, i64),
+        }
+        op = IotaOp.create(properties=props, result_types=[tensor_type(static, dtype)])
+        return self._add(op)
+
+    def input(self, name: str, shape: Sequence[int | str], dtype: str = "f32") -> Value:
+        """A graph input; a dim given as a name is that (declared) dim symbol, `?` in its type."""
+        for d in shape:
+            if isinstance(d, str) and d not in self.dims:
+                raise BuilderError(f"input '{name}': dim '{d}' is not declared (GraphBuilder.dim)")
+        syms = tuple(d for d in shape if isinstance(d, str))
+        if syms:
+            self._dim_names[name] = syms
+        static = [DYNAMIC if isinstance(d, str) else d for d in shape]
+        arg = self.block.insert_arg(tensor_type(static, dtype), len(self.block.args))
+        if self.dims:
+            self._sym[arg] = tuple(DimExpr.sym(d) if isinstance(d, str) else d for d in shape)
         arg.name_hint = _hint(name)
         self.inputs.append((name, arg))
         return arg
@@ -286,7 +359,7 @@ class GraphBuilder:
 
     def matmul(self, a: Value, b: Value) -> Value:
         sa, sb = shape_of(a.type), shape_of(b.type)
-        if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
+        if len(sa) < 2 or len(sb) < 2 or dims_differ(sa[-1], sb[-2]):
             raise BuilderError(f"matmul shapes do not contract: {a.type} x {b.type}")
         batch = broadcast_shapes(sa[:-2], sb[:-2])
         if batch is None:
@@ -379,7 +452,9 @@ class GraphBuilder:
         s, shape = shape_of(x.type), list(shape)
         if shape.count(-1) > 1:
             raise BuilderError(f"reshape to {shape}: at most one dim may be -1")
-        if -1 in shape:
+        if -1 in shape and min(s, default=0) < 0:  # a `?` dim in: the inferred one is `?`
+            shape[shape.index(-1)] = DYNAMIC
+        elif -1 in shape:
             known = math.prod(d for d in shape if d != -1)
             if known == 0 or math.prod(s) % known:
                 raise BuilderError(f"cannot reshape {x.type} to {shape}")
@@ -397,7 +472,8 @@ class GraphBuilder:
     def broadcast(self, x: Value, shape: Sequence[int]) -> Value:
         """numpy `broadcast_to`: input dims (aligned right) are 1 or equal to `shape`'s."""
         s, shape = shape_of(x.type), tuple(shape)
-        if len(s) > len(shape) or broadcast_shapes(s, shape) != shape:
+        out = broadcast_shapes(s, shape)
+        if len(s) > len(shape) or out is None or any(map(dims_differ, out, shape)):
             raise BuilderError(f"cannot broadcast {x.type} to shape {list(shape)}")
         return self._make(mv.BroadcastOp, [x], shape, dtype_name(x.type))
 
@@ -412,8 +488,8 @@ class GraphBuilder:
         steps = [1] * len(s) if steps is None else list(steps)
         if not len(starts) == len(limits) == len(steps) == len(s) or min(steps, default=1) < 1:
             raise BuilderError(f"slice needs one start/limit/step (>= 1) per dim of {x.type}")
-        shape = [
-            len(range(*slice(a, b, c).indices(d)))
+        shape = [  # a slice of a `?` dim is `?`: its length is known when the dim binds
+            len(range(*slice(a, b, c).indices(d))) if d >= 0 else DYNAMIC
             for a, b, c, d in zip(starts, limits, steps, s, strict=True)
         ]
         return self._make(
@@ -433,7 +509,8 @@ class GraphBuilder:
         ax = axis % len(s0) if -len(s0) <= axis < len(s0) else None
         if ax is None:
             raise BuilderError(f"concat axis {axis} out of range for {xs[0].type}")
-        s0[ax] = sum(shape_of(x.type)[ax] if len(shape_of(x.type)) > ax else 0 for x in xs)
+        cat = [shape_of(x.type)[ax] if len(shape_of(x.type)) > ax else 0 for x in xs]
+        s0[ax] = sum(cat) if min(cat) >= 0 else DYNAMIC
         return self._make(
             mv.ConcatOp, list(xs), s0, dtype_name(xs[0].type), axis=IntegerAttr(axis, i64)
         )
@@ -453,6 +530,12 @@ class GraphBuilder:
 
     # -- finishing -------------------------------------------------------------------------
 
+    def _arg_attrs(self, name: str) -> DictionaryAttr:
+        attrs: dict[str, Attribute] = {NAME_ATTR: StringAttr(name)}
+        if name in self._dim_names:
+            attrs[DIM_NAMES_ATTR] = ArrayAttr([StringAttr(d) for d in self._dim_names[name]])
+        return DictionaryAttr(attrs)
+
     def build(self, outputs: Sequence[Value] | Mapping[str, Value]) -> FuelModule:
         """Close the function with `func.return` and return the verified module + weights."""
         if isinstance(outputs, Mapping):
@@ -463,9 +546,11 @@ class GraphBuilder:
         self.block.add_op(func.ReturnOp(*values))
         arg_types = [a.type for a in self.block.args]
         fn = func.FuncOp(self.name, (arg_types, [v.type for v in values]), Region(self.block))
-        fn.arg_attrs = ArrayAttr(
-            [DictionaryAttr({NAME_ATTR: StringAttr(n)}) for n, _ in self.inputs]
-        )
+        fn.arg_attrs = ArrayAttr([self._arg_attrs(n) for n, _ in self.inputs])
+        if self.dims:
+            fn.attributes[DIMS_ATTR] = DictionaryAttr(
+                {k: DimAttr(v) for k, v in sorted(self.dims.items())}
+            )
         fn.res_attrs = ArrayAttr([DictionaryAttr({NAME_ATTR: StringAttr(n)}) for n in names])
         module = ModuleOp([fn])
         try:

@@ -39,14 +39,15 @@ def fail(op: Operation, message: str) -> VerifyException:
     return VerifyException(f"'{op.name}' {message}")
 
 
-def tensor_types(op: Operation) -> list[TensorType]:
-    """All operand and result types; every one must be a statically shaped tensor."""
+def tensor_types(op: Operation, dynamic: bool = False) -> list[TensorType]:
+    """All operand and result types; every one must be a ranked tensor, statically shaped
+    unless `dynamic` (then a dim may be `?`, a symbol's value known at run time)."""
     types: list[TensorType] = []
     for v in (*op.operands, *op.results):
         t = v.type
         if not isinstance(t, TensorType):
             raise fail(op, f"expects ranked tensors, got {t}")
-        if any(d < 0 for d in t.get_shape()):
+        if not dynamic and any(d < 0 for d in t.get_shape()):
             raise fail(op, f"expects static shapes, got {t} (dynamic dimensions are unsupported)")
         dtype_name(t)  # rejects unsupported element types
         types.append(t)
@@ -54,8 +55,18 @@ def tensor_types(op: Operation) -> list[TensorType]:
 
 
 def check_static(op: Operation) -> None:
+    """Every operand and result a statically shaped tensor of a fuel element type."""
     try:
         tensor_types(op)
+    except ValueError as e:
+        raise fail(op, str(e)) from None
+
+
+def check_ranked(op: Operation) -> None:
+    """Every operand and result a ranked tensor of a fuel element type; dims may be `?`
+    (what can be checked statically is, the rest when a run binds the dim symbols)."""
+    try:
+        tensor_types(op, dynamic=True)
     except ValueError as e:
         raise fail(op, str(e)) from None
 
@@ -86,8 +97,15 @@ def require_same_elem(op: Operation, *values: SSAValue) -> None:
 
 
 def require_shape(op: Operation, got: tuple[int, ...], want: tuple[int, ...], what: str) -> None:
-    if got != want:
+    """`got` is `want`, where a dynamic dim (negative) on either side matches any dim (checked
+    again, static, once a run binds the symbols)."""
+    if len(got) != len(want) or any(dims_differ(a, b) for a, b in zip(got, want, strict=True)):
         raise fail(op, f"{what} must have shape {fmt_shape(want)}, got {fmt_shape(got)}")
+
+
+def dims_differ(a: int, b: int) -> bool:
+    """Two dims known to differ: both static and unequal (a dynamic dim may be anything)."""
+    return a >= 0 and b >= 0 and a != b
 
 
 def axis_in_range(op: Operation, axis: int, rank: int) -> int:

@@ -8,6 +8,7 @@ from xdsl.ir import Dialect
 
 from fuel_dialect.attrs import BackendAttr, DeviceAttr, KernelRefAttr, PrecisionAttr
 from fuel_dialect.branch import BranchOp, YieldOp
+from fuel_dialect.dims import DimAttr, install_func_verifier
 from fuel_dialect.dispatch import CandidateAttr, CopyOp
 from fuel_dialect.ops_cpu import CPU_OPS
 from fuel_dialect.ops_elementwise import BINARY_OPS, COMPARE_OPS, UNARY_OPS, CastOp, WhereOp
@@ -31,10 +32,12 @@ from fuel_dialect.ops_nn import (
     RopeOp,
     SoftmaxOp,
 )
+from fuel_dialect.ops_shape import SHAPE_OPS
 from fuel_dialect.ops_triton import TRITON_OPS
 from fuel_dialect.xdsl_fixes import apply as _apply_xdsl_fixes
 
 _apply_xdsl_fixes()
+install_func_verifier()
 
 OPS = [
     *UNARY_OPS,
@@ -63,9 +66,12 @@ OPS = [
     *FUSED_OPS,
     *TRITON_OPS,
     *CPU_OPS,
+    *SHAPE_OPS,
 ]
 
-Fuel = Dialect("fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr, CandidateAttr])
+Fuel = Dialect(
+    "fuel", OPS, [BackendAttr, DeviceAttr, PrecisionAttr, KernelRefAttr, CandidateAttr, DimAttr]
+)
 
 
 def fuel_context() -> Context:

@@ -38,7 +38,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 
 from fuel_dialect.attrs import DEVICE_ATTR, DeviceAttr, _float_literal
-from fuel_dialect.base import check_static
+from fuel_dialect.base import check_ranked
 
 ALTERNATIVES_ATTR = "fuel.alternatives"
 """Discardable attribute: the ranked `#fuel.candidate` list of a decision point."""
@@ -174,5 +174,5 @@ class CopyOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         DeviceAttr(self.target.data)  # validates the device name

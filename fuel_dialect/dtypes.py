@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -28,6 +29,9 @@ ELEMENT_TYPES: dict[str, Attribute] = {
     "i1": IntegerType(1),
 }
 """Every fuel element type by its short name; u8 is spelled `ui8` in IR."""
+
+DYNAMIC = DYNAMIC_INDEX
+"""A dynamic dim in a `TensorType` shape (printed `?`; xDSL stores it as INT64_MIN)."""
 
 _NAMES = {v: k for k, v in ELEMENT_TYPES.items()}
 FLOAT_NAMES = frozenset({"f64", "f32", "f16", "bf16"})
@@ -63,20 +67,23 @@ def shape_of(t: Attribute) -> tuple[int, ...]:
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
-    """numpy broadcasting of static shapes; None when they are incompatible."""
+    """numpy broadcasting of shapes; None when they are incompatible. A dynamic dim (negative,
+    `DYNAMIC`) broadcasts against a static dim n > 1 to n (it must be 1 or n at run time),
+    against 1 or another dynamic dim to `DYNAMIC`."""
     rank = max((len(s) for s in shapes), default=0)
     out: list[int] = []
     for i in range(rank):
         dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
         dims.discard(1)
-        if len(dims) > 1:
+        static = {d for d in dims if d >= 0}
+        if len(static) > 1:
             return None
-        out.append(dims.pop() if dims else 1)
+        out.append(static.pop() if static else DYNAMIC if dims else 1)
     return tuple(out)
 
 
 def fmt_shape(shape: Sequence[int]) -> str:
-    return "x".join(map(str, shape)) if shape else "scalar"
+    return "x".join("?" if d < 0 else str(d) for d in shape) if shape else "scalar"
 
 
 def normalize_axis(axis: int, rank: int) -> int | None:

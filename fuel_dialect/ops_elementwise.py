@@ -20,7 +20,7 @@ from xdsl.traits import Pure
 from fuel_dialect.base import (
     _CONSTS,
     KernelOp,
-    check_static,
+    check_ranked,
     elem,
     fail,
     require_float,
@@ -46,7 +46,7 @@ class UnaryOp(IRDLOperation, KernelOp):
     FLOAT_ONLY: ClassVar[bool] = True
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         if self.FLOAT_ONLY:
             require_float(self, self.input)
         else:
@@ -139,7 +139,7 @@ class BinaryOp(IRDLOperation, KernelOp):
     RESULT_IS_BOOL: ClassVar[bool] = False
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.lhs, self.rhs)
         if self.FLOAT_ONLY:
             require_float(self, self.lhs)
@@ -220,7 +220,7 @@ class WhereOp(IRDLOperation, KernelOp):
     )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         if elem(self.cond) != "i1":
             raise fail(self, f"condition must have element type i1, got {elem(self.cond)}")
         require_same_elem(self, self.lhs, self.rhs, self.result)
@@ -249,5 +249,5 @@ class CastOp(IRDLOperation, KernelOp):
     assembly_format = "$input attr-dict `:` type($input) `to` type($result)"
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_shape(self, shape(self.result), shape(self.input), "result")

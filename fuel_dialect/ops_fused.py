@@ -21,7 +21,8 @@ from xdsl.traits import Pure
 
 from fuel_dialect.base import (
     KernelOp,
-    check_static,
+    check_ranked,
+    dims_differ,
     fail,
     require_float,
     require_same_elem,
@@ -37,7 +38,7 @@ ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu")
 def _require_matrix(op: IRDLOperation, w: Any, rows: int, what: str) -> int:
     """`w` is a (rows, n) matrix; returns n."""
     s = shape(w)
-    if len(s) != 2 or s[0] != rows:
+    if len(s) != 2 or dims_differ(s[0], rows):
         raise fail(op, f"{what} must be a ({rows}, n) matrix, got {fmt_shape(s)}")
     return s[1]
 
@@ -74,7 +75,7 @@ class MatmulBiasActOp(IRDLOperation, KernelOp):
     )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_float(self, self.input)
         require_same_elem(self, self.input, self.weight, self.bias, self.result)
         if self.act.data not in ACTIVATIONS:
@@ -112,7 +113,7 @@ class GatedMlpOp(IRDLOperation, KernelOp):
     )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_float(self, self.input)
         require_same_elem(self, self.input, self.gate, self.up, self.down, self.result)
         x = _require_rows(self, self.input)

@@ -31,14 +31,16 @@ from xdsl.traits import ConstantLike, Pure
 from fuel_dialect.base import (
     KernelOp,
     axis_in_range,
+    check_ranked,
     check_static,
+    dims_differ,
     elem,
     fail,
     require_same_elem,
     require_shape,
     shape,
 )
-from fuel_dialect.dtypes import INDEX_NAMES, broadcast_shapes, fmt_shape
+from fuel_dialect.dtypes import DYNAMIC, INDEX_NAMES, broadcast_shapes, fmt_shape
 
 
 @irdl_op_definition
@@ -56,10 +58,10 @@ class ReshapeOp(IRDLOperation, KernelOp):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.input, self.result)
         a, b = shape(self.input), shape(self.result)
-        if math.prod(a) != math.prod(b):
+        if min(a, default=0) >= 0 and min(b, default=0) >= 0 and math.prod(a) != math.prod(b):
             raise fail(
                 self,
                 f"cannot reshape {fmt_shape(a)} ({math.prod(a)} elements) to "
@@ -83,7 +85,7 @@ class TransposeOp(IRDLOperation, KernelOp):
     assembly_format = "$input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.input, self.result)
         s, perm = shape(self.input), tuple(self.perm.get_values())
         if sorted(perm) != list(range(len(s))):
@@ -110,10 +112,11 @@ class BroadcastOp(IRDLOperation, KernelOp):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.input, self.result)
         a, b = shape(self.input), shape(self.result)
-        if len(a) > len(b) or broadcast_shapes(a, b) != b:
+        out = broadcast_shapes(a, b)
+        if len(a) > len(b) or out is None or any(map(dims_differ, out, b)):
             raise fail(
                 self,
                 f"cannot broadcast {fmt_shape(a)} to {fmt_shape(b)} (each input "
@@ -154,18 +157,22 @@ class SliceOp(IRDLOperation, KernelOp):
             raise fail(self, f"starts, limits and steps need one entry per dim ({len(s)})")
         if any(st < 1 for st in steps):
             raise fail(self, f"steps must be >= 1, got {list(steps)}")
-        norm = [
-            slice(a, b, c).indices(d) for a, b, c, d in zip(starts, limits, steps, s, strict=True)
+        norm = [  # a dynamic dim's bounds stay as written until a run binds it
+            slice(a, b, c).indices(d) if d >= 0 else (a, b, c)
+            for a, b, c, d in zip(starts, limits, steps, s, strict=True)
         ]
         lo = tuple(a for a, _, _ in norm)
         hi = tuple(max(a, b) for a, b, _ in norm)
         return lo, hi, steps
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.input, self.result)
         lo, hi, steps = self.bounds()
-        want = tuple(len(range(a, b, c)) for a, b, c in zip(lo, hi, steps, strict=True))
+        want = tuple(
+            len(range(a, b, c)) if d >= 0 else DYNAMIC
+            for a, b, c, d in zip(lo, hi, steps, shape(self.input), strict=True)
+        )
         require_shape(self, shape(self.result), want, "result")
 
     def kernel_params(self) -> dict[str, Any]:
@@ -194,7 +201,7 @@ class ConcatOp(IRDLOperation, KernelOp):
         return (elem(self.result), elem(self.result))
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         if not self.inputs:
             raise fail(self, "needs at least one input")
         require_same_elem(self, *self.inputs, self.result)
@@ -203,14 +210,15 @@ class ConcatOp(IRDLOperation, KernelOp):
         for v in self.inputs:
             s = shape(v)
             if len(s) != len(s0) or any(
-                a != b for i, (a, b) in enumerate(zip(s, s0, strict=True)) if i != axis
+                dims_differ(a, b) for i, (a, b) in enumerate(zip(s, s0, strict=True)) if i != axis
             ):
                 raise fail(
                     self,
                     f"input shapes {fmt_shape(s0)} and {fmt_shape(s)} differ outside axis {axis}",
                 )
+        cat = [shape(v)[axis] for v in self.inputs]
         want = tuple(
-            sum(shape(v)[axis] for v in self.inputs) if i == axis else d for i, d in enumerate(s0)
+            (sum(cat) if min(cat) >= 0 else DYNAMIC) if i == axis else d for i, d in enumerate(s0)
         )
         require_shape(self, shape(self.result), want, "result")
 
@@ -242,7 +250,7 @@ class GatherOp(IRDLOperation, KernelOp):
     )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.data, self.result)
         if elem(self.indices) not in INDEX_NAMES:
             raise fail(self, f"indices must be i64 or i32, got {elem(self.indices)}")

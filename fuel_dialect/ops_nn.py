@@ -31,7 +31,8 @@ from fuel_dialect.base import (
     _CONSTS,
     KernelOp,
     axis_in_range,
-    check_static,
+    check_ranked,
+    dims_differ,
     elem,
     fail,
     require_float,
@@ -61,13 +62,13 @@ class MatmulOp(IRDLOperation, KernelOp):
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.lhs, self.rhs, self.result)
         require_not_bool(self, self.lhs)
         a, b = shape(self.lhs), shape(self.rhs)
         if len(a) < 2 or len(b) < 2:
             raise fail(self, f"operands must have rank >= 2, got {fmt_shape(a)} and {fmt_shape(b)}")
-        if a[-1] != b[-2]:
+        if dims_differ(a[-1], b[-2]):
             raise fail(
                 self,
                 f"contraction dims differ: lhs {fmt_shape(a)} has k={a[-1]}, "
@@ -100,7 +101,7 @@ class ReduceOp(IRDLOperation, KernelOp):
         return tuple(sorted(axis_in_range(self, a, rank) for a in self.axes.get_values()))
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_same_elem(self, self.input, self.result)
         (require_float if self.FLOAT_ONLY else require_not_bool)(self, self.input)
         axes = self.norm_axes()
@@ -160,7 +161,7 @@ class SoftmaxOp(IRDLOperation, KernelOp):
     assembly_format = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_float(self, self.input)
         require_same_elem(self, self.input, self.result)
         require_shape(self, shape(self.result), shape(self.input), "result")
@@ -177,7 +178,7 @@ class NormOp(IRDLOperation, KernelOp):
     traits = traits_def(Pure())
 
     def _verify_norm(self, x: Any, params: tuple[Any, ...], result: Any) -> None:
-        check_static(self)
+        check_ranked(self)
         require_float(self, x)
         require_same_elem(self, x, *params, result)
         s = shape(x)
@@ -263,11 +264,11 @@ class RopeOp(IRDLOperation, KernelOp):
     )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_float(self, self.input)
         require_same_elem(self, self.input, self.cos, self.sin, self.result)
         s = shape(self.input)
-        if len(s) < 2 or s[-1] % 2:
+        if len(s) < 2 or (s[-1] >= 0 and s[-1] % 2):
             raise fail(self, f"input must be (..., S, D) with D even, got {fmt_shape(s)}")
         require_shape(self, shape(self.cos), (s[-2], s[-1] // 2), "cos")
         require_shape(self, shape(self.sin), (s[-2], s[-1] // 2), "sin")
@@ -307,21 +308,21 @@ class AttentionOp(IRDLOperation, KernelOp):
     )
 
     def verify_(self) -> None:
-        check_static(self)
+        check_ranked(self)
         require_float(self, self.q)
         require_same_elem(self, self.q, self.k, self.v, self.result)
         q, k, v = shape(self.q), shape(self.k), shape(self.v)
         if not (len(q) == len(k) == len(v) == 4):
             raise fail(self, "q, k and v must have rank 4 (batch, heads, seq, head_dim)")
-        if k[:3] != v[:3] or q[0] != k[0]:
+        if any(map(dims_differ, k[:3], v[:3])) or dims_differ(q[0], k[0]):
             raise fail(
                 self,
                 f"k {fmt_shape(k)} and v {fmt_shape(v)} must share batch, heads "
                 f"and seq, and batch must match q {fmt_shape(q)}",
             )
-        if q[3] != k[3]:
+        if dims_differ(q[3], k[3]):
             raise fail(self, f"q head_dim {q[3]} differs from k head_dim {k[3]}")
-        if k[1] == 0 or q[1] % k[1]:
+        if k[1] == 0 or (min(q[1], k[1]) > 0 and q[1] % k[1]):
             raise fail(self, f"query heads ({q[1]}) must be a multiple of kv heads ({k[1]})")
         require_shape(self, shape(self.result), (q[0], q[1], q[2], v[3]), "result")
         if self.kv_len is not None and (shape(self.kv_len) != () or elem(self.kv_len) != "i64"):

@@ -14,7 +14,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch
 from fuel_dialect.dispatch import CopyOp
-from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.dtypes import dtype_name
+from fuel_dialect.shapes import cost_shape
 from passes.environment import environment, table_or_default
 from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
 from passes.picker.support import PickerOptions
@@ -72,7 +73,7 @@ ArmCost = tuple[frozenset[str], float, float, float, float]
 def op_estimate(op: Operation, table: KernelBindingTable | None = None) -> CostEstimate:
     """Layer-1 work of one decision point: its stamped kernel's own cost function where it is
     stamped and bound, the op family's Layer-1 formula otherwise."""
-    shapes = [shape_of(v.type) for v in (*op.operands, *op.results)]
+    shapes = [cost_shape(v.type) for v in (*op.operands, *op.results)]
     dtypes, params = op.kernel_dtypes(), op.kernel_params()  # pyright: ignore
     stamp = op.attributes.get(KERNEL_ATTR)
     if isinstance(stamp, KernelRefAttr):
@@ -92,7 +93,7 @@ def arm_cost(arm: Region, options: PlanOptions) -> ArmCost | None:
         if isinstance(op, BranchOp):
             return None
         if isinstance(op, CopyOp):
-            moved += numel(shape_of(op.result.type)) * dtype_bytes(dtype_name(op.result.type))
+            moved += numel(cost_shape(op.result.type)) * dtype_bytes(dtype_name(op.result.type))
             devices.add(op.target.data)
         if not is_decision_point(op):
             continue

@@ -92,9 +92,13 @@ def _price(op: AttentionOp, stamp: KernelRefAttr, device: str, options: PlanOpti
 
 
 def admissible(op: AttentionOp) -> bool:
-    """One query, a supported dtype and head_dim: the shapes the flash kernel handles."""
+    """One query, a supported dtype and head_dim: the shapes the flash kernel handles. Static
+    facts only: a `?` query length or head_dim, or a `?` key length under a `kv_len` (its gate
+    compares with the capacity), leaves the op alone."""
     q = shape_of(op.q.type)
-    return q[2] == 1 and q[3] <= MAX_HEAD_DIM and op.kernel_dtypes()[0] in DTYPES
+    if op.kv_len is not None and shape_of(op.k.type)[2] < 0:
+        return False
+    return q[2] == 1 and 0 <= q[3] <= MAX_HEAD_DIM and op.kernel_dtypes()[0] in DTYPES
 
 
 @dataclass

@@ -62,7 +62,7 @@ from runtime.binding_table import KernelBindingTable, digest64
 from runtime.compiled import kernel_id, kernel_ops, library_kernel_id
 from runtime.contracts.verify import HandKernel
 from runtime.devices import DeviceUnavailable, TorchDevice
-from runtime.executor import Executor, placed_device
+from runtime.executor import placed_device
 from runtime.fsutil import atomic_write_bytes
 from runtime.kernels import global_bindings
 from runtime.kernels.cpu.contracts import gate_hand_kernels
@@ -70,6 +70,7 @@ from runtime.kernels.cpu.native import register_native
 from runtime.knobs import EMULATE_ENV
 from runtime.loaders.c import c_cache_dir, find_compiler, register_prebuilt
 from runtime.module import FuelModule, ModuleError
+from runtime.shape_specialize import make_executor
 from runtime.signing import PublicKey, SigningError, verify
 from runtime.topology import cuda_device_archs
 from runtime.weights import WeightsError
@@ -963,7 +964,7 @@ class LoadedBundle:
                 devices = {d: TorchDevice(d, emulate=True) for d in sorted(names)}
             except DeviceUnavailable as e:
                 raise BundleError(f"{self.path}: cannot emulate {target}: {e}") from None
-        return Executor(module, table=table, devices=devices, function=function)
+        return make_executor(module, function, table=table, devices=devices)
 
     def _cpu_executor(self, function: str | None):  # noqa: ANN202
         """The CPU `Executor` over the module, dispatching only the declared kernels."""
@@ -982,7 +983,7 @@ class LoadedBundle:
                     f"'{stamp.backend.data}', which the CPU executor cannot "
                     "drive; compile for this machine's topology"
                 )
-        return Executor(self.module, table=table, function=function)
+        return make_executor(self.module, function, table=table)
 
 
 def _cpu_target(

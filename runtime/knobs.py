@@ -16,6 +16,7 @@ generated Triton sources read `TRITON_INTERPRET` themselves, in the process that
 | `FUEL_GPU` | `configure_triton` | `1`: compile Triton kernels for real even without a GPU |
 | `TRITON_INTERPRET` | `triton_interpret` | `1`: Triton kernels run in Triton's interpreter |
 | `TRITON_DEFAULT_FP_FUSION` | `configure_triton` | defaults to `1` (FMA contraction, as before) |
+| `FUEL_SHAPE_CACHE` | `shape_cache_size` | shapes a symbolic-dims executor keeps specialised (8) |
 | `FUEL_LOG` | `log_level` | `info`: log each compile stage's time; `debug`: and its start |
 
 A value fuel cannot use (`FUEL_NUM_THREADS=abc`, `FUEL_NATIVE=yes`: fuel's switches are `0` or
@@ -84,6 +85,15 @@ def native_enabled() -> bool:
 def num_threads() -> str:
     """`$FUEL_NUM_THREADS` as given ("" when unset); the native library parses it."""
     return os.environ.get("FUEL_NUM_THREADS", "")
+
+
+def shape_cache_size() -> int:
+    """`$FUEL_SHAPE_CACHE`: how many input-shape specialisations an executor of a module with
+    dim symbols keeps (least recently used dropped first); default 8, at least 1."""
+    value = os.environ.get("FUEL_SHAPE_CACHE", "").strip() or "8"
+    if not value.isdigit() or int(value) < 1:
+        raise KnobError(f"FUEL_SHAPE_CACHE must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def emulate_gpu() -> bool:

@@ -47,6 +47,7 @@ EXAMPLE_ARGS: dict[str, str] = {
     "fuel.gather": "%table: tensor<100x16xf32>, %ids: tensor<2x5xi64>",
     "fuel.constant": "",
     "fuel.weight": "",
+    "fuel.iota": "",
     "fuel.branch": "%x: tensor<4xf32>",
     "fuel.yield": "%x: tensor<4xf32>",
     "fuel.triton_kernel": "",

@@ -109,7 +109,8 @@ def _import_torch(model: Any, args: tuple[Any, ...], dynamic: Mapping[str, Any])
                     dims[sym] = torch.export.Dim(sym, min=lo, max=hi)
                 shapes[name][d] = dims[sym]
     ep = torch.export.export(model, args, dynamic_shapes=shapes, strict=False)
-    return import_exported_program(ep, input_names=names)
+    syms = {n: {d: s for d, (s, _, _) in spec.items()} for n, spec in dynamic.items()}
+    return import_exported_program(ep, input_names=names, dim_names=syms)
 
 
 def _is_torch(v: Any) -> bool:

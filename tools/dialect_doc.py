@@ -21,13 +21,13 @@ from pathlib import Path
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import IRDLOperation, OptOperandDef, VarOperandDef, VarResultDef
 
-from fuel_dialect import dtypes
+from fuel_dialect import dims, dtypes
 from fuel_dialect.dialect import Fuel
 
 _EXAMPLE = re.compile(r"Examples?:\s*((?:`[^`]+`[\s,]*)+)\.?")
 """`Example: `...`` (or `Examples:` followed by several), where the op docstrings give them."""
 _SPAN = re.compile(r"`([^`]+)`")
-_ATTR_NAME_MODULES = ("attrs", "dispatch", "branch")
+_ATTR_NAME_MODULES = ("attrs", "dispatch", "branch", "dims")
 """The `fuel_dialect` modules whose `*_ATTR` constants name discardable attributes."""
 
 
@@ -135,8 +135,9 @@ every example parses and verifies). How to write a pass over these ops: `docs/pa
 
 ## Types
 
-fuel defines no types of its own: every value is a builtin `tensor<...>` with a static shape,
-of one of these element types (fuel's short name, then its IR spelling):
+fuel defines no types of its own: every value is a builtin `tensor<...>` whose dims are static
+or `?` (a dim symbol's value: below), of one of these element types (fuel's short name, then
+its IR spelling):
 """
 
 
@@ -144,6 +145,12 @@ def render() -> str:
     """The whole reference, as Markdown."""
     lines = [*HEADER.splitlines(), "", "| name | IR |", "|---|---|"]
     lines += [f"| `{n}` | `{t}` |" for n, t in dtypes.ELEMENT_TYPES.items()]
+    lines += [
+        "",
+        "## Dim symbols",
+        "",
+        *(dims.__doc__ or "").split("\n", 1)[1].strip().splitlines(),
+    ]
     lines += ["", "## Attributes", ""]
     for e in attributes():
         lines += _section(e, "###")

@@ -25,7 +25,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.attrs import DeviceAttr
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
-from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.dtypes import dtype_name, fmt_shape, shape_of
 from fuel_dialect.ops_movement import ReshapeOp
 from passes.picker.plan import Decision, ExecutionPlan, PlanOptions, value_bytes
 from passes.picker.ranker import Candidate, PrecisionRequirement
@@ -97,7 +97,7 @@ def _signature(op: Operation) -> str:
     dtypes = {dtype_name(t) for t in types}
 
     def one(t: Any) -> str:
-        dims = "x".join(str(d) for d in shape_of(t)) or "scalar"
+        dims = fmt_shape(shape_of(t))
         return dims if len(dtypes) == 1 else f"{dims}x{dtype_name(t)}"
 
     ins = ", ".join(one(v.type) for v in op.operands)

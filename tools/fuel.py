@@ -40,9 +40,9 @@ from passes.instrument import run_stage
 from runtime import knobs
 from runtime.bundle import MANIFEST, is_bundle, read_container
 from runtime.dtypes import FLOAT_DTYPES, NUMPY_DTYPES, from_numpy, to_numpy
-from runtime.executor import Executor
 from runtime.fsutil import atomic_write_bytes
 from runtime.module import FuelModule
+from runtime.shape_specialize import SymbolicExecutor, make_executor
 from runtime.signing import load_private_key, load_public_keys
 from tools.errors import ArgumentParser, CliError, add_verbose, run_parser
 from tools.explain import add_explain_parser
@@ -102,9 +102,10 @@ def _check_inputs(ex: Any, given: dict[str, tuple[str, np.ndarray]]) -> None:
     """Each given input has its graph input's dtype and shape, else an error naming its file
     (the executor would say the same without the file)."""
     specs = dict(zip(ex.input_names, ex.input_specs, strict=True))
+    symbolic = isinstance(ex, SymbolicExecutor)  # any shape in the dims' ranges: checked at run
     for name, (path, a) in given.items():
-        if name in specs and (a.dtype, a.shape) != specs[name]:
-            dt, shape = specs[name]
+        dt, shape = specs.get(name, (a.dtype, a.shape))
+        if a.dtype != dt or (a.shape != shape and not symbolic):
             got = f"{a.dtype}{list(a.shape)}"
             raise CliError(f"{path}: input '{name}' must be {dt}{list(shape)}, got {got}")
 
@@ -198,7 +199,7 @@ def load_program(args: argparse.Namespace) -> FuelModule:
     """The module `args.module` names (IR or ONNX), refused if a generated kernel in it holds a
     source this fuel would not write from its ops, unless `--allow-kernel-source` (IR read
     from a file is data, not code: docs/bundles.md)."""
-    module = load_any(args.module, args.weights, args.input_shape)
+    module = load_any(args.module, args.weights, args.input_shape, args.dim)
     if not args.allow_kernel_source:
         try:
             check_kernel_sources(module.op, args.module)
@@ -213,9 +214,10 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
         plan_flags = (args.topology, args.precision, args.no_optimize, args.run_option)
-        if any(plan_flags) or args.input_shape:
+        if any(plan_flags) or args.input_shape or args.dim:
             raise CliError(
-                "--topology, --precision, --no-optimize, --option and --input-shape apply to IR "
+                "--topology, --precision, --no-optimize, --option, --input-shape and --dim apply "
+                "to IR "
                 "and ONNX input; a bundle runs the plan it was compiled with"
             )
         if args.allow_kernel_source:
@@ -231,7 +233,7 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         raise CliError("--target, --emulate and --trust apply to a bundle only")
     with compile_view():
         module, _ = compile_module(load_program(args), _plan_options(args))
-    return Executor(module, function=args.function)
+    return make_executor(module, args.function)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -263,8 +265,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     med = statistics.median(times)
     print(f"ran {len(ex)} kernels, {len(times)} run(s), median {med * 1e3:.3f} ms/run")
     if args.profile:
+        _print_specializations(ex)
         _print_profile(ex.profile_items(inputs, max(5, args.repeat)))
     return 0
+
+
+def _print_specializations(ex: Any) -> None:
+    """What each new input shape of a module with dim symbols cost on its first run."""
+    for env, secs in getattr(ex, "specializations", ()):
+        dims = ", ".join(f"{k}={v}" for k, v in env)
+        print(f"specialized for {dims}: {secs * 1e3:.1f} ms (first run of this shape)")
 
 
 def _print_profile(rows: list[tuple[str, int, float]], top: int = 25) -> None:

@@ -1,6 +1,10 @@
 """`fuel import`: an ONNX model to fuel IR and its weights.
 
-    fuel import MODEL.onnx [-o OUT.mlir] [--input-shape NAME=1x128 ...] [--no-locations]
+    fuel import MODEL.onnx [-o OUT.mlir] [--input-shape NAME=1x128 ...] [--dim seq=1:2048 ...]
+                [--no-locations]
+
+A dynamic input dim (an ONNX `dim_param`) is pinned by `--input-shape`, or stays a dim symbol
+of the IR with the range `--dim` gives it (one bundle then runs every shape in the ranges).
 
 Writes OUT.mlir (default: MODEL.mlir) and OUT.safetensors beside it. Each op carries the ONNX
 node it came from as its location (`loc("node name")`) unless `--no-locations`. An unsupported
@@ -47,17 +51,41 @@ def parse_shape(spec: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def load_any(path: str, weights: str | None = None, input_shapes: Sequence[str] = ()) -> FuelModule:
+def parse_dim(spec: str) -> tuple[str, tuple[int, int]]:
+    """`NAME=LO:HI` (or `NAME=N`, the range [N, N]) -> (NAME, (LO, HI))."""
+    name, sep, rng = spec.partition("=")
+    lo, colon, hi = rng.partition(":")
+    try:
+        if not sep or not name:
+            raise ValueError
+        bounds = (int(lo), int(hi if colon else lo))
+    except ValueError:
+        raise ModuleError(f"--dim expects NAME=LO:HI (e.g. seq=1:2048), got '{spec}'") from None
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise ModuleError(f"--dim {spec}: the range needs 1 <= LO <= HI")
+    return name, bounds
+
+
+def load_any(
+    path: str,
+    weights: str | None = None,
+    input_shapes: Sequence[str] = (),
+    dims: Sequence[str] = (),
+) -> FuelModule:
     """`fuel run`'s loader: a `.onnx` file is imported (onnx is loaded only then; dynamic dims
-    pinned by `--input-shape NAME=1x128` specs), anything else is fuel IR loaded with its
-    weights. Import errors are `ModuleError`s (one line, exit 1)."""
+    pinned by `--input-shape NAME=1x128` specs or ranged by `--dim NAME=LO:HI` specs), anything
+    else is fuel IR loaded with its weights. Import errors are `ModuleError`s (one line, exit
+    1)."""
     if Path(path).suffix.lower() == ".onnx":
         from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
         shapes = dict(parse_shape(s) for s in input_shapes)
-        return import_onnx(path, input_shapes=shapes)
-    if input_shapes:
-        raise ModuleError("--input-shape applies to ONNX models (fuel IR has static shapes)")
+        ranges = dict(parse_dim(s) for s in dims)
+        return import_onnx(path, input_shapes=shapes, dims=ranges)
+    if input_shapes or dims:
+        raise ModuleError(
+            "--input-shape and --dim apply to ONNX models (fuel IR declares its dims: fuel.dims)"
+        )
     return FuelModule.load(path, weights)
 
 
@@ -70,6 +98,14 @@ def add_input_shape_flag(p: argparse.ArgumentParser) -> None:
         metavar="NAME=1x128",
         help="static shape for an ONNX graph input with dynamic dims; repeatable",
     )
+    p.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=LO:HI",
+        help="range of an ONNX dynamic dim (its dim_param name): it stays symbolic, one "
+        "bundle runs every size in the range; repeatable",
+    )
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -77,7 +113,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from frontends.onnx import import_onnx  # lazy: it loads the onnx package
 
     shapes = dict(parse_shape(s) for s in args.input_shape)
-    module = import_onnx(args.model, input_shapes=shapes)
+    ranges = dict(parse_dim(s) for s in args.dim)
+    module = import_onnx(args.model, input_shapes=shapes, dims=ranges)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".mlir")
     path = module.save(out, locations=not args.no_locations)  # one save: the pair stays whole
     ops = sum(1 for _ in module.entry.body.block.ops) - 1

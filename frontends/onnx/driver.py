@@ -17,6 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -47,6 +48,7 @@ from frontends.onnx.emit import (
 )
 from frontends.onnx.errors import OnnxImportError
 from frontends.onnx.registry import OPS, Node, Outputs, display_name, op_key
+from fuel_dialect.dims import dim_symbol
 from runtime.dtypes import to_numpy
 from runtime.module import MAX_TENSOR_ELEMENTS, FuelModule, ModuleError, check_types
 
@@ -70,10 +72,14 @@ def import_onnx(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     constants: Mapping[str, np.ndarray] | None = None,
     name: str = "main",
+    dims: Mapping[str, tuple[int, int]] | None = None,
 ) -> FuelModule:
     """Import an ONNX model (a `ModelProto` or a path) into a verified `FuelModule`.
 
-    `input_shapes` pins the shapes of graph inputs with dynamic dims; `constants` fixes graph
+    `input_shapes` pins the shapes of graph inputs with dynamic dims; `dims` gives the range
+    `(lo, hi)` of each dynamic dim by its `dim_param` name instead, which then stays a dim
+    symbol of the function (`fuel_dialect.dims`; a dynamic dim neither pinned nor ranged is
+    refused, naming it); `constants` fixes graph
     inputs to known values (they are folded and leave the function's arguments), for inputs
     that fuel needs at import time, like a Reshape's shape (see `OnnxImportError.constant_input`).
     Every refusal is an `OnnxImportError`, its message starting with the model's path when
@@ -90,7 +96,9 @@ def import_onnx(
         _check_single_writer(proto.graph)
         _check_supported(proto.graph)
         frozen = {k: np.asarray(v) for k, v in (constants or {}).items()}
-        return _GraphImport(proto.graph, opset, dict(input_shapes or {}), frozen, name).run()
+        imp = _GraphImport(proto.graph, opset, dict(input_shapes or {}), frozen, name)
+        imp.dims = dict(dims or {})
+        return imp.run()
     except OnnxImportError as e:
         if not isinstance(model, onnx.ModelProto):  # `fuel: error: model.onnx: ...`
             e.args = (f"{os.fspath(model)}: {e}",)
@@ -120,6 +128,17 @@ def load_model(model: ModelLike) -> onnx.ModelProto:
         where = "the model" if isinstance(model, onnx.ModelProto) else str(model)
         raise OnnxImportError(f"{where} is not a readable ONNX model (it has no graph outputs)")
     return proto
+
+
+def _dim_params(graph: onnx.GraphProto, skip: set[str]) -> set[str]:
+    """The `dim_param` names of the dynamic dims of graph inputs not in `skip`."""
+    return {
+        d.dim_param
+        for vi in graph.input
+        if vi.name not in skip and vi.type.HasField("tensor_type")
+        for d in vi.type.tensor_type.shape.dim
+        if d.dim_param and not d.HasField("dim_value")
+    }
 
 
 def _default_opset(proto: onnx.ModelProto) -> int:
@@ -195,6 +214,8 @@ class _GraphImport:
         self.b = GraphBuilder(name)
         self.em = Emitter(self.b)
         self.env: dict[str, Tensor] = {}
+        self.dims: dict[str, tuple[int, int]] = {}
+        """`--dim` ranges by dim_param name (those of the model's dynamic input dims)."""
 
     def run(self) -> FuelModule:
         self._initializers()
@@ -216,6 +237,14 @@ class _GraphImport:
         unknown = sorted((set(self.shapes) | set(self.frozen)) - names)
         if unknown:
             raise OnnxImportError(f"no graph input is named {', '.join(map(repr, unknown))}")
+        params = _dim_params(self.graph, set(self.shapes) | set(self.frozen))
+        stray = sorted(set(self.dims) - params)
+        if stray:
+            known = ", ".join(sorted(params)) or "none"
+            raise OnnxImportError(
+                f"--dim {stray[0]}: no dynamic input dim is named '{stray[0]}' "
+                f"(dynamic dims: {known})"
+            )
         for vi in self.graph.input:
             if vi.name in self.env:  # an initializer listed as input (IR version < 4)
                 continue
@@ -223,7 +252,9 @@ class _GraphImport:
                 self.env[vi.name] = self._frozen(vi)
                 continue
             dtype, shape = self._input_type(vi)
-            if np.prod(shape, dtype=np.int64) == 0:  # no elements: nothing to read at run time
+            if any(isinstance(d, str) for d in shape):
+                self.env[vi.name] = self.b.input(vi.name, shape, dtype)
+            elif np.prod(shape, dtype=np.int64) == 0:  # no elements: nothing to read at run time
                 self.b.input(vi.name, shape, dtype)
                 self.env[vi.name] = np.zeros(shape, to_numpy(dtype))
             else:
@@ -236,7 +267,7 @@ class _GraphImport:
         self.em.name(arr, vi.name)
         return arr
 
-    def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[str, tuple[int, ...]]:
+    def _input_type(self, vi: onnx.ValueInfoProto) -> tuple[str, tuple[Any, ...]]:
         what = f"graph input '{vi.name}'"
         if not vi.type.HasField("tensor_type"):
             raise OnnxImportError(
@@ -248,16 +279,23 @@ class _GraphImport:
             return dtype, _bounded(what, [int(d) for d in self.shapes[vi.name]])
         if not tt.HasField("shape"):
             raise OnnxImportError(f"{what} has no shape (unknown rank); fuel needs static shapes")
-        dims = []
+        dims: list[Any] = []
         for k, d in enumerate(tt.shape.dim):
-            if not d.HasField("dim_value") or d.dim_value < 0:
-                sym = f" ('{d.dim_param}')" if d.dim_param else ""
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(d.dim_value)
+            elif d.dim_param and d.dim_param in self.dims:
+                dims.append(self.b.dim(dim_symbol(d.dim_param), *self.dims[d.dim_param]))
+            else:
+                param = d.dim_param
+                how = f"give its range with --dim {param}=LO:HI, or " if param else ""
                 raise OnnxImportError(
-                    f"{what} has a dynamic dimension {k}{sym}; fuel needs static shapes "
-                    f"(pin it with --input-shape {vi.name}=...)"
+                    f"{what} has a dynamic dimension {k}"
+                    + (f" ('{param}')" if param else "")
+                    + f"; {how}pin the input with --input-shape {vi.name}=..."
                 )
-            dims.append(d.dim_value)
-        return dtype, _bounded(what, dims)
+        static = [d for d in dims if isinstance(d, int)]
+        _bounded(what, static)
+        return dtype, tuple(dims)
 
     def _node(self, index: int, proto: onnx.NodeProto) -> None:
         spec = OPS[op_key(proto.domain, proto.op_type)]
@@ -349,7 +387,8 @@ def _check_declared(vi: onnx.ValueInfoProto, t: Tensor) -> None:
     elif tt.HasField("shape"):
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
         if len(dims) != len(got_shape) or any(
-            d is not None and d != g for d, g in zip(dims, got_shape, strict=True)
+            d is not None and g >= 0 and d != g  # a `?` dim: checked when a run binds it
+            for d, g in zip(dims, got_shape, strict=True)
         ):
             problem = f"is declared with shape {dims} but imports as {list(got_shape)}"
     if problem:

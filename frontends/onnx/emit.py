@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, LocationAttr, UnknownLoc
@@ -26,7 +27,15 @@ from xdsl.utils.exceptions import ParseError
 from frontends.builder import GraphBuilder
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
-from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, normalize_axis, shape_of
+from fuel_dialect.dtypes import (
+    DYNAMIC,
+    FLOAT_NAMES,
+    INT_NAMES,
+    dtype_name,
+    normalize_axis,
+    shape_of,
+)
+from fuel_dialect.shapes import DimExpr
 from runtime.binding_table import BindingTableError
 from runtime.compiled import compile_op
 from runtime.dtypes import from_numpy, to_numpy
@@ -65,6 +74,8 @@ def dtype_of(t: Tensor) -> str:
     """The fuel dtype of a constant or traced value."""
     if isinstance(t, SSAValue):
         return dtype_name(t.type)
+    if t.dtype == object:  # a shape value holding dim-symbol expressions
+        return "i64"
     try:
         return from_numpy(t.dtype)
     except KeyError:
@@ -72,8 +83,35 @@ def dtype_of(t: Tensor) -> str:
 
 
 def shape_of_t(t: Tensor) -> tuple[int, ...]:
-    """The static shape of a constant or traced value."""
+    """The static shape of a constant or traced value (a dynamic dim is negative)."""
     return shape_of(t.type) if isinstance(t, SSAValue) else tuple(t.shape)
+
+
+def sym_shape_t(em: Emitter, t: Tensor) -> tuple[Any, ...]:
+    """The shape of a constant or traced value, each `?` as its dim-symbol expression."""
+    return em.b.sym_shape(t) if isinstance(t, SSAValue) else tuple(t.shape)
+
+
+def static_dims(dims: Sequence[Any]) -> list[int]:
+    """Dims as a type's shape: an expression is `?` (DYNAMIC)."""
+    return [int(d) if not isinstance(d, DimExpr) else DYNAMIC for d in dims]
+
+
+def dims_of(arr: np.ndarray) -> list[Any]:
+    """A shape value's entries: ints, or `DimExpr`s where they depend on dim symbols."""
+    return [v if isinstance(v, DimExpr) else int(v) for v in np.asarray(arr).reshape(-1)]
+
+
+def is_symbolic(t: Tensor) -> bool:
+    """A constant holding dim-symbol expressions (what `Shape` of a `?` dim gives)."""
+    return isinstance(t, np.ndarray) and t.dtype == object
+
+
+def static_if_possible(arr: np.ndarray) -> np.ndarray:
+    """An object array of dims as int64 once no expression is left in it."""
+    if arr.dtype == object and not any(isinstance(v, DimExpr) for v in arr.reshape(-1)):
+        return arr.astype(np.int64)
+    return arr
 
 
 def scalar(value: float | int | bool, dtype: str) -> np.ndarray:
@@ -132,6 +170,8 @@ class Emitter:
             return out
         if not isinstance(op, KernelOp):  # a builder call that only made a constant
             return _decode(op.value)  # type: ignore[attr-defined]
+        if any(a.dtype == object for a in arrays):
+            return _fold_symbolic(op, arrays, out)
         try:
             node = compile_op(op, self._table)
             with np.errstate(all="ignore"):
@@ -158,12 +198,31 @@ class Emitter:
         if hit is not None and hit[0] is t:
             return hit[1]
         dtype = dtype_of(t)
+        if is_symbolic(t):
+            v = self._symbolic(t)
+            self._values[id(t)] = (t, v)
+            return v
         v = self._inline(t, dtype) if t.size <= SMALL_CONSTANT else None
         if v is None:
             v = self.b.weight(self._weight_name(t), t.shape, dtype, t)
         assert isinstance(v.owner, Operation)
         v.owner.location = self.loc
         self._values[id(t)] = (t, v)
+        return v
+
+    def _symbolic(self, arr: np.ndarray) -> SSAValue:
+        """A shape value of dim expressions as IR: one `fuel.iota` fill per element (a run
+        folds them), joined by a concat for a vector."""
+        if arr.ndim > 1:
+            raise Unsupported(f"a {arr.ndim}-d value of dim expressions is not supported")
+        if arr.ndim == 0:
+            return self.at(self.b.iota((), "i64", start=arr.item(), step=0.0))
+        parts = [self.at(self.b.iota((1,), "i64", start=d, step=0.0)) for d in arr.tolist()]
+        return self.at(self.b.concat(parts, axis=0)) if len(parts) > 1 else parts[0]
+
+    def at(self, v: SSAValue) -> SSAValue:
+        assert isinstance(v.owner, Operation)
+        v.owner.location = self.loc
         return v
 
     def _inline(self, arr: np.ndarray, dtype: str) -> SSAValue | None:
@@ -194,6 +253,28 @@ class Emitter:
         return name
 
 
+_SYMBOLIC_CASTS = INT_NAMES
+"""A cast of a shape value to an integer dtype keeps its expressions (dims are integers)."""
+
+
+def _fold_symbolic(op: Operation, arrays: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """Fold an op over shape values holding dim expressions: fuel's numpy kernel runs on
+    object arrays (Python's `+`, `*`, `//`, `==` on `DimExpr`); ints where nothing symbolic
+    is left. A float cast or an op numpy cannot run on objects is `Unsupported`."""
+    if op.name == "fuel.cast":
+        if dtype_name(op.results[0].type) not in _SYMBOLIC_CASTS:
+            raise Unsupported("casts a dim expression to a float (not supported yet)")
+        return arrays[0].copy()
+    sym = np.empty(out.shape, object)
+    try:
+        node = compile_op(op, global_bindings())
+        node.entry.kernel(arrays, [sym], node.params)
+    except (BindingTableError, ValueError, TypeError, IndexError) as e:
+        raise Unsupported(f"'{op.name}' on dim expressions is not supported ({e})") from None
+    done = static_if_possible(sym)
+    return done.astype(out.dtype) if done.dtype != object else done
+
+
 def _decode(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The array a dense attribute holds, in its fuel dtype."""
     t = attr.get_type()
@@ -206,6 +287,26 @@ def _decode(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
 
 
 # -- shared by the importers -------------------------------------------------------------------
+
+
+def reshape_to(em: Emitter, x: Tensor, shape: Sequence[Any]) -> Tensor:
+    """`x` reshaped, or `x` itself when the shape does not change (dims may be dim-symbol
+    expressions: the result has `?` there, and its shape rule must give the same ones)."""
+    want = tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
+    if any(isinstance(d, int) and d < 0 for d in want):
+        # `?` read off a static shape (Unsqueeze, Squeeze): the input's `?` dims, in order
+        dyn = iter([d for d in sym_shape_t(em, x) if isinstance(d, DimExpr)])
+        want = tuple(next(dyn, d) if isinstance(d, int) and d < 0 else d for d in want)
+    if want == sym_shape_t(em, x):
+        return x
+    out = em.op("reshape", x, shape=static_dims(want))
+    if isinstance(out, SSAValue) and sym_shape_t(em, out) != want:
+        got = [str(d) for d in sym_shape_t(em, out)]
+        raise Unsupported(
+            f"reshape to {[str(d) for d in want]}: fuel's shape rule gives {got} (several "
+            "dynamic dims it cannot tell apart)"
+        )
+    return out
 
 
 def wrap_index(em: Emitter, idx: Tensor, dim: int) -> Tensor:

@@ -14,7 +14,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
+from frontends.onnx.emit import (
+    Emitter,
+    Tensor,
+    Unsupported,
+    dtype_of,
+    is_symbolic,
+    scalar,
+    shape_of_t,
+    static_if_possible,
+)
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES
 
@@ -95,8 +104,10 @@ def div(n: Node) -> Tensor:
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         if (b == 0).any():
             raise Unsupported("integer division by zero in constants")
+        if is_symbolic(a) or is_symbolic(b):  # dims are >= 0: truncation is floor division
+            return static_if_possible(np.asarray(a // b, object))
         q = np.abs(a.astype(object)) // np.abs(b.astype(object))
-        return (q * np.sign(a) * np.sign(b)).astype(a.dtype)
+        return np.asarray(q * np.sign(a) * np.sign(b)).astype(a.dtype)
     if t not in _F64_EXACT_DIV:
         raise Unsupported(f"integer division on {t} is not supported (only on constants)")
     return cast(em, em.op("div", cast(em, a, "f64"), cast(em, b, "f64")), t)

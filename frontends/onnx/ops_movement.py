@@ -9,8 +9,7 @@ each dim d to (1, d), broadcast to (repeats, d), merge).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,14 +17,21 @@ from frontends.onnx.emit import (
     Emitter,
     Tensor,
     Unsupported,
+    dims_of,
     dtype_of,
     elements_gather,
     gather_block,
+    is_symbolic,
+    reshape_to,
     scalar,
     shape_of_t,
+    static_dims,
+    sym_shape_t,
 )
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import broadcast_shapes, normalize_axis
+from fuel_dialect.shapes import TO_END, DimExpr, ShapeError
+from fuel_dialect.shapes import broadcast as sym_broadcast
 
 
 def _axis(a: int, rank: int) -> int:
@@ -35,43 +41,79 @@ def _axis(a: int, rank: int) -> int:
     return norm
 
 
-def reshape_to(em: Emitter, x: Tensor, shape: Sequence[int]) -> Tensor:
-    """`x` reshaped, or `x` itself when the shape does not change."""
-    shape = tuple(int(d) for d in shape)
-    return x if shape == shape_of_t(x) else em.op("reshape", x, shape=shape)
-
-
 @onnx_op("Reshape", attrs="allowzero shape")
 def reshape(n: Node) -> Tensor:
     """0 copies the input dim (unless `allowzero`), one -1 is inferred."""
     x = n.x()
-    s = shape_of_t(x)
-    target = n.ints(1, "shape") if n.opset >= 5 else n.attr("shape")
+    s = sym_shape_t(n.em, x)
+    if n.opset >= 5:
+        c = n.const(1, "shape")
+        target = None if c is None else dims_of(c)
+    else:
+        target = n.attr("shape")
     if target is None:
         raise Unsupported("the target shape is missing")
     allowzero = n.attr("allowzero", 0)
-    dims = [s[i] if d == 0 and not allowzero and i < len(s) else d for i, d in enumerate(target)]
-    if dims.count(-1) > 1 or any(d < -1 for d in dims):
-        raise Unsupported(f"invalid target shape {target}")
-    if -1 in dims:
-        known = math.prod(d for d in dims if d != -1)
-        if known == 0 or math.prod(s) % known:
-            raise Unsupported(f"cannot infer the -1 in {target} for input shape {list(s)}")
-        dims[dims.index(-1)] = math.prod(s) // known
-    if math.prod(dims) != math.prod(s):
+    dims = [s[i] if _is(d, 0) and not allowzero and i < len(s) else d for i, d in enumerate(target)]
+    holes = [i for i, d in enumerate(dims) if _is(d, -1)]
+    if len(holes) > 1 or any(isinstance(d, int) and d < -1 for d in dims):
+        raise Unsupported(f"invalid target shape {[str(d) for d in target]}")
+    total = _prod(s)
+    if holes:
+        known = _prod(d for i, d in enumerate(dims) if i != holes[0])
+        dims[holes[0]] = _exact_div(total, known, target, s)
+    if isinstance(total, int) and _prod(dims) != total:
         raise Unsupported(f"cannot reshape {list(s)} to {target}")
     return reshape_to(n.em, x, dims)
+
+
+def _is(d: Any, v: int) -> bool:
+    return isinstance(d, int) and d == v
+
+
+def _prod(dims: Any) -> Any:
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _exact_div(total: Any, known: Any, target: Any, s: Any) -> Any:
+    """`total / known` for dims that may be expressions (a monomial divides term by term)."""
+    bad = Unsupported(f"cannot infer the -1 in {[str(d) for d in target]} for input shape "
+                      f"{[str(d) for d in s]}")  # fmt: skip
+    if isinstance(known, int):
+        if known == 0 or (isinstance(total, int) and total % known):
+            raise bad
+        return total // known
+    if len(known.terms) != 1:
+        raise bad
+    (mono, c), out = known.terms[0], {}
+    for m, k in _terms(total):
+        rest = list(m)
+        for a in mono:
+            if a not in rest:
+                raise bad
+            rest.remove(a)
+        if k % c:
+            raise bad
+        out[tuple(rest)] = out.get(tuple(rest), 0) + k // c
+    return DimExpr.make(out)
+
+
+def _terms(d: Any) -> Any:
+    return d.terms if isinstance(d, DimExpr) else (((), d),)
 
 
 @onnx_op("Flatten", attrs="axis")
 def flatten(n: Node) -> Tensor:
     x = n.x()
-    s = shape_of_t(x)
+    s = sym_shape_t(n.em, x)
     axis = n.attr("axis", 1)
     axis = axis + len(s) if axis < 0 else axis
     if not 0 <= axis <= len(s):
         raise Unsupported(f"axis {n.attr('axis')} is out of range for rank {len(s)}")
-    return reshape_to(n.em, x, (math.prod(s[:axis]), math.prod(s[axis:])))
+    return reshape_to(n.em, x, (_prod(s[:axis]), _prod(s[axis:])))
 
 
 def _axes_arg(n: Node) -> list[int] | None:
@@ -173,6 +215,8 @@ def take(em: Emitter, x: Tensor, ranges: list[range]) -> Tensor:
 def slice_(n: Node) -> Tensor:
     x = n.x()
     s = shape_of_t(x)
+    if n.opset >= 10 and _symbolic_slice(n, x):
+        return _slice_dims(n, x)
     if n.opset >= 10:
         starts, ends = n.ints(1, "starts"), n.ints(2, "ends")
         axes, steps = n.ints(3, "axes"), n.ints(4, "steps")
@@ -189,6 +233,43 @@ def slice_(n: Node) -> Tensor:
         a = _axis(a, len(s))
         ranges[a] = range(*slice(st, en, sp).indices(s[a]))
     return take(n.em, x, ranges)
+
+
+def _symbolic_slice(n: Node, x: Tensor) -> bool:
+    """A slice of a `?` dim, or with bounds that are dim expressions."""
+    return any(isinstance(d, DimExpr) for d in sym_shape_t(n.em, x)) or any(
+        is_symbolic(n.input(i)) for i in (1, 2)
+    )
+
+
+def _slice_dims(n: Node, x: Tensor) -> Tensor:
+    """Slice where dims or bounds are dim expressions: a `?` dim keeps its bounds as written
+    (numpy's clamping happens when a run binds it); a limit equal to the dim is "to the end";
+    positive steps and constant starts only."""
+    s = sym_shape_t(n.em, x)
+    starts, ends = (dims_of(n.const(i, w)) for i, w in ((1, "starts"), (2, "ends")))
+    axes, steps = n.ints(3, "axes"), n.ints(4, "steps")
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    lo, hi, step = [0] * len(s), [TO_END] * len(s), [1] * len(s)
+    for a, st, en, sp in zip(axes, starts, ends, steps, strict=True):
+        a = _axis(a, len(s))
+        d = s[a]
+        if isinstance(en, DimExpr) and en == d:
+            en = TO_END
+        if isinstance(st, DimExpr) or isinstance(en, DimExpr) or sp <= 0:
+            raise Unsupported(
+                f"slice of dim {a} ({d}) from {st} to {en} step {sp}: over dim symbols, "
+                "constant starts and positive steps only"
+            )
+        lo[a], hi[a], step[a] = (
+            slice(st, en, sp).indices(d) if isinstance(d, int) else (st, min(en, TO_END), sp)
+        )
+    full = all(
+        (a, b, c) == ((0, d, 1) if isinstance(d, int) else (0, TO_END, 1))
+        for a, b, c, d in zip(lo, hi, step, s, strict=True)
+    )
+    return x if full else n.em.op("slice", x, starts=lo, limits=hi, steps=step)
 
 
 @onnx_op("Gather", attrs="axis")
@@ -220,12 +301,25 @@ def gather_nd(n: Node) -> Tensor:
 @onnx_op("Expand")
 def expand(n: Node) -> Tensor:
     """Bidirectional broadcast of x with the given shape."""
-    x = n.x()
-    s, shape = shape_of_t(x), n.ints(1, "shape") or []
-    out = broadcast_shapes(s, shape)
-    if out is None:
-        raise Unsupported(f"shape {list(s)} does not broadcast with {shape}")
-    return x if out == s else n.em.op("broadcast", x, shape=out)
+    x, em = n.x(), n.em
+    c = n.const(1, "shape")
+    s, shape = sym_shape_t(em, x), [] if c is None else dims_of(c)
+    try:
+        out = sym_broadcast(s, tuple(shape))
+    except ShapeError:
+        out = None
+    if out is None or (
+        all(isinstance(d, int) for d in (*s, *shape)) and broadcast_shapes(s, shape) is None
+    ):
+        raise Unsupported(f"shape {[str(d) for d in s]} does not broadcast with {shape}")
+    if out == s:
+        return x
+    off = len(out) - len(s)
+    if any(isinstance(d, DimExpr) and (i < off or s[i - off] == 1) for i, d in enumerate(out)):
+        # a `?` dim the input does not carry: broadcast against a fill of the full shape
+        true = em.at(em.b.iota(out, "i1", start=1, step=0.0))
+        return em.op("where", true, x, x)
+    return em.op("broadcast", x, shape=static_dims(out))
 
 
 @onnx_op("Tile")

@@ -14,7 +14,16 @@ import numpy as np
 import onnx
 
 from frontends.onnx.dtypes import to_array
-from frontends.onnx.emit import Tensor, Unsupported, dtype_of, shape_of_t
+from frontends.onnx.emit import (
+    Tensor,
+    Unsupported,
+    dims_of,
+    dtype_of,
+    is_symbolic,
+    shape_of_t,
+    static_if_possible,
+    sym_shape_t,
+)
 from frontends.onnx.ops_elementwise import cast, cmp
 from frontends.onnx.registry import Node, onnx_op
 from runtime.dtypes import to_numpy
@@ -58,20 +67,29 @@ def _densify(sp: onnx.SparseTensorProto) -> np.ndarray:
 
 @onnx_op("Shape", attrs="start end")
 def shape(n: Node) -> Tensor:
-    s = shape_of_t(n.x())
-    return np.array(s[n.attr("start", 0) : n.attr("end", len(s))], np.int64)
+    """Static dims fold to int64; a `?` dim is its dim-symbol expression (an object array that
+    folds on through shape arithmetic, `emit._fold_symbolic`)."""
+    s = sym_shape_t(n.em, n.x())
+    return static_if_possible(np.array(s[n.attr("start", 0) : n.attr("end", len(s))], object))
 
 
 @onnx_op("Size")
 def size(n: Node) -> Tensor:
-    return np.array(math.prod(shape_of_t(n.x())), np.int64)
+    total: object = 1
+    for d in sym_shape_t(n.em, n.x()):
+        total = total * d
+    return static_if_possible(np.array(total, object))
 
 
 @onnx_op("ConstantOfShape", attrs="value")
 def constant_of_shape(n: Node) -> Tensor:
-    dims = n.ints(0, "shape") or []
+    c = n.const(0, "shape")
+    dims = [] if c is None else dims_of(c)
     v = n.attr("value")
     fill = to_array(v, "the fill value") if v is not None else np.zeros(1, np.float32)
+    if is_symbolic(c):  # a shape of dim symbols: a fill a run folds once they bind
+        value = fill.reshape(-1)[0].item()
+        return n.em.at(n.em.b.iota(dims, dtype_of(fill), start=value, step=0.0))
     return np.full(dims, fill.reshape(-1)[0], fill.dtype)
 
 
@@ -80,6 +98,11 @@ def range_(n: Node) -> Tensor:
     start, limit, delta = (n.const(i, w) for i, w in enumerate(("start", "limit", "delta")))
     if start is None or limit is None or delta is None or delta == 0:
         raise Unsupported("start, limit and a non-zero delta are required")
+    if any(is_symbolic(t) for t in (start, limit, delta)):  # arange(seq): folded per run
+        if is_symbolic(delta) or delta.item() != 1:
+            raise Unsupported("a Range over dim symbols needs delta 1")
+        count = limit.item() - start.item()
+        return n.em.at(n.em.b.iota([count], dtype_of(start), start=start.item(), step=1.0))
     count = max(math.ceil((limit.item() - start.item()) / delta.item()), 0)
     return (start + np.arange(count, dtype=start.dtype) * delta).astype(start.dtype)
 

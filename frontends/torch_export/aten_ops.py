@@ -18,8 +18,17 @@ import numpy as np
 import torch
 from torch import fx
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
+from frontends.onnx.emit import (
+    Emitter,
+    Tensor,
+    Unsupported,
+    dtype_of,
+    reshape_to,
+    scalar,
+    shape_of_t,
+)
 from fuel_dialect.dtypes import FLOAT_NAMES, normalize_axis
+from fuel_dialect.shapes import DimExpr
 
 TORCH_TO_FUEL: dict[torch.dtype, str] = {
     torch.float64: "f64",
@@ -64,8 +73,10 @@ class Cx:
         return fuel_dtype(v.dtype)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.val.shape)
+    def shape(self) -> tuple[Any, ...]:
+        """The recorded result shape; a symbolic dim as its dim-symbol expression."""
+        symbols = getattr(self.em, "symbols", {})
+        return tuple(d if isinstance(d, int) else dim_expr(d, symbols) for d in self.val.shape)
 
     def op(self, method: str, *xs: Tensor, **kw: object) -> Tensor:
         return self.em.op(method, *xs, **kw)
@@ -122,9 +133,31 @@ def axis(a: int, rank: int) -> int:
     return norm
 
 
-def reshape(cx: Cx, x: Tensor, shape: Sequence[int]) -> Tensor:
-    shape = tuple(int(d) for d in shape)
-    return x if shape == shape_of_t(x) else cx.op("reshape", x, shape=shape)
+def dim_expr(d: Any, symbols: dict[str, str]) -> Any:
+    """A torch SymInt as a `DimExpr` over the function's dim symbols (sums and products of
+    input `Dim`s; anything else is `Unsupported`)."""
+    expr = getattr(getattr(d, "node", None), "expr", None)
+
+    def conv(e: Any) -> Any:
+        if e.is_Integer:
+            return int(e)
+        if e.is_Symbol and str(e) in symbols:
+            return DimExpr.sym(symbols[str(e)])
+        if e.is_Add or e.is_Mul:
+            out = conv(e.args[0])
+            for a in e.args[1:]:
+                out = out + conv(a) if e.is_Add else out * conv(a)
+            return out
+        raise Unsupported(f"symbolic dim {e} is not a sum or product of input dims")
+
+    if expr is None:
+        raise Unsupported(f"dim {d!r} is neither an int nor a symbol")
+    return conv(expr)
+
+
+def reshape(cx: Cx, x: Tensor, shape: Sequence[Any]) -> Tensor:
+    """`x` in `shape` (dims may be dim-symbol expressions: `emit.reshape_to`)."""
+    return reshape_to(cx.em, x, shape)
 
 
 # -- elementwise --------------------------------------------------------------------------

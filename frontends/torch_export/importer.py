@@ -14,7 +14,7 @@ imports that form instead). Each op carries its FX node's name and source line a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,9 +28,17 @@ from xdsl.ir import Operation, OpResult, SSAValue
 import frontends.torch_export.aten_movement  # noqa: F401 (fills the op table)
 import frontends.torch_export.aten_nn  # noqa: F401 (fills the op table)
 from frontends.builder import BuilderError, GraphBuilder
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, sanitize, shape_of_t
-from frontends.torch_export.aten_ops import ATEN, Cx, fuel_dtype
+from frontends.onnx.emit import (
+    Emitter,
+    Tensor,
+    Unsupported,
+    dtype_of,
+    sanitize,
+    sym_shape_t,
+)
+from frontends.torch_export.aten_ops import ATEN, Cx, dim_expr, fuel_dtype
 from frontends.torch_export.errors import TorchImportError
+from fuel_dialect.dims import dim_symbol
 from runtime.module import FuelModule
 
 _GETITEM = "<built-in function getitem>"
@@ -48,17 +56,22 @@ def import_exported_program(
     output_names: Sequence[str] | None = None,
     name: str = "main",
     decompose: bool = False,
+    dim_names: Mapping[str, Mapping[int, str]] | None = None,
 ) -> FuelModule:
     """Import `ep` into a verified `FuelModule` (see the module doc). `input_names` and
     `output_names` rename the user inputs and outputs (default: forward()'s parameter names
-    and the FX names of the returned values)."""
+    and the FX names of the returned values). A user input's dim that is one `Dim` with a
+    finite range stays a dim symbol, named by `dim_names[input][dim]` (else `<input>_<dim>`:
+    torch keeps no `Dim` names)."""
     if decompose:
         ep = ep.run_decompositions()
     elif any(_in_place(n) for n in ep.graph.nodes):
         ep = ep.run_decompositions({})  # functionalize only: add_ -> add, no op decomposed
     _check_supported(ep.graph)
     _check_static(ep)
-    return _ProgramImport(ep, input_names, output_names, name).run()
+    imp = _ProgramImport(ep, input_names, output_names, name)
+    imp.dim_names = {k: dict(v) for k, v in (dim_names or {}).items()}
+    return imp.run()
 
 
 def _target(node: fx.Node) -> str:
@@ -96,23 +109,42 @@ def _check_supported(graph: fx.Graph) -> None:
 
 
 def _check_static(ep: ExportedProgram) -> None:
+    """Symbolic dims only where fuel keeps them: a user input's dim that is one `Dim` symbol
+    with a finite range (a dim symbol of the function); other values' symbolic dims follow
+    from fuel's shape rules. A symbolic scalar (`sym_size`, shape arithmetic) is refused."""
     for n in ep.graph.nodes:
         val = n.meta.get("val")
         for v in val if isinstance(val, list | tuple) else [val]:
             if isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool):
                 raise TorchImportError(
-                    f"node '{n.name}' is a symbolic value ({v}); fuel needs "
-                    "static shapes (export without dynamic_shapes)"
+                    f"node '{n.name}' is a symbolic value ({v}); fuel keeps dim symbols of "
+                    "inputs but not shape arithmetic on them yet (export without "
+                    "dynamic_shapes, or with dims the program only passes through)"
                 )
             shape = getattr(v, "shape", ())
             dyn = [k for k, d in enumerate(shape) if not isinstance(d, int)]
+            if n.op != "placeholder" or all(_symbol_of(ep, shape[k]) for k in dyn):
+                continue
             if dyn:
                 what = "input" if n.op == "placeholder" else "node"
                 raise TorchImportError(
                     f"{what} '{n.name}' has symbolic dimension {dyn[0]} ({shape[dyn[0]]}) in "
-                    f"shape {list(shape)}; fuel needs static shapes (export without "
-                    "dynamic_shapes)"
+                    f"shape {list(shape)}; fuel keeps a dim that is one Dim with a finite "
+                    "range (Dim(name, min=, max=)), or static shapes"
                 )
+
+
+def _symbol_of(ep: ExportedProgram, d: Any) -> tuple[str, int, int] | None:
+    """(sympy name, lo, hi) of a dim that is one symbol with a finite range, else None."""
+    expr = getattr(getattr(d, "node", None), "expr", None)
+    if expr is None or not getattr(expr, "is_Symbol", False):
+        return None
+    vr = ep.range_constraints.get(expr)
+    try:
+        lo, hi = int(vr.lower), int(vr.upper)  # type: ignore[union-attr]
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        return None
+    return str(expr), max(lo, 1), hi
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -160,6 +192,7 @@ class _ProgramImport:
         self.env: dict[fx.Node, Any] = {}
         self.input_names, self.output_names = input_names, output_names
         self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.dim_names: dict[str, dict[int, str]] = {}
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -184,10 +217,25 @@ class _ProgramImport:
                 val = node.meta["val"]
                 if not isinstance(val, torch.Tensor):
                     raise TorchImportError(f"input '{node.name}' is not a tensor ({val!r})")
-                shape = tuple(int(d) for d in val.shape)
+                shape = self._input_shape(user_name[node.name], val)
                 self.env[node] = self.b.input(user_name[node.name], shape, self._dtype(val, node))
             else:
                 self.env[node] = self._constant(spec)
+
+    def _input_shape(self, name: str, val: torch.Tensor) -> tuple[int | str, ...]:
+        """Static dims as ints; a `Dim` symbol as a dim symbol of the function, named after
+        the first input dim that has it (`x_0`: torch.export keeps no `Dim` names)."""
+        out: list[int | str] = []
+        for k, d in enumerate(val.shape):
+            sym = None if isinstance(d, int) else _symbol_of(self.ep, d)
+            if sym is None:
+                out.append(int(d))
+                continue
+            if sym[0] not in self.em.symbols:
+                given = self.dim_names.get(name, {}).get(k) or f"{name}_{k}"
+                self.em.symbols[sym[0]] = self.b.dim(dim_symbol(given), sym[1], sym[2])
+            out.append(self.em.symbols[sym[0]])
+        return tuple(out)
 
     def _dtype(self, val: torch.Tensor, node: fx.Node) -> str:
         try:
@@ -249,11 +297,14 @@ class _ProgramImport:
         for got, want in pairs:
             if got is None or isinstance(got, _Missing) or not isinstance(want, torch.Tensor):
                 continue
-            shape, dtype = tuple(int(d) for d in want.shape), fuel_dtype(want.dtype)
-            if shape_of_t(got) != shape or dtype_of(got) != dtype:
+            shape = tuple(
+                int(d) if isinstance(d, int) else dim_expr(d, self.em.symbols) for d in want.shape
+            )
+            dtype = fuel_dtype(want.dtype)
+            if sym_shape_t(self.em, got) != shape or dtype_of(got) != dtype:
                 err = TorchImportError(
-                    f"imports as {dtype_of(got)}{list(shape_of_t(got))}, "
-                    f"torch recorded {dtype}{list(shape)}"
+                    f"imports as {dtype_of(got)}{[str(d) for d in sym_shape_t(self.em, got)]}, "
+                    f"torch recorded {dtype}{[str(d) for d in shape]}"
                 )
                 err.internal = True
                 raise err
@@ -313,6 +364,8 @@ class _Emitter(Emitter):
     def __init__(self, builder: GraphBuilder):
         super().__init__(builder)
         self.state: set[int] = set()
+        self.symbols: dict[str, str] = {}
+        """torch's symbol (`s31`) -> the function's dim symbol (read by `Cx.shape`)."""
 
     def value(self, t: Tensor) -> SSAValue:
         if isinstance(t, np.ndarray) and id(t) in self.state and id(t) not in self._values:

@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, StringAttr, SymbolRefAttr, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    ModuleOp,
+    StringAttr,
+    SymbolRefAttr,
+    TensorType,
+    i64,
+)
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -38,7 +45,13 @@ vectorized function is the faster one) and the f32-native numpy siblings (looser
 def host_eligible(op: Operation, vec: VecmathChoice | None = None) -> bool:
     """Runs on the host (placed or pinned on `cpu`, or unplaced) and is unstamped, stamped
     with the precise numpy library kernel on the cpu backend, or will compute with its
-    `c-vecmath` function (`vec`)."""
+    `c-vecmath` function (`vec`). An op with a `?` dim keeps its library kernel: generated C
+    bakes its loop bounds (sizes passed at run time: not yet)."""
+    if any(
+        isinstance(v.type, TensorType) and any(d < 0 for d in v.type.get_shape())
+        for v in (*op.operands, *op.results)
+    ):
+        return False
     for name in (DEVICE_ATTR, PIN_ATTR):
         dev = op.attributes.get(name)
         if isinstance(dev, DeviceAttr):

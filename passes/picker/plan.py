@@ -36,8 +36,9 @@ from xdsl.ir import Operation, SSAValue
 from fuel_dialect.attrs import KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
-from fuel_dialect.dtypes import dtype_name, shape_of
+from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_movement import ReshapeOp
+from fuel_dialect.shapes import cost_shape
 from passes.environment import bindings_generation, bindings_or_default
 from passes.picker.ranker import (
     KEEP_PER_DEVICE,
@@ -110,12 +111,12 @@ class ExecutionPlan:
 
 def value_bytes(v: SSAValue) -> int:
     """Bytes of a tensor value's buffer."""
-    return math.prod(shape_of(v.type)) * dtype_bytes(dtype_name(v.type))
+    return math.prod(cost_shape(v.type)) * dtype_bytes(dtype_name(v.type))
 
 
 def _operand_shapes(op: Operation) -> tuple[list[tuple[int, ...]], list[str]]:
     vals = [*op.operands, *op.results]
-    return [shape_of(v.type) for v in vals], [dtype_name(v.type) for v in vals]
+    return [cost_shape(v.type) for v in vals], [dtype_name(v.type) for v in vals]
 
 
 def _size_class(op: str, shapes: list[tuple[int, ...]]) -> int:

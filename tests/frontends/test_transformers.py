@@ -150,3 +150,38 @@ def test_onnx_legacy_export(name: str) -> None:
             model, args, buf, input_names=["ids", "mask"], dynamo=False, opset_version=18
         )
     _check(import_onnx(onnx.load_model_from_string(buf.getvalue())), model, args, alt)
+
+
+def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
+    """One import (`dynamic_axes` seq, ranged 1..64), one compile, two prompt lengths: each
+    matches PyTorch; a length outside the range is refused naming the dim."""
+    from lowering.bundle import compile_module
+    from runtime.compiled import InputError
+    from runtime.shape_specialize import make_executor
+
+    model, args, _ = _case("llama")
+    buf = io.BytesIO()
+    axes = {"ids": {1: "seq"}, "mask": {1: "seq"}, "logits": {1: "seq"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model, args, buf, input_names=["ids", "mask"], output_names=["logits"],
+            dynamic_axes=axes, dynamo=False, opset_version=18,
+        )  # fmt: skip
+    proto = onnx.load_model_from_string(buf.getvalue())
+    plan, _ = compile_module(import_onnx(proto, dims={"seq": (1, 64)}))
+    ex = make_executor(plan)
+    gen = torch.Generator().manual_seed(2)
+    outs = []
+    for n in (1, 12, 1):
+        ids = torch.randint(0, VOCAB, (1, n), generator=gen)
+        mask = torch.ones(1, n, dtype=torch.int64)
+        got = ex.run({"ids": ids.numpy(), "mask": mask.numpy()})["logits"]
+        with torch.inference_mode():
+            want = model(ids, mask).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+        outs.append(got)
+    assert not np.array_equal(outs[0], outs[2]), "the output does not depend on the input"
+    assert [env for env, _ in ex.specializations] == [(("seq", 1),), (("seq", 12),)]
+    with pytest.raises(InputError, match=r"dim 'seq' = 65 \(input 'ids' dim 1\) is outside"):
+        ex.run({"ids": np.zeros((1, 65), np.int64), "mask": np.ones((1, 65), np.int64)})

@@ -61,3 +61,21 @@ def test_a_fuel_module_and_bad_calls(tmp_path: Path) -> None:
 def test_dynamic_names_an_input_forward_has(mlp: Mlp) -> None:
     with pytest.raises(ValueError, match="dynamic names no input of forward"):
         compile(mlp, (torch.randn(3, 8), torch.tensor(1.0)), dynamic={"y": {0: ("b", 1, 8)}})
+
+
+def test_dynamic_dims_give_one_bundle_for_every_batch(mlp: Mlp, tmp_path: Path) -> None:
+    """`dynamic={"x": {0: ("batch", 1, 16)}}`: one bundle, run at two batch sizes (each
+    specialised once); a batch outside the range is refused naming the dim."""
+    from runtime.compiled import InputError
+
+    s = torch.tensor(2.0)
+    run = compile(mlp, (torch.randn(3, 8), s), dynamic={"x": {0: ("batch", 1, 16)}})
+    for b in (2, 11):
+        x = torch.randn(b, 8)
+        got = run(x, s)
+        with torch.inference_mode():
+            want = mlp(x, s)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match=r"dim 'batch' = 17 \(input 'x' dim 0\) is outside"):
+        run(torch.randn(17, 8), s)

@@ -21,7 +21,7 @@ func.func @unary_type_changes(%x: tensor<4xf32>) {
 }
 
 // -----
-// CHECK: 'fuel.relu' expects static shapes, got tensor<?x8xf32> (dynamic dimensions are unsupported)
+// CHECK: 'func.func' @dynamic_shape argument 0 (tensor<?x8xf32>) has 1 dynamic dim(s) but fuel.dim_names names 0
 func.func @dynamic_shape(%x: tensor<?x8xf32>) {
   %0 = "fuel.relu"(%x) : (tensor<?x8xf32>) -> tensor<?x8xf32>
   func.return
