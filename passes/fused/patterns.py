@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import permutations
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from fuel_dialect.ops_elementwise import (
     SigmoidOp,
     SiluOp,
     SubOp,
+    TanhOp,
 )
 from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
 from fuel_dialect.ops_movement import ConstantOp, WeightOp
@@ -166,40 +166,133 @@ def scalar_is(v: SSAValue, want: float) -> bool:
     return c is not None and np.float32(c) == np.float32(want)
 
 
-def _erf_argument(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-    """`y / sqrt(2)` or `y * sqrt(1/2)` (either order) defining `v` -> (y, ops), else None."""
-    if (d := producer(v, DivOp)) is not None:
-        return (d.lhs, (d,)) if scalar_is(d.rhs, math.sqrt(2)) else None
-    m = producer(v, MulOp)
-    return either(m, lambda y, c: (y, (m,)) if scalar_is(c, math.sqrt(0.5)) else None)
+@dataclass
+class Product:
+    """A value as `coef * factors[0] * factors[1] * ...` (`product_of`); `ops` are the opened
+    `fuel.mul`s and divisions by a scalar constant."""
+
+    coef: float = 1.0
+    factors: list[SSAValue] = field(default_factory=list)
+    ops: list[Operation] = field(default_factory=list)
 
 
-def _erf_gate(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-    """`1 + erf(y / sqrt(2))` (either order) defining `v` -> (y, ops), else None."""
-    add = producer(v, AddOp)
+def product_of(v: SSAValue, limit: int = 4) -> Product:
+    """`v` as a product: `v`'s own `fuel.mul` (or `div` by a scalar constant), and the ones
+    below it whose value is read once, are opened; scalar constants fold into `coef`. At most
+    `limit` factors are kept (a long chain of products stops opening)."""
+    prod = Product()
 
-    def split(e_v: SSAValue, one: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-        erf = producer(e_v, ErfOp)
-        found = _erf_argument(erf.input) if erf is not None and scalar_is(one, 1.0) else None
-        return (found[0], (*found[1], erf, add)) if found is not None else None
+    def visit(u: SSAValue, top: bool) -> None:
+        op = u.owner if isinstance(u, OpResult) else None
+        if not top and (c := scalar_constant(u)) is not None:
+            prod.coef *= c
+            return
+        opened = (top or u.has_one_use()) and len(prod.factors) < limit
+        if opened and isinstance(op, MulOp):
+            prod.ops.append(op)
+            visit(op.lhs, False)
+            visit(op.rhs, False)
+            return
+        if opened and isinstance(op, DivOp) and (c := scalar_constant(op.rhs)):
+            prod.ops.append(op)
+            prod.coef /= c
+            visit(op.lhs, False)
+            return
+        prod.factors.append(u)
 
-    return either(add, split)
+    visit(v, True)
+    return prod
 
 
-def gelu_erf_of(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-    """`0.5 * y * (1 + erf(y / sqrt(2)))` defining `v`, its two products in any order and
-    association -> (y, ops), else None. ONNX has no Gelu op before opset 20: exporters write
-    this (torch.onnx: `(y * (1 + erf(y / sqrt(2)))) * 0.5`), and importers keep it as is."""
-    if (outer := producer(v, MulOp)) is None:
+def close_to(value: float, want: float) -> bool:
+    """`value` is `want` up to f32 rounding of the constants it was multiplied from."""
+    return math.isclose(value, want, rel_tol=4e-7)
+
+
+def power_of(factors: Sequence[SSAValue], y: SSAValue) -> tuple[int, tuple[Operation, ...]]:
+    """The power of `y` that `factors` multiply to (each `y`, or a `pow(y, k)` read once with k
+    a small integer) and the pow ops; (0, ()) when some factor is something else."""
+    k, ops = 0, []
+    for f in factors:
+        p = producer(f, PowOp)
+        e = scalar_constant(p.rhs) if p is not None and f.has_one_use() else None
+        if f == y:
+            k += 1
+        elif p is not None and p.lhs == y and e is not None and e in (2.0, 3.0):
+            k += int(e)
+            ops.append(p)
+        else:
+            return 0, ()
+    return k, tuple(ops)
+
+
+def _read_once(v: SSAValue, cls: type[Operation]) -> Any:
+    """The op of class `cls` defining `v` when `v` has exactly one reader, else None."""
+    op = producer(v, cls)
+    return op if op is not None and v.has_one_use() else None
+
+
+def _erf_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
+    """`y / sqrt(2)` or `y * sqrt(1/2)`, read once -> its ops."""
+    p = product_of(v) if isinstance(v, OpResult) and v.has_one_use() else Product()
+    ok = p.ops and p.factors == [y] and close_to(p.coef, math.sqrt(0.5))
+    return tuple(p.ops) if ok else None
+
+
+GELU_TANH_K0, GELU_TANH_K1 = math.sqrt(2.0 / math.pi), 0.044715
+"""gelu_tanh(y) = 0.5 y (1 + tanh(K0 (y + K1 y^3)))."""
+
+
+def _tanh_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
+    """`K0 * (y + K1 y^3)` or `K0 * y * (1 + K1 y^2)`, each product in any order and
+    association, y^3 also as `pow(y, 3)`, read once -> its ops."""
+    p = product_of(v) if isinstance(v, OpResult) and v.has_one_use() else Product()
+    if not p.ops or not close_to(p.coef, GELU_TANH_K0):
         return None
-    for inner_v, c in ((outer.lhs, outer.rhs), (outer.rhs, outer.lhs)):
-        if (inner := producer(inner_v, MulOp)) is None:
+    rest = [f for f in p.factors if f != y]
+    k = len(p.factors) - len(rest)  # the factored form `y * (1 + K1 y^2)` has one bare y
+    if len(rest) != 1 or k > 1 or (add := _read_once(rest[0], AddOp)) is None:
+        return None
+    for lone, t in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        if not (lone == y if k == 0 else scalar_is(lone, 1.0)):
             continue
-        f = (c, inner.lhs, inner.rhs)  # the three factors: 0.5, the erf gate and y, any order
-        for half, gate, y in permutations(range(3)):
-            found = _erf_gate(f[gate]) if scalar_is(f[half], 0.5) else None
-            if found is not None and found[0] == f[y]:
-                return f[y], (*found[1], inner, outer)
+        q = product_of(t) if t.has_one_use() else Product()
+        power, pows = power_of(q.factors, y)
+        if q.ops and close_to(q.coef, GELU_TANH_K1) and power == 3 - k:
+            return (*pows, *q.ops, add, *p.ops)
+    return None
+
+
+def _gelu_gate(v: SSAValue, y: SSAValue) -> tuple[str, tuple[Operation, ...]] | None:
+    """`1 + erf(y / sqrt 2)` -> ("none", ops); `1 + tanh(K0 (y + K1 y^3))` -> ("tanh", ops)."""
+    if (add := _read_once(v, AddOp)) is None:
+        return None
+    for t_v, one in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        if not scalar_is(one, 1.0):
+            continue
+        if (erf := _read_once(t_v, ErfOp)) is not None:
+            found = _erf_argument(erf.input, y)
+            return ("none", (*found, erf, add)) if found is not None else None
+        if (tanh := _read_once(t_v, TanhOp)) is not None:
+            found = _tanh_argument(tanh.input, y)
+            return ("tanh", (*found, tanh, add)) if found is not None else None
+    return None
+
+
+def gelu_of(v: SSAValue) -> tuple[SSAValue, str, tuple[Operation, ...]] | None:
+    """GELU written out, defining `v` -> (y, approximate: "none" | "tanh", ops), else None:
+    `0.5 * y * (1 + erf(y / sqrt 2))` or `0.5 * y * (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))`,
+    its products in any order and association, the halving also as a division by 2. ONNX has
+    no Gelu op before opset 20: exporters write these (torch.onnx legacy: `y * (1 + erf(y /
+    sqrt 2)) * 0.5`; GPT-2's `NewGELU`: `0.5 y (1 + tanh(K0 (y + K1 pow(y, 3))))`). Interior
+    values must be read only inside the match; `v`'s type must be y's."""
+    p = product_of(v, limit=2)
+    if len(p.factors) != 2 or not close_to(p.coef, 0.5) or not p.ops:
+        return None
+    for y, gate in (p.factors, p.factors[::-1]):
+        found = _gelu_gate(gate, y) if v.type == y.type else None
+        if found is not None:
+            return y, found[0], (*found[1], *p.ops)
     return None
 
 
@@ -312,15 +405,15 @@ def _activation(root: Operation) -> tuple[str, SSAValue, tuple[Operation, ...]] 
         return "none", root.result, ()
     if not root.results:
         return None
-    if (found := gelu_erf_of(root.results[0])) is not None:
-        return "gelu", found[0], found[1]
+    if (gelu := gelu_of(root.results[0])) is not None:
+        return ("gelu_tanh" if gelu[1] == "tanh" else "gelu"), gelu[0], gelu[2]
     found = silu_of(root.results[0])
     return ("silu", found[0], found[1]) if found is not None else None
 
 
 def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
     """act(add(matmul(x, w), b)) with w a (k, n) matrix, b an (n) vector, and act one of relu,
-    gelu (either form; the erf form also as its primitives, `gelu_erf_of`), silu (also as
+    gelu (either form, also as its primitives, `gelu_of`), silu (also as
     y * sigmoid(y)) or none (the add is the root)."""
     found = _activation(root)
     if found is None or root.results[0].type != found[1].type:

@@ -77,6 +77,14 @@ def linear_graph(act: str) -> object:
             "gelu_erf_hf": lambda v: g.mul(
                 g.mul(0.5, v), g.add(1.0, g.erf(g.mul(v, math.sqrt(0.5))))
             ),
+            # GELU's tanh form as GPT-2's NewGELU writes it, the cube as pow(v, 3)
+            "gelu_tanh_ops": lambda v: g.mul(
+                g.mul(v, 0.5),
+                g.add(
+                    g.tanh(g.mul(g.add(v, g.mul(g.pow(v, 3.0), 0.044715)), math.sqrt(2 / math.pi))),
+                    1.0,
+                ),
+            ),
         }
         return acts[act](y)
 
@@ -152,6 +160,7 @@ GRAPHS = {
             "gelu_tanh",
             "gelu_erf_ops",
             "gelu_erf_hf",
+            "gelu_tanh_ops",
             "silu",
             "silu_mul",
             "none",
@@ -370,11 +379,15 @@ def test_bake_picks_the_fused_op_when_cheaper_and_results_match(name: str) -> No
     np.testing.assert_allclose(Executor(m).run(ins)["out"], ref, rtol=1e-5, atol=1e-5)
 
 
-def test_gelu_erf_primitives_fuse_as_act_gelu() -> None:
-    (_, match, arm) = find_matches(
-        build("matmul_bias_act/gelu_erf_hf").op, default_fused_registry()
-    )[0]
-    assert match.params == {"act": "gelu"} and len(match.ops) == 7  # matmul, add, 5 of GELU
+@pytest.mark.parametrize(
+    ("graph", "act", "n_ops"),
+    [("gelu_erf_hf", "gelu", 7), ("gelu_tanh_ops", "gelu_tanh", 10)],  # matmul, add, GELU's
+)
+def test_gelu_primitives_fuse_as_their_act(graph: str, act: str, n_ops: int) -> None:
+    (_, match, arm) = find_matches(build(f"matmul_bias_act/{graph}").op, default_fused_registry())[
+        0
+    ]
+    assert match.params == {"act": act} and len(match.ops) == n_ops
     assert [op.name for op in arm] == ["fuel.matmul_bias_act"]
 
 

@@ -1,0 +1,1 @@
+"""The rewrites of `fuel-canonicalize`, by family: `powers`, `activations`, `movement`."""
