@@ -11,6 +11,7 @@ the picker and `fuel-fuse-patterns`:
 * GELU (erf and tanh forms) -> `fuel.gelu`, `x * sigmoid(x)` -> `fuel.silu`, an activation
   moved above a reshape (`passes.canonical.activations`).
 * transpose of transpose, reshape of reshape, identity ones (`passes.canonical.movement`).
+* `reduce_sum(v) / N` and `* (1/N)` -> `reduce_mean(v)` (`passes.canonical.reductions`).
 
 Each rewrite keeps the value's meaning: rsqrt is computed in a wider type and rounded once, so
 it is at least as accurate as the two roundings of 1 / sqrt it replaces.
@@ -41,6 +42,7 @@ from fuel_dialect.ops_elementwise import DivOp, MulOp, RecipOp, RsqrtOp, SqrtOp
 from passes.canonical.activations import FoldGelu, FoldMulSigmoid, HoistActivationAboveReshape
 from passes.canonical.movement import FoldReshapeOfReshape, FoldTransposeOfTranspose
 from passes.canonical.powers import SpellPowByConstant
+from passes.canonical.reductions import FoldSumByCountToMean
 from passes.fused.patterns import scalar_constant
 
 
@@ -95,6 +97,7 @@ PATTERNS: tuple[type[RewritePattern], ...] = (
     HoistActivationAboveReshape,
     FoldTransposeOfTranspose,
     FoldReshapeOfReshape,
+    FoldSumByCountToMean,
 )
 """Every rewrite, in the order tried on each op."""
 

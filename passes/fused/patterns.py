@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, f64, i64
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    f64,
+    i64,
+)
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, shape_of
@@ -339,57 +347,71 @@ def _rms_scale(v: SSAValue) -> tuple[Any, ...] | None:
     return either(a, split)
 
 
+def _normalized(v: SSAValue) -> tuple[str, SSAValue, float, tuple[Operation, ...]] | None:
+    """`c * rsqrt(mean(c*c, -1) + eps)` (either order) defining `v` -> ("layer_norm", x, eps,
+    ops) when c = x - mean(x, -1), else ("rms_norm", c, eps, ops)."""
+    n = producer(v, MulOp)
+
+    def inner(c: SSAValue, scale_v: SSAValue) -> tuple[str, SSAValue, float, Any] | None:
+        found = _rms_scale(scale_v)
+        if found is None or found[1] != c:
+            return None
+        sub = producer(c, SubOp)
+        mu = row_reduce(sub.rhs, ReduceMeanOp) if sub is not None else None
+        if mu is not None and mu.input == sub.lhs and last_axis(mu):
+            return "layer_norm", sub.lhs, found[2], (mu, sub, *found[0], n)
+        return "rms_norm", c, found[2], (*found[0], n)
+
+    return either(n, inner)
+
+
+def _norm_match(
+    kind: str, root: Operation, v: SSAValue, affine: tuple[SSAValue, ...], ops: tuple = ()
+) -> FusedMatch | None:
+    """The `kind` norm of `v` (`_normalized`) times weight / plus bias `affine` (per-channel
+    vectors over x; fewer than the op takes: `build_norm` fills ones / zeros), root `root`."""
+    found = _normalized(v)
+    if found is None or found[0] != kind or root.results[0].type != found[1].type:
+        return None
+    _, x, eps, norm_ops = found
+    if not all(weight_of(a, x) for a in affine):
+        return None
+    return FusedMatch(root, (*norm_ops, *ops, root), (x, *affine), {"eps": eps})
+
+
 def match_rms_norm(root: Operation) -> FusedMatch | None:
-    """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders."""
+    """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders; or
+    without the weight (root: the inner mul; weight ones)."""
     if not isinstance(root, MulOp):
         return None
-
-    def outer(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
-        n = producer(n_v, MulOp)
-
-        def inner(x: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
-            found = _rms_scale(scale_v)
-            if found is None or found[1] != x or not weight_of(w, x):
-                return None
-            if root.results[0].type != x.type:
-                return None
-            return FusedMatch(root, (*found[0], n, root), (x, w), {"eps": found[2]})
-
-        return either(n, inner)
-
-    return either(root, outer)
+    found = either(root, lambda n, w: _norm_match("rms_norm", root, n, (w,)))
+    if found is not None:
+        return found
+    found = _normalized(root.result)
+    if found is None or found[0] != "rms_norm" or root.result.type != found[1].type:
+        return None
+    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
 
 
 def match_layer_norm(root: Operation) -> FusedMatch | None:
-    """add(mul(mul(c, rsqrt(mean(c*c) + eps)), w), b) with c = x - mean(x), over the last dim."""
-    if not isinstance(root, AddOp):
+    """add(mul(mul(c, rsqrt(mean(c*c) + eps)), w), b) with c = x - mean(x), over the last dim;
+    also without the bias (root: the weight's mul) or without both (root: the norm's mul)."""
+    if isinstance(root, AddOp):
+
+        def outer(scaled: SSAValue, b: SSAValue) -> FusedMatch | None:
+            mw = producer(scaled, MulOp)
+            return either(mw, lambda n, w: _norm_match("layer_norm", root, n, (w, b), (mw,)))
+
+        return either(root, outer)
+    if not isinstance(root, MulOp):
         return None
-
-    def outer(scaled: SSAValue, b: SSAValue) -> FusedMatch | None:
-        mw = producer(scaled, MulOp)
-
-        def weighted(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
-            n = producer(n_v, MulOp)
-
-            def inner(c: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
-                found = _rms_scale(scale_v)
-                sub = producer(c, SubOp)
-                if found is None or found[1] != c or sub is None:
-                    return None
-                mu = row_reduce(sub.rhs, ReduceMeanOp)
-                x = sub.lhs
-                if mu is None or mu.input != x or not last_axis(mu):
-                    return None
-                if not (weight_of(w, x) and weight_of(b, x)) or root.results[0].type != x.type:
-                    return None
-                ops = (mu, sub, *found[0], n, mw, root)
-                return FusedMatch(root, ops, (x, w, b), {"eps": found[2]})
-
-            return either(n, inner)
-
-        return either(mw, weighted)
-
-    return either(root, outer)
+    found = either(root, lambda n, w: _norm_match("layer_norm", root, n, (w,)))
+    if found is not None:
+        return found
+    found = _normalized(root.result)
+    if found is None or found[0] != "layer_norm" or root.result.type != found[1].type:
+        return None
+    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
 
 
 # -- linear layers ---------------------------------------------------------------------------
@@ -462,10 +484,24 @@ def build_softmax(m: FusedMatch) -> Sequence[Operation]:
 
 
 def build_norm(cls: type[Operation]) -> Build:
-    """The builder of `fuel.rms_norm` / `fuel.layer_norm` (`cls`) with the matched eps."""
+    """The builder of `fuel.rms_norm` / `fuel.layer_norm` (`cls`) with the matched eps; a
+    weight or bias the match lacks is a constant of ones / zeros (exact: x * 1 + 0 = x)."""
+    takes = {"fuel.rms_norm": 2, "fuel.layer_norm": 3}[cls.name]
 
     def build(m: FusedMatch) -> Sequence[Operation]:
-        return [make(cls, m, eps=FloatAttr(m.params["eps"], f64))]
+        x = m.inputs[0]
+        d, t = shape_of(x.type)[-1], TensorType(x.type.element_type, [shape_of(x.type)[-1]])  # type: ignore[attr-defined]
+        fills = [
+            ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [v] * d))
+            for v in (1.0, 0.0)[len(m.inputs) - 1 : takes - 1]
+        ]
+        inputs = (*m.inputs, *(c.result for c in fills))
+        op = cls.create(
+            operands=list(inputs),
+            result_types=[m.root.results[0].type],
+            properties={"eps": FloatAttr(m.params["eps"], f64)},
+        )
+        return [*fills, op]
 
     return build
 

@@ -9,9 +9,12 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import IntegerAttr, i64
 
 from frontends.builder import GraphBuilder, Value
+from fuel_dialect.branch import PICKED_ATTR, BranchOp
 from passes.canonicalize import canonicalize
+from passes.fuse_patterns import fuse_patterns
 from runtime.executor import Executor
 from runtime.module import FuelModule
 
@@ -132,3 +135,23 @@ def test_reshape_and_transpose_pairs_are_bit_identical() -> None:
     before, after = before_after(m, {"x": xs})
     assert names(m) == ["fuel.transpose", "fuel.gelu", "fuel.reshape", "func.return"]
     np.testing.assert_array_equal(before, after)
+
+
+def test_longhand_rms_norm_reaches_the_matcher() -> None:
+    """x / sqrt(sum(pow(x, 2)) * (1/N) + eps) * w: after canonicalize one rms_norm is offered,
+    and its fused arm agrees with float64."""
+    g = GraphBuilder(seed=2)
+    x = g.input("x", (8, 64))
+    ss = g.reduce_sum(g.pow(x, g.constant(2.0)), axes=[-1], keepdim=True)
+    ms = g.add(g.mul(ss, 1 / 64), 1e-6)
+    m = g.build({"y": g.mul(g.div(x, g.sqrt(ms)), g.weight("w", (64,)))})
+    xs = RNG.standard_normal((8, 64)).astype(np.float32)
+    canonicalize(m.op)
+    assert fuse_patterns(m.op) == 1
+    (b,) = [op for op in m.op.walk() if isinstance(op, BranchOp)]
+    assert b.arms[1].block.first_op.name == "fuel.rms_norm"  # pyright: ignore
+    b.attributes[PICKED_ATTR] = IntegerAttr(1, i64)
+    got = Executor(m).run({"x": xs})["y"]
+    x64, w = xs.astype(np.float64), m.weights["w"].astype(np.float64)
+    want = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)

@@ -37,18 +37,24 @@ def softmax_graph(g: GraphBuilder, t: str, n: int = S) -> object:
     return g.div(e, g.reduce_sum(e, -1, keepdim=True))
 
 
-def rms_graph(g: GraphBuilder, t: str, swap: bool = False) -> object:
+def rms_graph(g: GraphBuilder, t: str, swap: bool = False, weight: bool = True) -> object:
     x, w = g.input("x", (S, D), t), g.input("w", (D,), t)
     r = g.rsqrt(g.add(g.reduce_mean(g.mul(x, x), -1, keepdim=True), 1e-6))
     n = g.mul(r, x) if swap else g.mul(x, r)
+    if not weight:
+        return g.add(n, g.reduce_sum(w, -1))  # w stays an input; the norm has no weight
     return g.mul(w, n) if swap else g.mul(n, w)
 
 
-def layer_norm_graph(g: GraphBuilder, t: str) -> object:
+def layer_norm_graph(g: GraphBuilder, t: str, affine: int = 2) -> object:
+    """`affine`: 2 weight and bias, 1 weight only, 0 neither."""
     x, w, b = g.input("x", (S, D), t), g.input("w", (D,), t), g.input("b", (D,), t)
     c = g.sub(x, g.reduce_mean(x, -1, keepdim=True))
     r = g.rsqrt(g.add(g.reduce_mean(g.mul(c, c), -1, keepdim=True), 1e-5))
-    return g.add(g.mul(g.mul(c, r), w), b)
+    n = g.mul(c, r)
+    if affine < 2:  # w and b stay inputs, read by another op: a residual-like add
+        return g.add(g.mul(w, n) if affine else n, g.sub(x, b))
+    return g.add(g.mul(n, w), b)
 
 
 def gated_mlp_graph(g: GraphBuilder, t: str, n: int = S, sigmoid_form: bool = False) -> object:
@@ -150,6 +156,9 @@ GRAPHS = {
     "softmax": softmax_graph,
     "rms_norm": rms_graph,
     "layer_norm": layer_norm_graph,
+    "rms_norm/no_weight": lambda g, t: rms_graph(g, t, weight=False),
+    "layer_norm/weight_only": lambda g, t: layer_norm_graph(g, t, affine=1),
+    "layer_norm/no_affine": lambda g, t: layer_norm_graph(g, t, affine=0),
     "gated_mlp": gated_mlp_graph,
     "gated_mlp/sigmoid": lambda g, t: gated_mlp_graph(g, t, sigmoid_form=True),
     **{
