@@ -34,7 +34,7 @@ def _sum_over(v: SSAValue, scale: float | None, divide: bool) -> ReduceSumOp | N
     if dtype_name(v.type) not in FLOAT_NAMES or not red.norm_axes():
         return None
     n = _count(red)
-    return red if (scale == n if divide else close_to(scale, 1.0 / n)) else None
+    return red if (scale == n if divide else close_to(scale, 1.0 / n, v)) else None
 
 
 class FoldSumByCountToMean(RewritePattern):

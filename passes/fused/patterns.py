@@ -212,9 +212,15 @@ def product_of(v: SSAValue, limit: int = 4) -> Product:
     return prod
 
 
-def close_to(value: float, want: float) -> bool:
-    """`value` is `want` up to f32 rounding of the constants it was multiplied from."""
-    return math.isclose(value, want, rel_tol=4e-7)
+CONSTANT_EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
+"""Relative spacing of constants stored in a narrow type; others are taken as f32 (2^-23)."""
+
+
+def close_to(value: float, want: float, like: SSAValue) -> bool:
+    """`value` is `want` up to the rounding of the few constants (of `like`'s element type) it
+    was multiplied from: within 4 units of that type's relative spacing."""
+    eps = CONSTANT_EPS.get(dtype_name(like.type), 2.0**-23)
+    return math.isclose(value, want, rel_tol=4 * eps)
 
 
 def power_of(factors: Sequence[SSAValue], y: SSAValue) -> tuple[int, tuple[Operation, ...]]:
@@ -243,7 +249,7 @@ def _read_once(v: SSAValue, cls: type[Operation]) -> Any:
 def _erf_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
     """`y / sqrt(2)` or `y * sqrt(1/2)`, read once -> its ops."""
     p = product_of(v) if isinstance(v, OpResult) and v.has_one_use() else Product()
-    ok = p.ops and p.factors == [y] and close_to(p.coef, math.sqrt(0.5))
+    ok = p.ops and p.factors == [y] and close_to(p.coef, math.sqrt(0.5), y)
     return tuple(p.ops) if ok else None
 
 
@@ -255,7 +261,7 @@ def _tanh_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
     """`K0 * (y + K1 y^3)` or `K0 * y * (1 + K1 y^2)`, each product in any order and
     association, y^3 also as `pow(y, 3)`, read once -> its ops."""
     p = product_of(v) if isinstance(v, OpResult) and v.has_one_use() else Product()
-    if not p.ops or not close_to(p.coef, GELU_TANH_K0):
+    if not p.ops or not close_to(p.coef, GELU_TANH_K0, y):
         return None
     rest = [f for f in p.factors if f != y]
     k = len(p.factors) - len(rest)  # the factored form `y * (1 + K1 y^2)` has one bare y
@@ -266,7 +272,7 @@ def _tanh_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
             continue
         q = product_of(t) if t.has_one_use() else Product()
         power, pows = power_of(q.factors, y)
-        if q.ops and close_to(q.coef, GELU_TANH_K1) and power == 3 - k:
+        if q.ops and close_to(q.coef, GELU_TANH_K1, y) and power == 3 - k:
             return (*pows, *q.ops, add, *p.ops)
     return None
 
@@ -295,7 +301,7 @@ def gelu_of(v: SSAValue) -> tuple[SSAValue, str, tuple[Operation, ...]] | None:
     sqrt 2)) * 0.5`; GPT-2's `NewGELU`: `0.5 y (1 + tanh(K0 (y + K1 pow(y, 3))))`). Interior
     values must be read only inside the match; `v`'s type must be y's."""
     p = product_of(v, limit=2)
-    if len(p.factors) != 2 or not close_to(p.coef, 0.5) or not p.ops:
+    if len(p.factors) != 2 or not close_to(p.coef, 0.5, v) or not p.ops:
         return None
     for y, gate in (p.factors, p.factors[::-1]):
         found = _gelu_gate(gate, y) if v.type == y.type else None

@@ -155,3 +155,15 @@ def test_longhand_rms_norm_reaches_the_matcher() -> None:
     x64, w = xs.astype(np.float64), m.weights["w"].astype(np.float64)
     want = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6) * w
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("t", ["f16", "bf16"])
+def test_gelu_with_narrow_constants_folds(t: str) -> None:
+    """The constants of an f16 / bf16 graph are rounded to it: still a GELU."""
+    g = GraphBuilder()
+    v = g.input("x", (8,), t)
+    c = {k: g.constant(k, t) for k in (0.044715, math.sqrt(2 / math.pi), 0.5, 1.0, 3.0)}
+    inner = g.mul(g.add(v, g.mul(g.pow(v, c[3.0]), c[0.044715])), c[math.sqrt(2 / math.pi)])
+    m = g.build({"y": g.mul(g.mul(v, c[0.5]), g.add(g.tanh(inner), c[1.0]))})
+    canonicalize(m.op)
+    assert names(m) == ["fuel.gelu", "func.return"]
