@@ -442,12 +442,15 @@ def _activation(root: Operation) -> tuple[str, SSAValue, tuple[Operation, ...]] 
 def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
     """act(add(matmul(x, w), b)) with w a (k, n) matrix, b an (n) vector, and act one of relu,
     gelu (either form, also as its primitives, `gelu_of`), silu (also as
-    y * sigmoid(y)) or none (the add is the root)."""
+    y * sigmoid(y)) or none (the add is the root); also act(matmul(x, w)) without a bias
+    (act not none; the arm adds zeros: exporters drop an all-zero bias)."""
     found = _activation(root)
     if found is None or root.results[0].type != found[1].type:
         return None
     act, y, act_ops = found
     add = producer(y, AddOp)
+    if add is None and act != "none" and (mm := linear(y)) is not None:
+        return FusedMatch(root, (mm, *act_ops), (mm.lhs, mm.rhs), {"act": act})
 
     def split(mm_v: SSAValue, b: SSAValue) -> FusedMatch | None:
         mm = linear(mm_v)
@@ -489,18 +492,20 @@ def build_softmax(m: FusedMatch) -> Sequence[Operation]:
     return [make(SoftmaxOp, m, axis=IntegerAttr(m.params["axis"], i64))]
 
 
+def _filled(like: SSAValue, value: float) -> ConstantOp:
+    """A constant vector of `value` over `like`'s last dim, in its element type."""
+    d = shape_of(like.type)[-1]
+    t = TensorType(like.type.element_type, [d])  # pyright: ignore[reportAttributeAccessIssue]
+    return ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [value] * d))
+
+
 def build_norm(cls: type[Operation]) -> Build:
     """The builder of `fuel.rms_norm` / `fuel.layer_norm` (`cls`) with the matched eps; a
     weight or bias the match lacks is a constant of ones / zeros (exact: x * 1 + 0 = x)."""
     takes = {"fuel.rms_norm": 2, "fuel.layer_norm": 3}[cls.name]
 
     def build(m: FusedMatch) -> Sequence[Operation]:
-        x = m.inputs[0]
-        d, t = shape_of(x.type)[-1], TensorType(x.type.element_type, [shape_of(x.type)[-1]])  # type: ignore[attr-defined]
-        fills = [
-            ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [v] * d))
-            for v in (1.0, 0.0)[len(m.inputs) - 1 : takes - 1]
-        ]
+        fills = [_filled(m.inputs[0], v) for v in (1.0, 0.0)[len(m.inputs) - 1 : takes - 1]]
         inputs = (*m.inputs, *(c.result for c in fills))
         op = cls.create(
             operands=list(inputs),
@@ -513,7 +518,14 @@ def build_norm(cls: type[Operation]) -> Build:
 
 
 def build_matmul_bias_act(m: FusedMatch) -> Sequence[Operation]:
-    return [make(MatmulBiasActOp, m, act=StringAttr(m.params["act"]))]
+    """The fused op; a bias the match lacks is a constant of zeros (exact: y + 0 = y)."""
+    fills = [] if len(m.inputs) == 3 else [_filled(m.root.results[0], 0.0)]
+    op = MatmulBiasActOp.create(
+        operands=[*m.inputs, *(c.result for c in fills)],
+        result_types=[m.root.results[0].type],
+        properties={"act": StringAttr(m.params["act"])},
+    )
+    return [*fills, op]
 
 
 def build_gated_mlp(m: FusedMatch) -> Sequence[Operation]:

@@ -97,6 +97,11 @@ def linear_graph(act: str) -> object:
     return graph
 
 
+def linear_no_bias_graph(g: GraphBuilder, t: str, n: int = S) -> object:
+    """gelu(matmul(x, w)): the exporters drop an all-zero bias."""
+    return g.gelu(g.matmul(g.input("x", (2, n, D), t), g.input("w", (D, 16), t)), "tanh")
+
+
 def half_tables(g: GraphBuilder, t: str, form: str) -> tuple[object, object]:
     ang = np.outer(np.arange(S), 1.0 / 10000 ** (np.arange(0, HD, 2) / HD))
     if form == "concat":
@@ -175,6 +180,7 @@ GRAPHS = {
             "none",
         )
     },
+    "matmul_bias_act/no_bias": linear_no_bias_graph,
     **{f"rope/{f}": rope_graph(f) for f in ("concat", "trig", "const")},
     "attention/plain": attention_graph("none"),
     "attention/causal": attention_graph("add"),
