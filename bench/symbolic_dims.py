@@ -58,9 +58,14 @@ def llama_rows(lengths: Sequence[int], runs: int) -> list[list[str]]:
 
     torch.manual_seed(0)
     cfg = tf.LlamaConfig(
-        vocab_size=512, num_hidden_layers=2, hidden_size=256, intermediate_size=688,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-    )  # fmt: skip
+        vocab_size=512,
+        num_hidden_layers=2,
+        hidden_size=256,
+        intermediate_size=688,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     model = tf.LlamaForCausalLM(cfg).eval()
 
     class Prefill(torch.nn.Module):
@@ -78,9 +83,15 @@ def llama_rows(lengths: Sequence[int], runs: int) -> list[list[str]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            prefill, (ids, torch.ones_like(ids)), buf, input_names=["ids", "mask"],
-            output_names=["logits"], dynamic_axes=axes, dynamo=False, opset_version=18,
-        )  # fmt: skip
+            prefill,
+            (ids, torch.ones_like(ids)),
+            buf,
+            input_names=["ids", "mask"],
+            output_names=["logits"],
+            dynamic_axes=axes,
+            dynamo=False,
+            opset_version=18,
+        )
     proto = onnx.load_model_from_string(buf.getvalue())
     sym = make_executor(compile_module(import_onnx(proto, dims={"seq": (1, 256)}))[0])
     rows = []
@@ -100,9 +111,15 @@ def llama_rows(lengths: Sequence[int], runs: int) -> list[list[str]]:
         s, st = stats["symbolic"].median, stats["static"].median
         spec = sym.specializations[-1][1]
         rows.append(
-            [f"seq {n}", f"{first_s * 1e3:.1f}", f"{spec * 1e3:.1f}", f"{s:.1f}", f"{st:.1f}",
-             f"{s / st:.3f}"]
-        )  # fmt: skip
+            [
+                f"seq {n}",
+                f"{first_s * 1e3:.1f}",
+                f"{spec * 1e3:.1f}",
+                f"{s:.1f}",
+                f"{st:.1f}",
+                f"{s / st:.3f}",
+            ]
+        )
     return rows
 
 
@@ -143,9 +160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         s, st = stats["symbolic"].median, stats["static"].median
         spec = sym.specializations[-1][1]
         rows.append(
-            [f"batch {b}", f"{first_s * 1e3:.1f}", f"{spec * 1e3:.1f}", f"{s:.1f}", f"{st:.1f}",
-             f"{s / st:.3f}"]
-        )  # fmt: skip
+            [
+                f"batch {b}",
+                f"{first_s * 1e3:.1f}",
+                f"{spec * 1e3:.1f}",
+                f"{s:.1f}",
+                f"{st:.1f}",
+                f"{s / st:.3f}",
+            ]
+        )
     print(f"MLP {DIMS}, f32; load average {os.getloadavg()[0]:.2f}")
     print(table(rows, header))
     return 0

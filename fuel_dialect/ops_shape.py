@@ -79,8 +79,12 @@ class IotaOp(IRDLOperation):
             try:
                 float(text)
             except ValueError:
-                out |= set(re.findall(r"[a-z_][a-z0-9_]*", text)) - {"div", "slice", "bcast",
-                                                                     "floordiv"}  # fmt: skip
+                out |= set(re.findall(r"[a-z_][a-z0-9_]*", text)) - {
+                    "div",
+                    "slice",
+                    "bcast",
+                    "floordiv",
+                }
         return out
 
     def dims(self, env: Mapping[str, Any]) -> list[Any]:

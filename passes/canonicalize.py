@@ -6,6 +6,12 @@ the picker and `fuel-fuse-patterns`:
 * `div(1, sqrt(y))` and `recip(sqrt(y))` -> `rsqrt(y)`; `div(x, sqrt(y))` -> `mul(x, rsqrt(y))`.
   The ONNX exporters write RMSNorm's `torch.rsqrt` as Sqrt + Div or Reciprocal; the rms_norm
   and layer_norm matchers look for `rsqrt`. The sqrt must have no other user (it goes).
+* `pow(x, c)` for c in {1, 2, 3, 0.5, -0.5, -1} -> x, x*x, x*x*x, sqrt, rsqrt, recip
+  (`passes.canonical.powers`, with what each does to the value).
+* GELU (erf and tanh forms) -> `fuel.gelu`, `x * sigmoid(x)` -> `fuel.silu`, an activation
+  moved above a reshape (`passes.canonical.activations`).
+* transpose of transpose, reshape of reshape, identity ones (`passes.canonical.movement`).
+* `reduce_sum(v) / N` and `* (1/N)` -> `reduce_mean(v)` (`passes.canonical.reductions`).
 
 Each rewrite keeps the value's meaning: rsqrt is computed in a wider type and rounded once, so
 it is at least as accurate as the two roundings of 1 / sqrt it replaces.
@@ -33,6 +39,10 @@ from xdsl.pattern_rewriter import (
 )
 
 from fuel_dialect.ops_elementwise import DivOp, MulOp, RecipOp, RsqrtOp, SqrtOp
+from passes.canonical.activations import FoldGelu, FoldMulSigmoid, HoistActivationAboveReshape
+from passes.canonical.movement import FoldReshapeOfReshape, FoldTransposeOfTranspose
+from passes.canonical.powers import SpellPowByConstant
+from passes.canonical.reductions import FoldSumByCountToMean
 from passes.fused.patterns import scalar_constant
 
 
@@ -78,12 +88,28 @@ class DivSqrtToMulRsqrt(RewritePattern):
         rewriter.erase(sqrt)
 
 
-PATTERNS: tuple[type[RewritePattern], ...] = (RecipSqrtToRsqrt, DivSqrtToMulRsqrt)
+PATTERNS: tuple[type[RewritePattern], ...] = (
+    RecipSqrtToRsqrt,
+    DivSqrtToMulRsqrt,
+    SpellPowByConstant,
+    FoldGelu,
+    FoldMulSigmoid,
+    HoistActivationAboveReshape,
+    FoldTransposeOfTranspose,
+    FoldReshapeOfReshape,
+    FoldSumByCountToMean,
+)
+"""Every rewrite, in the order tried on each op."""
+
+
+def canonicalize_patterns() -> list[RewritePattern]:
+    """Fresh instances of `PATTERNS` (MLIR's populate*Patterns), for another pass to reuse."""
+    return [p() for p in PATTERNS]
 
 
 def canonicalize(module: ModuleOp) -> None:
     """Apply every rewrite of this module's docstring until none applies."""
-    walker = PatternRewriteWalker(GreedyRewritePatternApplier([p() for p in PATTERNS]))
+    walker = PatternRewriteWalker(GreedyRewritePatternApplier(canonicalize_patterns()))
     walker.rewrite_module(module)
 
 

@@ -80,8 +80,9 @@ def _prod(dims: Any) -> Any:
 
 def _exact_div(total: Any, known: Any, target: Any, s: Any) -> Any:
     """`total / known` for dims that may be expressions (a monomial divides term by term)."""
-    bad = Unsupported(f"cannot infer the -1 in {[str(d) for d in target]} for input shape "
-                      f"{[str(d) for d in s]}")  # fmt: skip
+    bad = Unsupported(
+        f"cannot infer the -1 in {[str(d) for d in target]} for input shape {[str(d) for d in s]}"
+    )
     if isinstance(known, int):
         if known == 0 or (isinstance(total, int) and total % known):
             raise bad

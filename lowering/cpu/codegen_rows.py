@@ -42,8 +42,18 @@ REDUCE_DTYPES = ("f32",)
 BUFFER = 8192
 """Longest row whose expensive values are kept in a stack buffer (32 KiB of f32 each)."""
 EXPENSIVE = (
-    "exp", "log", "tanh", "sin", "cos", "sigmoid", "silu", "erf", "gelu", "gelu_tanh", "pow",
-)  # fmt: skip
+    "exp",
+    "log",
+    "tanh",
+    "sin",
+    "cos",
+    "sigmoid",
+    "silu",
+    "erf",
+    "gelu",
+    "gelu_tanh",
+    "pow",
+)
 """Ops worth a buffer store and load rather than a second evaluation."""
 
 

@@ -39,11 +39,32 @@ REFERENCE = {
 the gelus at +-inf are their limits (+inf, -0.0: inf * 0 is no value)."""
 
 EDGES = (
-    0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000,
-    0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F7FFFFF, 0xFF7FFFFF,
-    0x42B17218, 0x42B17217, 0x42B17219, 0xC2CFF1B5, 0xC2CFF1B4, 0xC2CE8ED0, 0xC2AEAC50,
-    0x3F800000, 0xBF800000, 0x3CF5C28F, 0xC3480000, 0xC3490000,
-)  # fmt: skip
+    0x00000000,
+    0x80000000,
+    0x00000001,
+    0x80000001,
+    0x007FFFFF,
+    0x807FFFFF,
+    0x00800000,
+    0x7F800000,
+    0xFF800000,
+    0x7FC00000,
+    0xFFC00000,
+    0x7F7FFFFF,
+    0xFF7FFFFF,
+    0x42B17218,
+    0x42B17217,
+    0x42B17219,
+    0xC2CFF1B5,
+    0xC2CFF1B4,
+    0xC2CE8ED0,
+    0xC2AEAC50,
+    0x3F800000,
+    0xBF800000,
+    0x3CF5C28F,
+    0xC3480000,
+    0xC3490000,
+)
 """Bit patterns always checked: +-0, denormals, normal min/max, +-inf, NaNs, exp's overflow
 (88.72...) and underflow (-103.97..., -87.33...) thresholds, +-1, tanh's 0.03 switch, -200."""
 

@@ -14,11 +14,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import permutations
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, f64, i64
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    f64,
+    i64,
+)
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from fuel_dialect.dtypes import FLOAT_NAMES, dtype_name, shape_of
@@ -35,6 +42,7 @@ from fuel_dialect.ops_elementwise import (
     SigmoidOp,
     SiluOp,
     SubOp,
+    TanhOp,
 )
 from fuel_dialect.ops_fused import GatedMlpOp, MatmulBiasActOp
 from fuel_dialect.ops_movement import ConstantOp, WeightOp
@@ -166,40 +174,139 @@ def scalar_is(v: SSAValue, want: float) -> bool:
     return c is not None and np.float32(c) == np.float32(want)
 
 
-def _erf_argument(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-    """`y / sqrt(2)` or `y * sqrt(1/2)` (either order) defining `v` -> (y, ops), else None."""
-    if (d := producer(v, DivOp)) is not None:
-        return (d.lhs, (d,)) if scalar_is(d.rhs, math.sqrt(2)) else None
-    m = producer(v, MulOp)
-    return either(m, lambda y, c: (y, (m,)) if scalar_is(c, math.sqrt(0.5)) else None)
+@dataclass
+class Product:
+    """A value as `coef * factors[0] * factors[1] * ...` (`product_of`); `ops` are the opened
+    `fuel.mul`s and divisions by a scalar constant."""
+
+    coef: float = 1.0
+    factors: list[SSAValue] = field(default_factory=list)
+    ops: list[Operation] = field(default_factory=list)
 
 
-def _erf_gate(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-    """`1 + erf(y / sqrt(2))` (either order) defining `v` -> (y, ops), else None."""
-    add = producer(v, AddOp)
+def product_of(v: SSAValue, limit: int = 4) -> Product:
+    """`v` as a product: `v`'s own `fuel.mul` (or `div` by a scalar constant), and the ones
+    below it whose value is read once, are opened; scalar constants fold into `coef`. At most
+    `limit` factors are kept (a long chain of products stops opening)."""
+    prod = Product()
 
-    def split(e_v: SSAValue, one: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-        erf = producer(e_v, ErfOp)
-        found = _erf_argument(erf.input) if erf is not None and scalar_is(one, 1.0) else None
-        return (found[0], (*found[1], erf, add)) if found is not None else None
+    def visit(u: SSAValue, top: bool) -> None:
+        op = u.owner if isinstance(u, OpResult) else None
+        if not top and (c := scalar_constant(u)) is not None:
+            prod.coef *= c
+            return
+        opened = (top or u.has_one_use()) and len(prod.factors) < limit
+        if opened and isinstance(op, MulOp):
+            prod.ops.append(op)
+            visit(op.lhs, False)
+            visit(op.rhs, False)
+            return
+        if opened and isinstance(op, DivOp) and (c := scalar_constant(op.rhs)):
+            prod.ops.append(op)
+            prod.coef /= c
+            visit(op.lhs, False)
+            return
+        prod.factors.append(u)
 
-    return either(add, split)
+    visit(v, True)
+    return prod
 
 
-def gelu_erf_of(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
-    """`0.5 * y * (1 + erf(y / sqrt(2)))` defining `v`, its two products in any order and
-    association -> (y, ops), else None. ONNX has no Gelu op before opset 20: exporters write
-    this (torch.onnx: `(y * (1 + erf(y / sqrt(2)))) * 0.5`), and importers keep it as is."""
-    if (outer := producer(v, MulOp)) is None:
+CONSTANT_EPS = {"f16": 2.0**-10, "bf16": 2.0**-7}
+"""Relative spacing of constants stored in a narrow type; others are taken as f32 (2^-23)."""
+
+
+def close_to(value: float, want: float, like: SSAValue) -> bool:
+    """`value` is `want` up to the rounding of the few constants (of `like`'s element type) it
+    was multiplied from: within 4 units of that type's relative spacing."""
+    eps = CONSTANT_EPS.get(dtype_name(like.type), 2.0**-23)
+    return math.isclose(value, want, rel_tol=4 * eps)
+
+
+def power_of(factors: Sequence[SSAValue], y: SSAValue) -> tuple[int, tuple[Operation, ...]]:
+    """The power of `y` that `factors` multiply to (each `y`, or a `pow(y, k)` read once with k
+    a small integer) and the pow ops; (0, ()) when some factor is something else."""
+    k, ops = 0, []
+    for f in factors:
+        p = producer(f, PowOp)
+        e = scalar_constant(p.rhs) if p is not None and f.has_one_use() else None
+        if f == y:
+            k += 1
+        elif p is not None and p.lhs == y and e is not None and e in (2.0, 3.0):
+            k += int(e)
+            ops.append(p)
+        else:
+            return 0, ()
+    return k, tuple(ops)
+
+
+def _read_once(v: SSAValue, cls: type[Operation]) -> Any:
+    """The op of class `cls` defining `v` when `v` has exactly one reader, else None."""
+    op = producer(v, cls)
+    return op if op is not None and v.has_one_use() else None
+
+
+def _erf_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
+    """`y / sqrt(2)` or `y * sqrt(1/2)`, read once -> its ops."""
+    p = product_of(v) if isinstance(v, OpResult) and v.has_one_use() else Product()
+    ok = p.ops and p.factors == [y] and close_to(p.coef, math.sqrt(0.5), y)
+    return tuple(p.ops) if ok else None
+
+
+GELU_TANH_K0, GELU_TANH_K1 = math.sqrt(2.0 / math.pi), 0.044715
+"""gelu_tanh(y) = 0.5 y (1 + tanh(K0 (y + K1 y^3)))."""
+
+
+def _tanh_argument(v: SSAValue, y: SSAValue) -> tuple[Operation, ...] | None:
+    """`K0 * (y + K1 y^3)` or `K0 * y * (1 + K1 y^2)`, each product in any order and
+    association, y^3 also as `pow(y, 3)`, read once -> its ops."""
+    p = product_of(v) if isinstance(v, OpResult) and v.has_one_use() else Product()
+    if not p.ops or not close_to(p.coef, GELU_TANH_K0, y):
         return None
-    for inner_v, c in ((outer.lhs, outer.rhs), (outer.rhs, outer.lhs)):
-        if (inner := producer(inner_v, MulOp)) is None:
+    rest = [f for f in p.factors if f != y]
+    k = len(p.factors) - len(rest)  # the factored form `y * (1 + K1 y^2)` has one bare y
+    if len(rest) != 1 or k > 1 or (add := _read_once(rest[0], AddOp)) is None:
+        return None
+    for lone, t in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        if not (lone == y if k == 0 else scalar_is(lone, 1.0)):
             continue
-        f = (c, inner.lhs, inner.rhs)  # the three factors: 0.5, the erf gate and y, any order
-        for half, gate, y in permutations(range(3)):
-            found = _erf_gate(f[gate]) if scalar_is(f[half], 0.5) else None
-            if found is not None and found[0] == f[y]:
-                return f[y], (*found[1], inner, outer)
+        q = product_of(t) if t.has_one_use() else Product()
+        power, pows = power_of(q.factors, y)
+        if q.ops and close_to(q.coef, GELU_TANH_K1, y) and power == 3 - k:
+            return (*pows, *q.ops, add, *p.ops)
+    return None
+
+
+def _gelu_gate(v: SSAValue, y: SSAValue) -> tuple[str, tuple[Operation, ...]] | None:
+    """`1 + erf(y / sqrt 2)` -> ("none", ops); `1 + tanh(K0 (y + K1 y^3))` -> ("tanh", ops)."""
+    if (add := _read_once(v, AddOp)) is None:
+        return None
+    for t_v, one in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        if not scalar_is(one, 1.0):
+            continue
+        if (erf := _read_once(t_v, ErfOp)) is not None:
+            found = _erf_argument(erf.input, y)
+            return ("none", (*found, erf, add)) if found is not None else None
+        if (tanh := _read_once(t_v, TanhOp)) is not None:
+            found = _tanh_argument(tanh.input, y)
+            return ("tanh", (*found, tanh, add)) if found is not None else None
+    return None
+
+
+def gelu_of(v: SSAValue) -> tuple[SSAValue, str, tuple[Operation, ...]] | None:
+    """GELU written out, defining `v` -> (y, approximate: "none" | "tanh", ops), else None:
+    `0.5 * y * (1 + erf(y / sqrt 2))` or `0.5 * y * (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))`,
+    its products in any order and association, the halving also as a division by 2. ONNX has
+    no Gelu op before opset 20: exporters write these (torch.onnx legacy: `y * (1 + erf(y /
+    sqrt 2)) * 0.5`; GPT-2's `NewGELU`: `0.5 y (1 + tanh(K0 (y + K1 pow(y, 3))))`). Interior
+    values must be read only inside the match; `v`'s type must be y's."""
+    p = product_of(v, limit=2)
+    if len(p.factors) != 2 or not close_to(p.coef, 0.5, v) or not p.ops:
+        return None
+    for y, gate in (p.factors, p.factors[::-1]):
+        found = _gelu_gate(gate, y) if v.type == y.type else None
+        if found is not None:
+            return y, found[0], (*found[1], *p.ops)
     return None
 
 
@@ -246,57 +353,71 @@ def _rms_scale(v: SSAValue) -> tuple[Any, ...] | None:
     return either(a, split)
 
 
+def _normalized(v: SSAValue) -> tuple[str, SSAValue, float, tuple[Operation, ...]] | None:
+    """`c * rsqrt(mean(c*c, -1) + eps)` (either order) defining `v` -> ("layer_norm", x, eps,
+    ops) when c = x - mean(x, -1), else ("rms_norm", c, eps, ops)."""
+    n = producer(v, MulOp)
+
+    def inner(c: SSAValue, scale_v: SSAValue) -> tuple[str, SSAValue, float, Any] | None:
+        found = _rms_scale(scale_v)
+        if found is None or found[1] != c:
+            return None
+        sub = producer(c, SubOp)
+        mu = row_reduce(sub.rhs, ReduceMeanOp) if sub is not None else None
+        if mu is not None and mu.input == sub.lhs and last_axis(mu):
+            return "layer_norm", sub.lhs, found[2], (mu, sub, *found[0], n)
+        return "rms_norm", c, found[2], (*found[0], n)
+
+    return either(n, inner)
+
+
+def _norm_match(
+    kind: str, root: Operation, v: SSAValue, affine: tuple[SSAValue, ...], ops: tuple = ()
+) -> FusedMatch | None:
+    """The `kind` norm of `v` (`_normalized`) times weight / plus bias `affine` (per-channel
+    vectors over x; fewer than the op takes: `build_norm` fills ones / zeros), root `root`."""
+    found = _normalized(v)
+    if found is None or found[0] != kind or root.results[0].type != found[1].type:
+        return None
+    _, x, eps, norm_ops = found
+    if not all(weight_of(a, x) for a in affine):
+        return None
+    return FusedMatch(root, (*norm_ops, *ops, root), (x, *affine), {"eps": eps})
+
+
 def match_rms_norm(root: Operation) -> FusedMatch | None:
-    """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders."""
+    """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders; or
+    without the weight (root: the inner mul; weight ones)."""
     if not isinstance(root, MulOp):
         return None
-
-    def outer(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
-        n = producer(n_v, MulOp)
-
-        def inner(x: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
-            found = _rms_scale(scale_v)
-            if found is None or found[1] != x or not weight_of(w, x):
-                return None
-            if root.results[0].type != x.type:
-                return None
-            return FusedMatch(root, (*found[0], n, root), (x, w), {"eps": found[2]})
-
-        return either(n, inner)
-
-    return either(root, outer)
+    found = either(root, lambda n, w: _norm_match("rms_norm", root, n, (w,)))
+    if found is not None:
+        return found
+    found = _normalized(root.result)
+    if found is None or found[0] != "rms_norm" or root.result.type != found[1].type:
+        return None
+    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
 
 
 def match_layer_norm(root: Operation) -> FusedMatch | None:
-    """add(mul(mul(c, rsqrt(mean(c*c) + eps)), w), b) with c = x - mean(x), over the last dim."""
-    if not isinstance(root, AddOp):
+    """add(mul(mul(c, rsqrt(mean(c*c) + eps)), w), b) with c = x - mean(x), over the last dim;
+    also without the bias (root: the weight's mul) or without both (root: the norm's mul)."""
+    if isinstance(root, AddOp):
+
+        def outer(scaled: SSAValue, b: SSAValue) -> FusedMatch | None:
+            mw = producer(scaled, MulOp)
+            return either(mw, lambda n, w: _norm_match("layer_norm", root, n, (w, b), (mw,)))
+
+        return either(root, outer)
+    if not isinstance(root, MulOp):
         return None
-
-    def outer(scaled: SSAValue, b: SSAValue) -> FusedMatch | None:
-        mw = producer(scaled, MulOp)
-
-        def weighted(n_v: SSAValue, w: SSAValue) -> FusedMatch | None:
-            n = producer(n_v, MulOp)
-
-            def inner(c: SSAValue, scale_v: SSAValue) -> FusedMatch | None:
-                found = _rms_scale(scale_v)
-                sub = producer(c, SubOp)
-                if found is None or found[1] != c or sub is None:
-                    return None
-                mu = row_reduce(sub.rhs, ReduceMeanOp)
-                x = sub.lhs
-                if mu is None or mu.input != x or not last_axis(mu):
-                    return None
-                if not (weight_of(w, x) and weight_of(b, x)) or root.results[0].type != x.type:
-                    return None
-                ops = (mu, sub, *found[0], n, mw, root)
-                return FusedMatch(root, ops, (x, w, b), {"eps": found[2]})
-
-            return either(n, inner)
-
-        return either(mw, weighted)
-
-    return either(root, outer)
+    found = either(root, lambda n, w: _norm_match("layer_norm", root, n, (w,)))
+    if found is not None:
+        return found
+    found = _normalized(root.result)
+    if found is None or found[0] != "layer_norm" or root.result.type != found[1].type:
+        return None
+    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
 
 
 # -- linear layers ---------------------------------------------------------------------------
@@ -312,21 +433,24 @@ def _activation(root: Operation) -> tuple[str, SSAValue, tuple[Operation, ...]] 
         return "none", root.result, ()
     if not root.results:
         return None
-    if (found := gelu_erf_of(root.results[0])) is not None:
-        return "gelu", found[0], found[1]
+    if (gelu := gelu_of(root.results[0])) is not None:
+        return ("gelu_tanh" if gelu[1] == "tanh" else "gelu"), gelu[0], gelu[2]
     found = silu_of(root.results[0])
     return ("silu", found[0], found[1]) if found is not None else None
 
 
 def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
     """act(add(matmul(x, w), b)) with w a (k, n) matrix, b an (n) vector, and act one of relu,
-    gelu (either form; the erf form also as its primitives, `gelu_erf_of`), silu (also as
-    y * sigmoid(y)) or none (the add is the root)."""
+    gelu (either form, also as its primitives, `gelu_of`), silu (also as
+    y * sigmoid(y)) or none (the add is the root); also act(matmul(x, w)) without a bias
+    (act not none; the arm adds zeros: exporters drop an all-zero bias)."""
     found = _activation(root)
     if found is None or root.results[0].type != found[1].type:
         return None
     act, y, act_ops = found
     add = producer(y, AddOp)
+    if add is None and act != "none" and (mm := linear(y)) is not None:
+        return FusedMatch(root, (mm, *act_ops), (mm.lhs, mm.rhs), {"act": act})
 
     def split(mm_v: SSAValue, b: SSAValue) -> FusedMatch | None:
         mm = linear(mm_v)
@@ -368,17 +492,40 @@ def build_softmax(m: FusedMatch) -> Sequence[Operation]:
     return [make(SoftmaxOp, m, axis=IntegerAttr(m.params["axis"], i64))]
 
 
+def _filled(like: SSAValue, value: float) -> ConstantOp:
+    """A constant vector of `value` over `like`'s last dim, in its element type."""
+    d = shape_of(like.type)[-1]
+    t = TensorType(like.type.element_type, [d])  # pyright: ignore[reportAttributeAccessIssue]
+    return ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [value] * d))
+
+
 def build_norm(cls: type[Operation]) -> Build:
-    """The builder of `fuel.rms_norm` / `fuel.layer_norm` (`cls`) with the matched eps."""
+    """The builder of `fuel.rms_norm` / `fuel.layer_norm` (`cls`) with the matched eps; a
+    weight or bias the match lacks is a constant of ones / zeros (exact: x * 1 + 0 = x)."""
+    takes = {"fuel.rms_norm": 2, "fuel.layer_norm": 3}[cls.name]
 
     def build(m: FusedMatch) -> Sequence[Operation]:
-        return [make(cls, m, eps=FloatAttr(m.params["eps"], f64))]
+        fills = [_filled(m.inputs[0], v) for v in (1.0, 0.0)[len(m.inputs) - 1 : takes - 1]]
+        inputs = (*m.inputs, *(c.result for c in fills))
+        op = cls.create(
+            operands=list(inputs),
+            result_types=[m.root.results[0].type],
+            properties={"eps": FloatAttr(m.params["eps"], f64)},
+        )
+        return [*fills, op]
 
     return build
 
 
 def build_matmul_bias_act(m: FusedMatch) -> Sequence[Operation]:
-    return [make(MatmulBiasActOp, m, act=StringAttr(m.params["act"]))]
+    """The fused op; a bias the match lacks is a constant of zeros (exact: y + 0 = y)."""
+    fills = [] if len(m.inputs) == 3 else [_filled(m.root.results[0], 0.0)]
+    op = MatmulBiasActOp.create(
+        operands=[*m.inputs, *(c.result for c in fills)],
+        result_types=[m.root.results[0].type],
+        properties={"act": StringAttr(m.params["act"])},
+    )
+    return [*fills, op]
 
 
 def build_gated_mlp(m: FusedMatch) -> Sequence[Operation]:

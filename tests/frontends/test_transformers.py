@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,9 @@ onnx = pytest.importorskip("onnx")
 
 from frontends.onnx import import_onnx  # noqa: E402
 from frontends.torch_export import import_exported_program  # noqa: E402
+from passes.canonicalize import canonicalize  # noqa: E402
+from passes.fuse_patterns import find_matches  # noqa: E402
+from passes.fused.registry import default_fused_registry  # noqa: E402
 from runtime.executor import Executor  # noqa: E402
 
 VOCAB, TOKENS = 512, 12
@@ -140,8 +144,18 @@ def test_torch_export_of_a_decoder_given_only_ids(name: str) -> None:
     _check(import_exported_program(ep), ids_only, (a,), (b,))
 
 
+CANONICAL: dict[str, tuple[dict[str, int], dict[str, int]]] = {
+    # op counts after fuel-canonicalize, fused matches then found (2 layers)
+    "gpt2": ({"fuel.pow": 0, "fuel.tanh": 0, "fuel.gelu": 2}, {"matmul_bias_act": 8}),
+    "llama": ({"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 2}, {"rms_norm": 5, "gated_mlp": 2}),
+}
+"""GPT-2's tanh GELU (with its pow(x, 3)) becomes fuel.gelu and each c_fc one matmul + bias +
+gelu_tanh; Llama's RMSNorm (pow, Sqrt, Div) and SiLU (x * Sigmoid) match whole."""
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_onnx_legacy_export(name: str) -> None:
+    """As imported, then after `fuel-canonicalize` (the same numbers, the canonical forms)."""
     model, args, alt = _case(name)
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -149,7 +163,15 @@ def test_onnx_legacy_export(name: str) -> None:
         torch.onnx.export(
             model, args, buf, input_names=["ids", "mask"], dynamo=False, opset_version=18
         )
-    _check(import_onnx(onnx.load_model_from_string(buf.getvalue())), model, args, alt)
+    module = import_onnx(onnx.load_model_from_string(buf.getvalue()))
+    _check(module, model, args, alt)
+    canonicalize(module.op)
+    ops = Counter(op.name for op in module.entry.body.walk())
+    fused = Counter(e.name for e, _, _ in find_matches(module.op, default_fused_registry()))
+    want_ops, want_fused = CANONICAL[name]
+    assert {k: ops[k] for k in want_ops} == want_ops
+    assert {k: fused[k] for k in want_fused} == want_fused
+    _check(module, model, args, alt)
 
 
 def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
@@ -165,9 +187,15 @@ def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            model, args, buf, input_names=["ids", "mask"], output_names=["logits"],
-            dynamic_axes=axes, dynamo=False, opset_version=18,
-        )  # fmt: skip
+            model,
+            args,
+            buf,
+            input_names=["ids", "mask"],
+            output_names=["logits"],
+            dynamic_axes=axes,
+            dynamo=False,
+            opset_version=18,
+        )
     proto = onnx.load_model_from_string(buf.getvalue())
     plan, _ = compile_module(import_onnx(proto, dims={"seq": (1, 64)}))
     ex = make_executor(plan)

@@ -37,18 +37,24 @@ def softmax_graph(g: GraphBuilder, t: str, n: int = S) -> object:
     return g.div(e, g.reduce_sum(e, -1, keepdim=True))
 
 
-def rms_graph(g: GraphBuilder, t: str, swap: bool = False) -> object:
+def rms_graph(g: GraphBuilder, t: str, swap: bool = False, weight: bool = True) -> object:
     x, w = g.input("x", (S, D), t), g.input("w", (D,), t)
     r = g.rsqrt(g.add(g.reduce_mean(g.mul(x, x), -1, keepdim=True), 1e-6))
     n = g.mul(r, x) if swap else g.mul(x, r)
+    if not weight:
+        return g.add(n, g.reduce_sum(w, -1))  # w stays an input; the norm has no weight
     return g.mul(w, n) if swap else g.mul(n, w)
 
 
-def layer_norm_graph(g: GraphBuilder, t: str) -> object:
+def layer_norm_graph(g: GraphBuilder, t: str, affine: int = 2) -> object:
+    """`affine`: 2 weight and bias, 1 weight only, 0 neither."""
     x, w, b = g.input("x", (S, D), t), g.input("w", (D,), t), g.input("b", (D,), t)
     c = g.sub(x, g.reduce_mean(x, -1, keepdim=True))
     r = g.rsqrt(g.add(g.reduce_mean(g.mul(c, c), -1, keepdim=True), 1e-5))
-    return g.add(g.mul(g.mul(c, r), w), b)
+    n = g.mul(c, r)
+    if affine < 2:  # w and b stay inputs, read by another op: a residual-like add
+        return g.add(g.mul(w, n) if affine else n, g.sub(x, b))
+    return g.add(g.mul(n, w), b)
 
 
 def gated_mlp_graph(g: GraphBuilder, t: str, n: int = S, sigmoid_form: bool = False) -> object:
@@ -77,10 +83,23 @@ def linear_graph(act: str) -> object:
             "gelu_erf_hf": lambda v: g.mul(
                 g.mul(0.5, v), g.add(1.0, g.erf(g.mul(v, math.sqrt(0.5))))
             ),
+            # GELU's tanh form as GPT-2's NewGELU writes it, the cube as pow(v, 3)
+            "gelu_tanh_ops": lambda v: g.mul(
+                g.mul(v, 0.5),
+                g.add(
+                    g.tanh(g.mul(g.add(v, g.mul(g.pow(v, 3.0), 0.044715)), math.sqrt(2 / math.pi))),
+                    1.0,
+                ),
+            ),
         }
         return acts[act](y)
 
     return graph
+
+
+def linear_no_bias_graph(g: GraphBuilder, t: str, n: int = S) -> object:
+    """gelu(matmul(x, w)): the exporters drop an all-zero bias."""
+    return g.gelu(g.matmul(g.input("x", (2, n, D), t), g.input("w", (D, 16), t)), "tanh")
 
 
 def half_tables(g: GraphBuilder, t: str, form: str) -> tuple[object, object]:
@@ -142,6 +161,9 @@ GRAPHS = {
     "softmax": softmax_graph,
     "rms_norm": rms_graph,
     "layer_norm": layer_norm_graph,
+    "rms_norm/no_weight": lambda g, t: rms_graph(g, t, weight=False),
+    "layer_norm/weight_only": lambda g, t: layer_norm_graph(g, t, affine=1),
+    "layer_norm/no_affine": lambda g, t: layer_norm_graph(g, t, affine=0),
     "gated_mlp": gated_mlp_graph,
     "gated_mlp/sigmoid": lambda g, t: gated_mlp_graph(g, t, sigmoid_form=True),
     **{
@@ -152,11 +174,13 @@ GRAPHS = {
             "gelu_tanh",
             "gelu_erf_ops",
             "gelu_erf_hf",
+            "gelu_tanh_ops",
             "silu",
             "silu_mul",
             "none",
         )
     },
+    "matmul_bias_act/no_bias": linear_no_bias_graph,
     **{f"rope/{f}": rope_graph(f) for f in ("concat", "trig", "const")},
     "attention/plain": attention_graph("none"),
     "attention/causal": attention_graph("add"),
@@ -370,11 +394,15 @@ def test_bake_picks_the_fused_op_when_cheaper_and_results_match(name: str) -> No
     np.testing.assert_allclose(Executor(m).run(ins)["out"], ref, rtol=1e-5, atol=1e-5)
 
 
-def test_gelu_erf_primitives_fuse_as_act_gelu() -> None:
-    (_, match, arm) = find_matches(
-        build("matmul_bias_act/gelu_erf_hf").op, default_fused_registry()
-    )[0]
-    assert match.params == {"act": "gelu"} and len(match.ops) == 7  # matmul, add, 5 of GELU
+@pytest.mark.parametrize(
+    ("graph", "act", "n_ops"),
+    [("gelu_erf_hf", "gelu", 7), ("gelu_tanh_ops", "gelu_tanh", 10)],  # matmul, add, GELU's
+)
+def test_gelu_primitives_fuse_as_their_act(graph: str, act: str, n_ops: int) -> None:
+    (_, match, arm) = find_matches(build(f"matmul_bias_act/{graph}").op, default_fused_registry())[
+        0
+    ]
+    assert match.params == {"act": act} and len(match.ops) == n_ops
     assert [op.name for op in arm] == ["fuel.matmul_bias_act"]
 
 

@@ -1,0 +1,44 @@
+// RUN: fuel-opt %s -p fuel-canonicalize | filecheck %s
+// RUN: fuel-opt %s -p fuel-canonicalize | fuel-opt -p fuel-canonicalize | filecheck %s
+
+// Two transposes compose into one; a pair that cancels goes.
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT:    %[[T:.*]] = fuel.transpose %[[X]] perm = [2, 1, 0] : tensor<2x3x4xf32> -> tensor<4x3x2xf32>
+// CHECK-NEXT:    func.return %[[T]], %[[X]]
+func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> (tensor<4x3x2xf32>, tensor<2x3x4xf32>) {
+  %a = fuel.transpose %x perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %b = fuel.transpose %a perm = [1, 2, 0] : tensor<2x4x3xf32> -> tensor<4x3x2xf32>
+  %c = fuel.transpose %x perm = [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  %d = fuel.transpose %c perm = [1, 0, 2] : tensor<3x2x4xf32> -> tensor<2x3x4xf32>
+  func.return %b, %d : tensor<4x3x2xf32>, tensor<2x3x4xf32>
+}
+
+// Two reshapes are one; a reshape back to the input's shape goes.
+// CHECK-LABEL: func.func @reshape_of_reshape
+// CHECK-SAME:    (%[[X:.*]]: tensor<12x64xf32>)
+// CHECK-NEXT:    %[[R:.*]] = fuel.reshape %[[X]] : tensor<12x64xf32> -> tensor<3x4x64xf32>
+// CHECK-NEXT:    func.return %[[R]], %[[X]]
+func.func @reshape_of_reshape(%x: tensor<12x64xf32>) -> (tensor<3x4x64xf32>, tensor<12x64xf32>) {
+  %a = fuel.reshape %x : tensor<12x64xf32> -> tensor<1x12x64xf32>
+  %b = fuel.reshape %a : tensor<1x12x64xf32> -> tensor<3x4x64xf32>
+  %c = fuel.reshape %x : tensor<12x64xf32> -> tensor<1x12x64xf32>
+  %d = fuel.reshape %c : tensor<1x12x64xf32> -> tensor<12x64xf32>
+  func.return %b, %d : tensor<3x4x64xf32>, tensor<12x64xf32>
+}
+
+// A transpose between reshapes, or a reshape between transposes, stays: they do not compose.
+// CHECK-LABEL: func.func @movement_not_applied
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x6xf32>)
+// CHECK-NEXT:    %[[A:.*]] = fuel.reshape %[[X]] : tensor<2x6xf32> -> tensor<2x2x3xf32>
+// CHECK-NEXT:    %[[B:.*]] = fuel.transpose %[[A]] perm = [0, 2, 1]
+// CHECK-NEXT:    %[[C:.*]] = fuel.reshape %[[B]] : tensor<2x3x2xf32> -> tensor<2x6xf32>
+// CHECK-NEXT:    %[[D:.*]] = fuel.transpose %[[C]] perm = [1, 0]
+// CHECK-NEXT:    func.return %[[D]]
+func.func @movement_not_applied(%x: tensor<2x6xf32>) -> tensor<6x2xf32> {
+  %a = fuel.reshape %x : tensor<2x6xf32> -> tensor<2x2x3xf32>
+  %b = fuel.transpose %a perm = [0, 2, 1] : tensor<2x2x3xf32> -> tensor<2x3x2xf32>
+  %c = fuel.reshape %b : tensor<2x3x2xf32> -> tensor<2x6xf32>
+  %d = fuel.transpose %c perm = [1, 0] : tensor<2x6xf32> -> tensor<6x2xf32>
+  func.return %d : tensor<6x2xf32>
+}
