@@ -12,8 +12,9 @@
   k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv); query head h reads kv head h // (Hq / Hkv). Keys
   j >= kv_len are masked; causal keeps j <= i + kv_len - Sq (bottom-right aligned). An additive
   `mask` (broadcastable to (B, Hq, Sq, Sk)) is added to the scaled scores in the compute dtype.
-  A row with no valid key (every logit -inf) is zero. Computes in f32 (f64 for f64) with a max-subtracted softmax; the query
-  groups of one kv head are stacked into one matmul, so there is no loop over heads.
+  A row with no valid key (every logit -inf) is zero. Computes in f32 (f64 for f64) with a
+  max-subtracted softmax; the query groups of one kv head are stacked into one matmul, so there
+  is no loop over heads.
 
 Inputs are made C-contiguous (or widened) before any accumulation, so results do not depend on
 the input strides.

@@ -54,3 +54,24 @@ func.func @attention_int(%q: tensor<1x2x1x8xi8>) {
   %0 = "fuel.attention"(%q, %q, %q) <{scale = 1.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>}> : (tensor<1x2x1x8xi8>, tensor<1x2x1x8xi8>, tensor<1x2x1x8xi8>) -> tensor<1x2x1x8xi8>
   func.return
 }
+
+// -----
+// CHECK: 'fuel.attention' mask 1x2x4x6 does not broadcast to 1x8x4x6
+func.func @attention_mask_heads(%q: tensor<1x8x4x16xf32>, %k: tensor<1x2x6x16xf32>, %m: tensor<1x2x4x6xf32>) {
+  %0 = "fuel.attention"(%q, %k, %k, %m) <{scale = 1.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1>}> : (tensor<1x8x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x4x6xf32>) -> tensor<1x8x4x16xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.attention' mask and kv_len are exclusive
+func.func @attention_mask_kv_len(%q: tensor<1x2x1x8xf32>, %n: tensor<i64>, %m: tensor<1x1x1x1xf32>) {
+  %0 = "fuel.attention"(%q, %q, %q, %n, %m) <{scale = 1.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>}> : (tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32>, tensor<1x2x1x8xf32>, tensor<i64>, tensor<1x1x1x1xf32>) -> tensor<1x2x1x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.attention' expects one element type for all operands, got f32, i1
+func.func @attention_mask_int(%q: tensor<1x2x4x8xf32>, %m: tensor<4x4xi1>) {
+  %0 = "fuel.attention"(%q, %q, %q, %m) <{scale = 1.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1>}> : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xi1>) -> tensor<1x2x4x8xf32>
+  func.return
+}
