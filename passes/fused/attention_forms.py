@@ -7,10 +7,12 @@ What `torch.onnx` (legacy and dynamo) and `torch.export` write for `softmax(q k�
   all of them is the scale (absent: 1, T5).
 * kᵀ: a `transpose` whose permutation, with its last two entries swapped, gives k (B, H, S, D):
   HF's `transpose(-1, -2)` of k, or GPT-2/BERT's `permute(0, 2, 3, 1)` of the (B, S, H, D)
-  projection (k is then that projection transposed by (0, 2, 1, 3), built by the fused arm).
-* NaN guard: `where(p != p, 0, p)` (ONNX IsNaN) after the softmax. The fused kernel gives a
-  zero row where every logit is -inf, which is exactly what the guard makes of softmax's NaN
-  row there; elsewhere softmax has no NaN to guard (finite q and k).
+  projection (k is then that projection transposed by (0, 2, 1, 3), built by the fused arm);
+  or the dynamo exporter's batched form, reshape (B*H, S, D) / transpose / reshape back.
+* NaN guard: `where(p != p, 0, p)` (ONNX IsNaN) after the softmax, or torch.export's
+  `where(rowmax(logits) == -inf, 0, p)`. The fused kernel gives a zero row where every logit
+  is -inf, which is exactly what either guard makes of softmax's NaN row there; elsewhere
+  softmax has no NaN to guard (finite q and k).
 * mask: `scores + m` with m any float tensor broadcastable to the scores (built from
   `attention_mask`, a causal triu/compare, T5's position bias) becomes the additive mask
   operand, read as it is; `where(b, scores, fill)` with `fill` -inf (exact) or <= MASK_FLOOR
@@ -26,9 +28,17 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.dtypes import broadcast_shapes, shape_of
-from fuel_dialect.ops_elementwise import CastOp, DivOp, MulOp, NeOp, WhereOp
-from fuel_dialect.ops_movement import TransposeOp
-from passes.fused.patterns import constant_array, either, known_array, producer, scalar_constant
+from fuel_dialect.ops_elementwise import CastOp, DivOp, EqOp, MulOp, NeOp, WhereOp
+from fuel_dialect.ops_movement import ReshapeOp, TransposeOp
+from fuel_dialect.ops_nn import ReduceMaxOp, SoftmaxOp
+from passes.fused.patterns import (
+    constant_array,
+    either,
+    known_array,
+    last_axis,
+    producer,
+    scalar_constant,
+)
 
 Scaled = tuple[SSAValue, tuple[Operation, ...], float]
 
@@ -50,18 +60,47 @@ def scaled(v: SSAValue) -> Scaled:
 
 
 def nan_guard(p: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
-    """`where(ne(x, x), 0, x)` defining `p` -> (x, ops); (p, ()) if `p` is not guarded."""
+    """`where(ne(x, x), 0, x)` defining `p`, or torch.export's row guard `where(max(l) == -inf,
+    0, softmax(l))` (the row max of softmax's own input) -> (x, ops); (p, ()) if unguarded."""
     w = producer(p, WhereOp)
-    ne = producer(w.cond, NeOp) if w is not None else None
-    if ne is None or ne.lhs != ne.rhs or ne.lhs != w.rhs or w.rhs.type != p.type:
+    if w is None or w.rhs.type != p.type or scalar_constant(w.lhs) != 0.0:
         return p, ()
-    return (w.rhs, (ne, w)) if scalar_constant(w.lhs) == 0.0 else (p, ())
+    ne, eq = producer(w.cond, NeOp), producer(w.cond, EqOp)
+    if ne is not None and ne.lhs == ne.rhs == w.rhs:
+        return w.rhs, (ne, w)
+    found = either(
+        eq, lambda r, c: (red, known_array(c)) if (red := producer(r, ReduceMaxOp)) else None
+    )
+    red, c = found if found is not None else (None, None)
+    sm = producer(w.rhs, SoftmaxOp)
+    if red is None or sm is None or red.input != sm.input or not last_axis(red):
+        return p, ()
+    if c is None or c.size != 1 or c.ravel()[0] != -math.inf or red.keepdim is None:
+        return p, ()
+    return w.rhs, (red, eq, w)
+
+
+def _batched_transpose(kt: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
+    """torch.onnx dynamo's kᵀ: reshape (B*H, S, D), transpose (0, 2, 1), reshape (B, H, D, S)
+    -> (k, ops)."""
+    r2 = producer(kt, ReshapeOp)
+    tr = producer(r2.input, TransposeOp) if r2 is not None else None
+    r1 = producer(tr.input, ReshapeOp) if tr is not None else None
+    if r1 is None or tr.kernel_params()["perm"] != (0, 2, 1):
+        return None
+    x, out = r1.input, shape_of(kt.type)
+    b, h, s, d = xs if len(xs := shape_of(x.type)) == 4 else (0, 0, 0, 0)
+    if shape_of(r1.result.type) != (b * h, s, d) or out != (b, h, d, s) or not b:
+        return None
+    return x, (r1, tr, r2)
 
 
 def key(kt: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], tuple[int, ...] | None, float]:
     """kᵀ (B, H, D, S), maybe scaled before and after its transpose -> (x, ops, perm, scale):
     k is `x` when perm is None, else `transpose(x, perm)`. None if kᵀ is not a transpose."""
     after, after_ops, c_after = scaled(kt)
+    if (batched := _batched_transpose(after)) is not None:
+        return batched[0], (*batched[1], *after_ops), None, c_after
     tr = producer(after, TransposeOp)
     if tr is None or len(p := tr.kernel_params()["perm"]) != 4:
         return None  # type: ignore[return-value]

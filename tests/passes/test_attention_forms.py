@@ -64,7 +64,21 @@ def gqa(g: GraphBuilder, t: str) -> object:
     return g.matmul(_guard(g, g.softmax(s, -1)), rep(v))
 
 
-FORMS = {"sdpa": sdpa, "gpt2": gpt2, "t5": t5, "gqa": gqa}
+def torch_export(g: GraphBuilder, t: str, guard_value: float = -np.inf) -> object:
+    """torch.export's SDPA: scores scaled, where(b, 0, -inf) added, the row guard
+    `where(rowmax(logits) == -inf, 0, softmax(logits))`."""
+    q, k, v = (g.input(n, (1, H, S, HD), t) for n in "qkv")
+    ninf = g.constant(-np.inf, t, checked=False)
+    mask = g.where(g.input("b", (1, 1, S, S), "i1"), 0.0, ninf)
+    s = g.mul(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), float(HD**-0.5))
+    logits = g.add(s, mask)
+    empty = g.compare(
+        "eq", g.reduce_max(logits, -1, keepdim=True), g.constant(guard_value, t, checked=False)
+    )
+    return g.matmul(g.where(empty, 0.0, g.softmax(logits, -1)), v)
+
+
+FORMS = {"sdpa": sdpa, "gpt2": gpt2, "t5": t5, "gqa": gqa, "torch_export": torch_export}
 
 
 def _inputs(m: FuelModule) -> dict[str, np.ndarray]:
@@ -99,10 +113,18 @@ def test_exporter_form_fuses_and_keeps_the_unfused_semantics(form: str) -> None:
     b.attributes[PICKED_ATTR] = IntegerAttr(1, i64)
     fused = Executor(m).run(ins32)["out"]
     assert not np.isnan(fused).any() and not np.isnan(unfused).any()
-    if form in ("sdpa", "gqa"):  # -inf everywhere in query 1: softmax's NaN, guarded to 0
+    if form in ("sdpa", "gqa", "torch_export"):  # -inf in all of query 1: NaN, guarded to 0
         assert not fused[0, :, 1].any() and not unfused[0, :, 1].any()
     else:  # finfo.min everywhere in query 1: every logit equal, the mean of v
         v = ins32["v"].astype(np.float64)[0]
         np.testing.assert_allclose(fused[0, :, 1], v.mean(axis=1), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(fused, unfused, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(fused, ref64, rtol=1e-5, atol=1e-6)
+
+
+def test_a_guard_of_another_value_is_no_guard() -> None:
+    """torch.export's row guard compares the row max with -inf; against 0 it zeroes rows the
+    kernel would not: not fused."""
+    g = GraphBuilder(seed=1)
+    m = g.build([torch_export(g, "f32", guard_value=0.0)])
+    assert fuse_patterns(m.op) == 0

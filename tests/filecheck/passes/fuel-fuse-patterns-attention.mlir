@@ -110,3 +110,36 @@ func.func @attention_score_mask_and_axis_not_applied(%q: tensor<1x2x3x4xf32>, %k
   %o2 = fuel.matmul %p2, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
   func.return %o, %o2 : tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>
 }
+
+// torch.onnx dynamo: kᵀ through (B*H, S, D), a 3-d transpose and back; the scale constant
+// shared by both sides.
+// CHECK-LABEL: func.func @attention_dynamo_export
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x3x4xf32>, %[[K:.*]]: tensor<1x2x3x4xf32>, %[[V:.*]]: tensor<1x2x3x4xf32>)
+// CHECK:         } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.attention %[[Q]], %[[K]], %[[V]] scale = 2.500000e-01 {fuel.fused = "attention"}
+func.func @attention_dynamo_export(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %c = fuel.constant dense<5.000000e-01> : tensor<f32>
+  %r = fuel.reshape %k : tensor<1x2x3x4xf32> -> tensor<2x3x4xf32>
+  %t = fuel.transpose %r perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %kt = fuel.reshape %t : tensor<2x4x3xf32> -> tensor<1x2x4x3xf32>
+  %qs = fuel.mul %q, %c : tensor<1x2x3x4xf32>, tensor<f32> -> tensor<1x2x3x4xf32>
+  %ks = fuel.mul %kt, %c : tensor<1x2x4x3xf32>, tensor<f32> -> tensor<1x2x4x3xf32>
+  %s = fuel.matmul %qs, %ks : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
+  %p = fuel.softmax %s axis = 3 : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %o = fuel.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+  func.return %o : tensor<1x2x3x4xf32>
+}
+
+// A reshape that reinterprets k (B*H, S, D) as (B*H, D, S) without a transpose is no kᵀ.
+// CHECK-LABEL: func.func @attention_dynamo_export_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @attention_dynamo_export_not_applied(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %r = fuel.reshape %k : tensor<1x2x3x4xf32> -> tensor<2x3x4xf32>
+  %t = fuel.reshape %r : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %kt = fuel.reshape %t : tensor<2x4x3xf32> -> tensor<1x2x4x3xf32>
+  %s = fuel.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
+  %p = fuel.softmax %s axis = 3 : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %o = fuel.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+  func.return %o : tensor<1x2x3x4xf32>
+}
