@@ -29,7 +29,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fuel_dialect.dtypes import broadcast_shapes, shape_of
 from fuel_dialect.ops_elementwise import CastOp, DivOp, EqOp, MulOp, NeOp, WhereOp
-from fuel_dialect.ops_movement import ReshapeOp, TransposeOp
+from fuel_dialect.ops_movement import BroadcastOp, ReshapeOp, TransposeOp
 from fuel_dialect.ops_nn import ReduceMaxOp, SoftmaxOp
 from passes.fused.patterns import (
     constant_array,
@@ -82,17 +82,27 @@ def nan_guard(p: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
 
 def _batched_transpose(kt: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
     """torch.onnx dynamo's kᵀ: reshape (B*H, S, D), transpose (0, 2, 1), reshape (B, H, D, S)
-    -> (k, ops)."""
+    -> (k, ops); the first reshape may read HF's repeat_kv expansion (B, Hkv, H/Hkv, S, D) of
+    `reshape(k, (B, Hkv, 1, S, D))`, whose k then has Hkv heads (grouped-query)."""
     r2 = producer(kt, ReshapeOp)
     tr = producer(r2.input, TransposeOp) if r2 is not None else None
     r1 = producer(tr.input, ReshapeOp) if tr is not None else None
     if r1 is None or tr.kernel_params()["perm"] != (0, 2, 1):
         return None
-    x, out = r1.input, shape_of(kt.type)
-    b, h, s, d = xs if len(xs := shape_of(x.type)) == 4 else (0, 0, 0, 0)
-    if shape_of(r1.result.type) != (b * h, s, d) or out != (b, h, d, s) or not b:
+    b, h, d, s = out if len(out := shape_of(kt.type)) == 4 else (0, 0, 0, 0)
+    if shape_of(r1.result.type) != (b * h, s, d) or not b:
         return None
-    return x, (r1, tr, r2)
+    x, ops = r1.input, (r1, tr, r2)
+    if shape_of(x.type) == (b, h, s, d):
+        return x, ops
+    bc = producer(x, BroadcastOp)
+    r0 = producer(bc.input, ReshapeOp) if bc is not None else None
+    if r0 is None or len(ks := shape_of(r0.input.type)) != 4 or h % max(ks[1], 1):
+        return None
+    hkv = ks[1]
+    if ks != (b, hkv, s, d) or shape_of(r0.result.type) != (b, hkv, 1, s, d):
+        return None
+    return (r0.input, (r0, bc, *ops)) if shape_of(x.type) == (b, hkv, h // hkv, s, d) else None
 
 
 def key(kt: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], tuple[int, ...] | None, float]:

@@ -64,6 +64,20 @@ def gqa(g: GraphBuilder, t: str) -> object:
     return g.matmul(_guard(g, g.softmax(s, -1)), rep(v))
 
 
+def gqa_dynamo(g: GraphBuilder, t: str) -> object:
+    """torch.onnx dynamo on Mistral: kᵀ read straight off repeat_kv's expansion through
+    (B*H, S, D), a 3-d transpose and back; the same scale constant on q and kᵀ."""
+    q = g.input("q", (1, H, S, HD), t)
+    k, v = g.input("k", (1, HKV, S, HD), t), g.input("v", (1, HKV, S, HD), t)
+    r = H // HKV
+    ek = g.broadcast(g.reshape(k, (1, HKV, 1, S, HD)), (1, HKV, r, S, HD))
+    kt = g.reshape(g.transpose(g.reshape(ek, (H, S, HD)), (0, 2, 1)), (1, H, HD, S))
+    ev = g.broadcast(g.reshape(v, (1, HKV, 1, S, HD)), (1, HKV, r, S, HD))
+    c = g.constant(float(HD**-0.25), t)
+    s = g.add(g.matmul(g.mul(q, c), g.mul(kt, c)), g.input("m", (1, 1, S, S), t))
+    return g.matmul(_guard(g, g.softmax(s, -1)), g.reshape(ev, (1, H, S, HD)))
+
+
 def torch_export(g: GraphBuilder, t: str, guard_value: float = -np.inf) -> object:
     """torch.export's SDPA: scores scaled, where(b, 0, -inf) added, the row guard
     `where(rowmax(logits) == -inf, 0, softmax(logits))`."""
@@ -78,7 +92,14 @@ def torch_export(g: GraphBuilder, t: str, guard_value: float = -np.inf) -> objec
     return g.matmul(g.where(empty, 0.0, g.softmax(logits, -1)), v)
 
 
-FORMS = {"sdpa": sdpa, "gpt2": gpt2, "t5": t5, "gqa": gqa, "torch_export": torch_export}
+FORMS = {
+    "sdpa": sdpa,
+    "gpt2": gpt2,
+    "t5": t5,
+    "gqa": gqa,
+    "gqa_dynamo": gqa_dynamo,
+    "torch_export": torch_export,
+}
 
 
 def _inputs(m: FuelModule) -> dict[str, np.ndarray]:
@@ -105,7 +126,10 @@ def test_exporter_form_fuses_and_keeps_the_unfused_semantics(form: str) -> None:
     m, m64 = g.build([FORMS[form](g, "f32")]), g64.build([FORMS[form](g64, "f64")])
     assert fuse_patterns(m.op) == 1
     (b,) = [op for op in m.op.walk() if isinstance(op, BranchOp)]
-    assert b.arms[1].block.last_op.operands[0].owner.name == "fuel.attention"  # pyright: ignore
+    fused_op = b.arms[1].block.last_op.operands[0].owner  # pyright: ignore
+    assert fused_op.name == "fuel.attention"
+    if form.startswith("gqa"):  # the kv heads unexpanded
+        assert fused_op.operands[1].type.get_shape()[1] == HKV
     ins = _inputs(m)
     ins32 = {k: v.astype(np.float32) if v.dtype != bool else v for k, v in ins.items()}
     ref64 = Executor(m64).run(ins)["out"]
@@ -113,7 +137,12 @@ def test_exporter_form_fuses_and_keeps_the_unfused_semantics(form: str) -> None:
     b.attributes[PICKED_ATTR] = IntegerAttr(1, i64)
     fused = Executor(m).run(ins32)["out"]
     assert not np.isnan(fused).any() and not np.isnan(unfused).any()
-    if form in ("sdpa", "gqa", "torch_export"):  # -inf in all of query 1: NaN, guarded to 0
+    if form in (
+        "sdpa",
+        "gqa",
+        "gqa_dynamo",
+        "torch_export",
+    ):  # -inf in all of query 1: NaN, guarded to 0
         assert not fused[0, :, 1].any() and not unfused[0, :, 1].any()
     else:  # finfo.min everywhere in query 1: every logit equal, the mean of v
         v = ins32["v"].astype(np.float64)[0]
