@@ -7,8 +7,12 @@ export of a Llama-style block contains), and their builders. See `passes.fused.p
   or rows of a constant or weight table (a decode step's `gather(W, pos)`, a prefill's `W` or
   its row slice). Weight values are read only under `known_weights`; otherwise a weight's halves
   are unknown and the pattern does not match.
-* attention: `softmax(q @ transpose(k) * scale (+ causal mask)) @ v` over rank-4 heads; the
-  mask an inline constant, added (0 kept, <= MASK_FLOOR masked) or selected with `where`; k and
+* attention: `softmax(q @ transpose(k) * scale (+ mask)) @ v` over rank-4 heads, in the forms
+  the exporters write (`passes.fused.attention_forms`: the scale on q, kᵀ or the scores, the
+  post-softmax NaN guard, kᵀ by any transpose). An inline causal constant (added, 0 kept and
+  <= MASK_FLOOR masked, or selected with `where`) becomes `causal`; any other float added to
+  the scores becomes the additive `mask` operand, and `where(b, scores, fill)` the built mask
+  `where(b, 0, fill)`. Without a guard, a mask that may make a row all -inf is not fused. k and
   v optionally expanded from fewer kv heads (HF `repeat_kv`: reshape, broadcast, reshape), which
   becomes grouped-query attention.
 """
