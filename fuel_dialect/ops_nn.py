@@ -346,7 +346,8 @@ class AttentionOp(IRDLOperation, KernelOp):
             raise fail(self, "mask and kv_len are exclusive")
         require_same_elem(self, self.q, self.mask)
         full, m = (q[0], q[1], q[2], k[2]), shape(self.mask)
-        if not 1 <= len(m) <= 4 or broadcast_shapes(m, full) != full:
+        b = broadcast_shapes(m, full)  # a dynamic dim may be anything: only known mismatches
+        if not 1 <= len(m) <= 4 or b is None or any(map(dims_differ, b, full)):
             raise fail(self, f"mask {fmt_shape(m)} does not broadcast to {fmt_shape(full)}")
 
     def kernel_params(self) -> dict[str, Any]:
