@@ -441,7 +441,7 @@ class GraphBuilder:
             props["causal"] = UnitAttr()
         operands = [q, k, v] + ([kv_len] if kv_len is not None else [])
         props["operandSegmentSizes"] = DenseArrayBase.from_list(
-            IntegerAttr(0, 32).type, [1, 1, 1, 1 if kv_len is not None else 0]
+            IntegerAttr(0, 32).type, [1, 1, 1, 1 if kv_len is not None else 0, 0]
         )
         return self._make(nn.AttentionOp, operands, (*sq[:3], sv[3]), dtype_name(q.type), **props)
 

@@ -285,10 +285,18 @@ class AttentionOp(IRDLOperation, KernelOp):
     `q (B, Hq, Sq, D)`, `k (B, Hkv, Sk, D)`, `v (B, Hkv, Sk, Dv)` -> `(B, Hq, Sq, Dv)`, with
     `Hq % Hkv == 0` (query head h reads kv head `h // (Hq / Hkv)`). An optional `kv_len`
     (a 0-d i64 tensor) limits attention to the first `kv_len` keys (a KV cache's live length).
-    `causal` lets query i see key j iff `j <= i + kv_len - Sq` (bottom-right aligned).
+    `causal` lets query i see key j iff `j <= i + kv_len - Sq` (bottom-right aligned). An
+    optional additive `mask` (q's element type, rank 1-4, broadcastable to `(B, Hq, Sq, Sk)`; not
+    with `kv_len`) is added to the scaled scores before the softmax: the logits are
+    `scale * q . k + mask`, rounded in the element type as the unfused graph rounds them.
+    A row whose logits are all -inf (or whose keys are all masked) is zero: what softmax
+    followed by the NaN guard `where(isnan(p), 0, p)` gives (softmax alone gives NaN there).
 
     Example: `%o = fuel.attention %q, %k, %v kv_len(%n : tensor<i64>) causal scale = 0.125
     : tensor<1x8x1x64xf32>, tensor<1x2x128x64xf32>, tensor<1x2x128x64xf32> -> tensor<1x8x1x64xf32>`
+
+    Example: `%o = fuel.attention %q, %k, %v mask(%m : tensor<1x1x16x16xf32>) scale = 0.125
+    : tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32>, tensor<1x8x16x64xf32> -> tensor<1x8x16x64xf32>`
     """
 
     name = "fuel.attention"
@@ -297,13 +305,15 @@ class AttentionOp(IRDLOperation, KernelOp):
     k = operand_def(TensorType)
     v = operand_def(TensorType)
     kv_len = opt_operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
     result = result_def(TensorType)
     causal = opt_prop_def(UnitAttr)
     scale = prop_def(FloatAttr[Float64Type])
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$q `,` $k `,` $v (`kv_len` `(` $kv_len^ `:` type($kv_len) `)`)? (`causal` $causal^)? "
+        "$q `,` $k `,` $v (`kv_len` `(` $kv_len^ `:` type($kv_len) `)`)? "
+        "(`mask` `(` $mask^ `:` type($mask) `)`)? (`causal` $causal^)? "
         "`scale` `=` $scale attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($result)"
     )
 
@@ -327,6 +337,18 @@ class AttentionOp(IRDLOperation, KernelOp):
         require_shape(self, shape(self.result), (q[0], q[1], q[2], v[3]), "result")
         if self.kv_len is not None and (shape(self.kv_len) != () or elem(self.kv_len) != "i64"):
             raise fail(self, f"kv_len must be tensor<i64>, got {self.kv_len.type}")
+        if self.mask is not None:
+            self._verify_mask(q, k)
+
+    def _verify_mask(self, q: tuple[int, ...], k: tuple[int, ...]) -> None:
+        assert self.mask is not None
+        if self.kv_len is not None:
+            raise fail(self, "mask and kv_len are exclusive")
+        require_same_elem(self, self.q, self.mask)
+        full, m = (q[0], q[1], q[2], k[2]), shape(self.mask)
+        b = broadcast_shapes(m, full)  # a dynamic dim may be anything: only known mismatches
+        if not 1 <= len(m) <= 4 or b is None or any(map(dims_differ, b, full)):
+            raise fail(self, f"mask {fmt_shape(m)} does not broadcast to {fmt_shape(full)}")
 
     def kernel_params(self) -> dict[str, Any]:
         return {"causal": self.causal is not None, "scale": float(self.scale.value.data)}

@@ -159,10 +159,12 @@ def _ref_rope(x: np.ndarray, c: np.ndarray, s: np.ndarray, interleaved: bool) ->
     return out
 
 
-def _ref_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, p: Mapping[str, Any]) -> np.ndarray:
+def _ref_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, p: Mapping[str, Any], mask: Any = 0.0
+) -> np.ndarray:
     g = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
-    scores = (q @ k.swapaxes(-1, -2)) * p["scale"]
+    scores = (q @ k.swapaxes(-1, -2)) * p["scale"] + mask
     sq, sk = scores.shape[-2:]
     if p["causal"]:
         scores = np.where(np.arange(sk) <= np.arange(sq)[:, None] + sk - sq, scores, -np.inf)
@@ -195,7 +197,8 @@ NUMPY_REFERENCES: dict[str, _Ref] = {
     "softmax": lambda a, p: _ref_softmax(a[0], p["axis"]),
     "rms_norm": lambda a, p: _ref_norm(a[0], p["eps"], False) * a[1],
     "layer_norm": lambda a, p: _ref_norm(a[0], p["eps"], True) * a[1] + a[2],
-    "attention": lambda a, p: _ref_attention(a[0], a[1], a[2], p),
+    # a fourth operand of rank >= 1 is the additive mask (kv_len is 0-d)
+    "attention": lambda a, p: _ref_attention(*a[:3], p, a[3] if len(a) > 3 and a[3].ndim else 0.0),
     "rope": lambda a, p: _ref_rope(a[0], a[1], a[2], p["interleaved"]),
     "exp": lambda a, p: np.exp(a[0]),
     "log": lambda a, p: np.log(a[0]),

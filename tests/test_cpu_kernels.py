@@ -44,6 +44,7 @@ def expected_keys() -> set[tuple[str, tuple[str, ...]]]:
     for t in F:
         keys |= {("rms_norm", (t, t, t)), ("layer_norm", (t,) * 4), ("rope", (t,) * 4)}
         keys |= {("attention", (t,) * 4), ("attention", (t, t, t, "i64", t))}
+        keys |= {("attention", (t,) * 5)}  # the additive-mask form
         keys |= {("matmul_bias_act", (t,) * 4), ("gated_mlp", (t,) * 5)}
     for op in ("reshape", "transpose", "broadcast", "slice", "concat"):
         keys |= {(op, (t, t)) for t in ALL}
@@ -76,7 +77,7 @@ def test_registered_keys_are_exactly_the_documented_ones() -> None:
     assert got - expected_keys() == set(), "registered but undocumented"
     assert expected_keys() - got == set(), "documented but missing"
     numpy_entries = [k for k, e in TABLE.iter_entries() if e.kernel_source == "numpy"]
-    assert len(numpy_entries) == TABLE.key_count() == 386  # exactly one numpy sibling per key
+    assert len(numpy_entries) == TABLE.key_count() == 390  # exactly one numpy sibling per key
 
 
 def test_global_table_holds_the_cpu_kernels() -> None:
@@ -97,6 +98,7 @@ VENDOR_FIRST = (
         ("gated_mlp", ("f32",) * 5),
         ("attention", ("f32",) * 4),
         ("attention", ("f32", "f32", "f32", "i64", "f32")),
+        ("attention", ("f32",) * 5),
     }
     if importlib.util.find_spec("torch")
     else set()

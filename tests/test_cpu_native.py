@@ -314,12 +314,18 @@ def test_registered_after_numpy_with_the_c_source_in_the_revision() -> None:
 
 
 def attention64(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_len: int, causal: bool, scale: float
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    kv_len: int,
+    causal: bool,
+    scale: float,
+    mask: np.ndarray | float = 0.0,
 ) -> np.ndarray:
-    """float64 reference of fuel.attention (GQA by repeating kv heads)."""
+    """float64 reference of fuel.attention (GQA by repeating kv heads; `mask` additive)."""
     g = q.shape[1] // k.shape[1]
     k, v = (np.repeat(a.astype(np.float64), g, axis=1) for a in (k, v))
-    s = q.astype(np.float64) @ k.swapaxes(-1, -2) * scale
+    s = q.astype(np.float64) @ k.swapaxes(-1, -2) * scale + mask
     sq, sk = s.shape[-2:]
     j, i = np.arange(sk)[None, :], np.arange(sq)[:, None]
     valid = (j < kv_len) & ((j <= i + kv_len - sq) if causal else True)
@@ -449,3 +455,38 @@ def test_a_broken_compiler_is_a_clear_error(
     monkeypatch.setattr(native, "_LIB", [])
     with pytest.raises(CodegenError, match="(?s)C compile failed.*FUEL_NATIVE=0"):
         native.library()
+
+
+def additive_mask(g: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """0, moderate negatives and -inf; the first query row all -inf where there are rows."""
+    m = np.where(g.random(shape) < 0.3, -np.inf, g.uniform(-3, 0, shape)).astype(F32)
+    if len(shape) >= 2 and shape[-2] > 1:
+        m[..., 0, :] = -np.inf
+    return m
+
+
+@pytest.mark.parametrize(
+    ("b", "hq", "hkv", "sq", "sk", "mshape", "causal"),
+    [
+        (1, 8, 2, 64, 64, (1, 1, 64, 64), True),  # prefill, mask over batch and heads
+        (2, 4, 2, 5, 40, (2, 4, 5, 40), False),  # a mask per head
+        (1, 8, 8, 1, 700, (1, 1, 1, 700), False),  # decode over three splits
+        (2, 4, 1, 3, 9, (9,), False),  # a key mask only
+    ],
+)
+def test_attention_mask_against_float64(
+    b: int, hq: int, hkv: int, sq: int, sk: int, mshape: tuple[int, ...], causal: bool
+) -> None:
+    """The additive mask operand, added to the scaled scores (read in place by strides); rows
+    all -inf are zeros; as float64 would, to 1e-6 normwise."""
+    g = rng(11)
+    q = g.standard_normal((b, hq, sq, 32)).astype(F32)
+    k, v = (g.standard_normal((b, hkv, sk, 32)).astype(F32) for _ in range(2))
+    mask = additive_mask(g, mshape)
+    params = {"scale": 0.125, "causal": causal}
+    out = np.full((b, hq, sq, 32), np.nan, F32)
+    nk._attention_native(False, with_mask=True)([q, k, v, mask], [out], params)
+    ref = attention64(q, k, v, sk, causal, 0.125, mask.astype(np.float64))
+    assert normwise(out, ref) < 1e-6
+    if len(mshape) >= 2 and sq > 1:
+        assert not out[:, :, 0].any()  # the all -inf row

@@ -235,3 +235,26 @@ def test_attention_reads_bshd_views_bitwise(t: str) -> None:
     k, v = randn(t, (2, 2, 3, 8), 17), randn(t, (2, 2, 3, 8), 18)
     dense = attn(t, np.ascontiguousarray(q), k, v, causal=True)
     assert attn(t, q, k, v, causal=True).tobytes() == dense.tobytes()
+
+
+@pytest.mark.parametrize("t", F)
+def test_attention_mask_is_added_to_the_scaled_scores(t: str) -> None:
+    """The mask operand: 0 keeps, -inf masks (a row all -inf is zero, as the NaN guard makes
+    it), finite values shift; the same as the scores shifted by hand."""
+    q, k, v = randn(t, (1, 4, 3, 8), 19), randn(t, (1, 2, 5, 8), 20), randn(t, (1, 2, 5, 4), 21)
+    mask = np.zeros((1, 1, 3, 5))
+    mask[0, 0, 0] = -np.inf  # query 0: no key
+    mask[0, 0, 1, 2:] = -np.inf  # query 1: keys 0 and 1
+    mask[0, 0, 2] = [0.0, -1.0, 0.0, -2.0, 0.0]
+    ins = [q, k, v, mask.astype(NUMPY_DTYPES[t])]
+    params = {"causal": False, "scale": 0.5}
+    got = run("attention", (t,) * 5, ins, (1, 4, 3, 4), params).astype(np.float64)
+    assert not got[0, :, 0].any()
+    two = attn(t, q[:, :, 1:2], k[:, :, :2], v[:, :, :2], False)  # query 1 over its 2 keys
+    q64, k64, v64 = (a.astype(np.float64)[0] for a in (q, k, v))
+    s = np.einsum("hd,hkd->hk", q64[:, 2], np.repeat(k64, 2, 0)) * 0.5 + mask[0, 0, 2]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("hk,hkd->hd", p / p.sum(-1, keepdims=True), np.repeat(v64, 2, 0))
+    tol = 1e-6 if t in ("f32", "f64") else 2e-2
+    np.testing.assert_allclose(got[0, :, 1], two[0, :, 0], rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[0, :, 2], ref, rtol=tol, atol=tol)

@@ -548,20 +548,22 @@ def cases_rope(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     return out
 
 
-def attention_reference(q, k, v, kv_len: int, causal: bool, scale: float) -> np.ndarray:
-    """Straightforward float64 SDPA: a loop over batch and query heads."""
+def attention_reference(q, k, v, kv_len: int, causal: bool, scale: float, mask=None) -> np.ndarray:
+    """Straightforward float64 SDPA: a loop over batch and query heads; `mask` additive."""
     q, k, v = _f64(q), _f64(k), _f64(v)
     bsz, hq, sq, _ = q.shape
     hkv, sk = k.shape[1], k.shape[2]
+    m = np.broadcast_to(0.0 if mask is None else _f64(mask), (bsz, hq, sq, sk))
     out = np.zeros((bsz, hq, sq, v.shape[-1]))
     for bi in range(bsz):
         for h in range(hq):
             kh, vh = k[bi, h // (hq // hkv)], v[bi, h // (hq // hkv)]
             for i in range(sq):
                 keys = [j for j in range(min(kv_len, sk)) if not causal or j <= i + kv_len - sq]
+                keys = [j for j in keys if m[bi, h, i, j] > -np.inf]
                 if not keys:
                     continue
-                s = np.array([q[bi, h, i] @ kh[j] * scale for j in keys])
+                s = np.array([q[bi, h, i] @ kh[j] * scale + m[bi, h, i, j] for j in keys])
                 p = np.exp(s - s.max())
                 out[bi, h, i] = (p / p.sum()) @ vh[keys]
     return out
@@ -572,6 +574,19 @@ def cases_attention(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     rng = np.random.default_rng(14)
     out = []
     variants = ((3, True, 6), (3, False, 4), (1, True, 5), (4, True, 2), (2, True, 0))
+    if len(dtypes) == 5 and dtypes[3] != "i64":  # the additive mask: 0, -1, -inf, a row all -inf
+        for sq, causal in ((3, True), (4, False)):
+            q, k = _floats(t, (2, 4, sq, 8), rng), _floats(t, (2, 2, 6, 8), rng)
+            v = _floats(t, (2, 2, 6, 5), rng)
+            mask = rng.choice(np.array([0.0, -1.0, -np.inf]), (2, 1, sq, 6))
+            mask[:, :, 0] = -np.inf
+            mask = mask.astype(NUMPY_DTYPES[t])
+            ref = attention_reference(q, k, v, 6, causal, 0.35, mask)
+            scale = np.full(ref.shape, np.abs(_f64(v)).max())
+            out.append(
+                Case([q, k, v, mask], {"causal": causal, "scale": 0.35}, ref.shape, ref, scale)
+            )
+        return out
     for sq, causal, kv_len in variants:
         q, k = _floats(t, (2, 4, sq, 8), rng), _floats(t, (2, 2, 6, 8), rng)
         v = _floats(t, (2, 2, 6, 5), rng)

@@ -7,8 +7,12 @@ export of a Llama-style block contains), and their builders. See `passes.fused.p
   or rows of a constant or weight table (a decode step's `gather(W, pos)`, a prefill's `W` or
   its row slice). Weight values are read only under `known_weights`; otherwise a weight's halves
   are unknown and the pattern does not match.
-* attention: `softmax(q @ transpose(k) * scale (+ causal mask)) @ v` over rank-4 heads; the
-  mask an inline constant, added (0 kept, <= MASK_FLOOR masked) or selected with `where`; k and
+* attention: `softmax(q @ transpose(k) * scale (+ mask)) @ v` over rank-4 heads, in the forms
+  the exporters write (`passes.fused.attention_forms`: the scale on q, kᵀ or the scores, the
+  post-softmax NaN guard, kᵀ by any transpose). An inline causal constant (added, 0 kept and
+  <= MASK_FLOOR masked, or selected with `where`) becomes `causal`; any other float added to
+  the scores becomes the additive `mask` operand, and `where(b, scores, fill)` the built mask
+  `where(b, 0, fill)`. Without a guard, a mask that may make a row all -inf is not fused. k and
   v optionally expanded from fewer kv heads (HF `repeat_kv`: reshape, broadcast, reshape), which
   becomes grouped-query attention.
 """
@@ -29,7 +33,7 @@ from xdsl.dialects.builtin import (
     f64,
     i64,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 
 from fuel_dialect.dtypes import dtype_name, shape_of, tensor_type
 from fuel_dialect.ops_elementwise import AddOp, CosOp, DivOp, MulOp, NegOp, SinOp, WhereOp
@@ -43,6 +47,7 @@ from fuel_dialect.ops_movement import (
     TransposeOp,
 )
 from fuel_dialect.ops_nn import AttentionOp, MatmulOp, RopeOp, SoftmaxOp
+from passes.fused import attention_forms as forms
 from passes.fused.patterns import (
     FusedMatch,
     constant_array,
@@ -51,7 +56,6 @@ from passes.fused.patterns import (
     known_array,
     match_softmax,
     producer,
-    scalar_constant,
 )
 
 MASK_FLOOR = -1.0e4
@@ -203,42 +207,50 @@ def _plane(arr: np.ndarray | None, sq: int, sk: int) -> np.ndarray | None:
     return arr.reshape(sq, sk)
 
 
-def _mask(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], bool] | None:
-    """Look through a causal mask defining `v` -> (scores, ops, causal); None: a non-causal
-    mask (not fuel.attention's)."""
+Masked = tuple[SSAValue, tuple[Operation, ...], bool, Any]
+"""(scores, ops, causal, mask): mask None, ("value", m) an additive mask operand, or ("where",
+b, fill) the additive mask `where(b, 0, fill)` to build."""
+
+
+def _mask(v: SSAValue) -> Masked | None:
+    """Look through the mask of the logits `v` (see `attention_forms`): a constant causal plane
+    becomes `causal`; None: an add or where that is no mask of attention's."""
     sq, sk = shape_of(v.type)[-2:]
     if (add := producer(v, AddOp)) is not None:
 
         def split(s_v: SSAValue, m_v: SSAValue) -> Any:
-            arr = _plane(constant_array(m_v), sq, sk)
-            if arr is None or s_v.type != v.type or not ((arr == 0) | (arr <= MASK_FLOOR)).all():
+            if s_v.type != v.type:
                 return None
-            return (s_v, (add,), True) if np.array_equal(arr == 0, causal_keep(sq, sk)) else None
+            arr = _plane(constant_array(m_v), sq, sk)
+            if arr is not None and ((arr == 0) | (arr <= MASK_FLOOR)).all():
+                if np.array_equal(arr == 0, causal_keep(sq, sk)):
+                    return (s_v, (add,), True, None)
+            ok = forms.additive_mask(m_v, v) and not _derived(m_v, s_v)
+            return (s_v, (add,), False, ("value", m_v)) if ok else None
 
         return either(add, split)
     if (w := producer(v, WhereOp)) is not None:
-        keep, fill = _plane(constant_array(w.cond), sq, sk), scalar_constant(w.rhs)
-        if keep is None or fill is None or fill > MASK_FLOOR or w.lhs.type != v.type:
+        fill = forms.where_fill(w, MASK_FLOOR)
+        if fill is None or w.lhs.type != v.type:
             return None
-        return (w.lhs, (w,), True) if np.array_equal(keep != 0, causal_keep(sq, sk)) else None
-    return v, (), False
+        keep = _plane(constant_array(w.cond), sq, sk)
+        if keep is not None and np.array_equal(keep != 0, causal_keep(sq, sk)):
+            return (w.lhs, (w,), True, None)
+        cs = shape_of(w.cond.type)
+        if not 1 <= len(cs) <= 4 or _derived(w.cond, w.lhs):
+            return None
+        return (w.lhs, (w,), False, ("where", w.cond, fill))
+    return v, (), False, None
 
 
-def _scale(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], float]:
-    """Look through a scalar scale of `v` (mul by c, or div by c) -> (scores, ops, scale)."""
-    mul, div = producer(v, MulOp), producer(v, DivOp)
-    found = either(
-        mul,
-        lambda s, c: (
-            (s, (mul,), scalar_constant(c))
-            if scalar_constant(c) is not None and s.type == v.type
-            else None
-        ),
-    )
-    if found is not None:
-        return found
-    c = scalar_constant(div.rhs) if div is not None and div.lhs.type == v.type else None
-    return (div.lhs, (div,), 1.0 / c) if c else (v, (), 1.0)
+def _derived(m: SSAValue, s: SSAValue, depth: int = 8) -> bool:
+    """Whether `m` is (within `depth` producers) computed from `s`: such a mask depends on
+    the scores themselves and is no mask."""
+    if m == s:
+        return True
+    if depth == 0 or not isinstance(m, OpResult):
+        return False
+    return any(_derived(o, s, depth - 1) for o in m.owner.operands)
 
 
 def _kv_heads(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
@@ -270,37 +282,83 @@ def _softmax(p: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
 
 
 def match_attention(root: Operation) -> FusedMatch | None:
-    """matmul(softmax(mask(scale(matmul(q, transpose(k))))), v), rank-4 heads."""
+    """matmul(guard(softmax(mask(scale(matmul(scale(q), scale(transpose(k))))))), v), rank-4
+    heads; each part in any of its exporter forms (`passes.fused.attention_forms`)."""
     if not isinstance(root, MatmulOp) or len(shape_of(root.result.type)) != 4:
         return None
-    sm = _softmax(root.lhs)
+    if not is_float(root.result):
+        return None
+    p, guard_ops = forms.nan_guard(root.lhs)
+    sm = _softmax(p)
     masked = _mask(sm[0]) if sm is not None else None
     if sm is None or masked is None:
         return None
-    scores, scale_ops, scale = _scale(masked[0])
+    scores, scale_ops, scale = forms.scaled(masked[0])
     qk = producer(scores, MatmulOp)
-    kt = producer(qk.rhs, TransposeOp) if qk is not None else None
-    if kt is None or kt.kernel_params()["perm"] != (0, 1, 3, 2) or not is_float(root.result):
+    kt = forms.key(qk.rhs) if qk is not None else None
+    if kt is None:
         return None
-    (k, k_ops), (v, v_ops), q = _kv_heads(kt.input), _kv_heads(root.rhs), qk.lhs
-    qs, ks, vs = shape_of(q.type), shape_of(k.type), shape_of(v.type)
+    q, q_ops, q_scale = forms.scaled(qk.lhs)
+    kx, kt_ops, perm, k_scale = kt
+    (k, k_ops) = _kv_heads(kx) if perm is None else (kx, ())
+    (v, v_ops), mask = _kv_heads(root.rhs), masked[3]
+    qs, vs = shape_of(q.type), shape_of(v.type)
+    ks = shape_of(k.type) if perm is None else tuple(shape_of(k.type)[i] for i in perm)
     if len(qs) != 4 or ks[:3] != vs[:3] or qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % ks[1]:
         return None
-    if masked[2] and ks[2] < qs[2]:
-        return None  # rows with no visible key: the decomposition and the kernel disagree
-    ops = (*k_ops, kt, qk, *scale_ops, *masked[1], *sm[1], *v_ops, root)
-    return FusedMatch(root, ops, (q, k, v), {"scale": scale, "causal": masked[2]})
+    if not guard_ops and not _no_empty_rows(masked, qs[2], ks[2]):
+        return None  # a row of all -inf: softmax gives NaN there, the kernel zeros
+    ops = (*k_ops, *kt_ops, *q_ops, qk, *scale_ops, *masked[1], *sm[1], *guard_ops, *v_ops, root)
+    inputs = (q, k, v) if mask is None or mask[0] != "value" else (q, k, v, mask[1])
+    params = {"scale": scale * q_scale * k_scale, "causal": masked[2], "perm": perm}
+    return FusedMatch(root, ops, inputs, {**params, "mask": mask})
+
+
+def _no_empty_rows(masked: Masked, sq: int, sk: int) -> bool:
+    """Without a NaN guard: no row of logits can be all -inf (the kernel zeros such a row,
+    softmax makes it NaN)."""
+    causal, mask = masked[2], masked[3]
+    if causal and sk < sq:
+        return False
+    if mask is None:
+        return True
+    if mask[0] == "where":
+        return mask[2] != -math.inf
+    return forms.never_neg_inf(mask[1])
 
 
 def build_attention(m: FusedMatch) -> Sequence[Operation]:
-    props: dict[str, Any] = {
+    q, k, v = m.inputs[:3]
+    ops: list[Operation] = []
+    if (perm := m.params["perm"]) is not None:
+        ks = shape_of(k.type)
+        kt = tensor_type(tuple(ks[i] for i in perm), dtype_name(k.type))
+        props = {"perm": DenseArrayBase.from_list(i64, list(perm))}
+        ops.append(TransposeOp.create(operands=[k], result_types=[kt], properties=props))
+        k = ops[-1].results[0]
+    operands = [q, k, v]
+    mask = m.params["mask"]
+    if mask is not None and mask[0] == "value":
+        operands.append(m.inputs[3])
+    elif mask is not None:
+        ops.extend(_where_mask(mask[1], mask[2], q))
+        operands.append(ops[-1].results[0])
+    segments = [1, 1, 1, 0, 1 if len(operands) == 4 else 0]
+    attrs: dict[str, Any] = {
         "scale": FloatAttr(m.params["scale"], f64),
-        "operandSegmentSizes": DenseArrayBase.from_list(IntegerAttr(0, 32).type, [1, 1, 1, 0]),
+        "operandSegmentSizes": DenseArrayBase.from_list(IntegerAttr(0, 32).type, segments),
     }
     if m.params["causal"]:
-        props["causal"] = UnitAttr()
-    return [
-        AttentionOp.create(
-            operands=list(m.inputs), result_types=[m.root.results[0].type], properties=props
-        )
-    ]
+        attrs["causal"] = UnitAttr()
+    result = [m.root.results[0].type]
+    return [*ops, AttentionOp.create(operands=operands, result_types=result, properties=attrs)]
+
+
+def _where_mask(b: SSAValue, fill: float, q: SSAValue) -> list[Operation]:
+    """`where(b, 0, fill)` in q's element type: the additive form of a boolean mask."""
+    scalar = tensor_type((), dtype_name(q.type))
+    zero = ConstantOp(DenseIntOrFPElementsAttr.from_list(scalar, [0.0]))
+    low = ConstantOp(DenseIntOrFPElementsAttr.from_list(scalar, [fill]))
+    out = tensor_type(shape_of(b.type), dtype_name(q.type))
+    where = WhereOp.create(operands=[b, zero.result, low.result], result_types=[out])
+    return [zero, low, where]

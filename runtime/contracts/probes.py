@@ -321,10 +321,22 @@ def rope(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
     ]
 
 
+def _attention_mask(t: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """An additive mask: 0, moderate negatives and -inf, with one row fully -inf (zeros out)."""
+    keep = rng.uniform(-3, 0, shape) * (rng.random(shape) < 0.5)
+    m = np.where(rng.random(shape) < 0.3, -np.inf, keep)
+    if m.ndim >= 2 and shape[-2] > 1:
+        m[..., 0, :] = -np.inf
+    return m.astype(NUMPY_DTYPES[t])
+
+
 def attention(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
-    """Grouped-query (4 query heads on 2 kv heads), causal or not, kv_len down to 0."""
+    """Grouped-query (4 query heads on 2 kv heads), causal or not, kv_len down to 0; the mask
+    key form: an additive mask broadcast over heads, or per head."""
     t = dtypes[0]
     rng = np.random.default_rng(1010)
+    if len(dtypes) == 5 and dtypes[3] != "i64":
+        return _masked_attention(t, rng)
     out = []
     for sq, causal, kv_len in (
         (3, True, 6),
@@ -346,6 +358,24 @@ def attention(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
         extra = [np.array(kv_len, np.int64)] if len(dtypes) == 5 else []
         params = {"causal": causal, "scale": 0.35}
         out.append(Probe([q, k, v, *extra], (1, 4, 1, 5), t, params, f"decode {causal} {kv_len}"))
+    return out
+
+
+def _masked_attention(t: str, rng: np.random.Generator) -> list[Probe]:
+    out = []
+    for sq, sk, causal, mshape in (
+        (3, 6, True, (2, 1, 3, 6)),
+        (4, 6, False, (2, 4, 4, 6)),
+        (3, 3, False, (3,)),
+        (1, 600, False, (1, 1, 1, 600)),
+    ):
+        b = 1 if sk == 600 else 2
+        q, k = _normal(t, (b, 4, sq, 8), rng), _normal(t, (b, 2, sk, 8), rng)
+        v = _normal(t, (b, 2, sk, 5), rng)
+        mask = _attention_mask(t, mshape, rng)
+        params = {"causal": causal, "scale": 0.35}
+        desc = f"mask {mshape} sq={sq} sk={sk} {causal}"
+        out.append(Probe([q, k, v, mask], (b, 4, sq, 5), t, params, desc))
     return out
 
 

@@ -99,15 +99,19 @@ def _softmax_rows(s: np.ndarray) -> np.ndarray:
 
 def _attention(a: Sequence[np.ndarray], p: Mapping[str, Any]) -> np.ndarray:
     """Grouped-query SDPA with the optional `kv_len` operand (keys j >= kv_len masked, causal
-    keeps j <= i + kv_len - Sq, kv_len clamped to [0, Sk]; a row with no key is zero)."""
+    keeps j <= i + kv_len - Sq, kv_len clamped to [0, Sk]) or additive `mask` operand (added to
+    the scaled scores); a row with no key (every logit -inf) is zero."""
     q, k, v = a[:3]
     sq, sk = q.shape[2], k.shape[2]
-    kv_len = min(max(int(a[3]), 0), sk) if len(a) == 4 else sk
+    extra = a[3] if len(a) == 4 else None
+    with_kv_len = extra is not None and np.ndim(extra) == 0  # a mask has rank 1..4
+    kv_len = min(max(int(extra), 0), sk) if with_kv_len else sk  # type: ignore[arg-type]
+    mask = 0.0 if extra is None or with_kv_len else extra
     g = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
     j, i = np.arange(sk), np.arange(sq)[:, None]
     valid = (j < kv_len) & ((j <= i + kv_len - sq) if p["causal"] else True)
-    scores = np.where(valid, (q @ k.swapaxes(-1, -2)) * p["scale"], -np.inf)
+    scores = np.where(valid, (q @ k.swapaxes(-1, -2)) * p["scale"] + mask, -np.inf)
     return _softmax_rows(scores) @ v
 
 

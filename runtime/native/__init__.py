@@ -145,7 +145,10 @@ _SIGNATURES = {
     "fuel_native_program": ([_F, _L], _L),
     "fuel_native_flash_splits": ([_L], _L),
     "fuel_native_flash_decode": ([_F] * 5 + [_L] * 7 + [ctypes.c_double], None),
-    "fuel_native_flash_attention": ([_F] * 5 + [_L] * 8 + [ctypes.c_int, ctypes.c_double], None),
+    "fuel_native_flash_attention": (
+        [_F] * 5 + [_L] * 8 + [ctypes.c_int, ctypes.c_double, _F, _F],
+        None,
+    ),
     "fuel_native_gemm_isa": ([], ctypes.c_int),
     "fuel_native_packed_floats": ([_L, _L], _L),
     "fuel_native_pack": ([_F, _F, _L, _L], None),
@@ -156,7 +159,7 @@ _SIGNATURES = {
     "fuel_native_gated_packed": ([_F] * 7 + [_L] * 4 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_attention_gemm": (
-        [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double],
+        [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double, _F, _F],
         ctypes.c_int,
     ),
 }

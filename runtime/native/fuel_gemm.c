@@ -568,6 +568,9 @@ typedef struct {
   const long *live; /* keys row r reads */
   long m, n;
   float scale;
+  const float *mask; /* additive, or 0: row r's at mask + mrow[r], key j's at + j mj */
+  const long *mrow;
+  long mj;
 } softmax_args;
 
 /* p[j] = exp(p[j] - mx) (p: the row's scaled scores, f32) rounded to f32 for j < n (below
@@ -600,8 +603,10 @@ static void softmax_chunk(void *q, long chunk) {
     float *s = a->s + r * a->n;
     long live = a->live[r];
     double mx = -INFINITY;
+    const float *mr = a->mask ? a->mask + a->mrow[r] : 0;
     for (long j = 0; j < live; j++) {
-      s[j] *= a->scale; /* the flash kernel's f32 product */
+      s[j] *= a->scale; /* the flash kernel's f32 product (and f32 mask sum) */
+      if (mr) s[j] += mr[j * a->mj];
       if ((double)s[j] > mx) mx = s[j];
     }
     if (mx == -INFINITY) live = 0; /* no live key, or every score NaN / -inf: adds nothing */
@@ -617,13 +622,14 @@ static long att_scratch_len;
  * clamped to [0, sk] by the caller. 0, or -1 when out of memory. */
 int fuel_native_attention_gemm(const float *q, const float *k, const float *v, float *out,
                                long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
-                               long kv_len, int causal, double scale) {
+                               long kv_len, int causal, double scale, const float *mask,
+                               const long *ms) {
   const long g = hq / hkv, m = g * sq, n = kv_len;
   const long kfloats = fuel_native_packed_floats(d, n), sfloats = m * n;
   int rc = 0;
   pthread_mutex_lock(&call_mu);
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 4 * m + 2) : 0;
+  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 6 * m + 2) : 0;
   if (n && !kp) rc = -1;
   for (long grp = 0; grp < bsz * hkv && !rc; grp++) {
     const long b = grp / hkv, kvh = grp % hkv;
@@ -636,7 +642,11 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
     float *s = kp + kfloats;
     double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
     long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
-    for (long r = 0; r < m; r++) live[r] = live_keys(r % sq, sq, kv_len, causal);
+    long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
+    for (long r = 0; r < m; r++) {
+      live[r] = live_keys(r % sq, sq, kv_len, causal);
+      if (mask) mrow[r] = b * ms[0] + (kvh * g + r / sq) * ms[1] + r % sq * ms[2];
+    }
     const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
     for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
       for (long i = 0; i < d; i++)
@@ -646,7 +656,7 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
       rc = -1;
       break;
     }
-    softmax_args sa = {s, l, live, m, n, (float)scale};
+    softmax_args sa = {s, l, live, m, n, (float)scale, mask, mrow, mask ? ms[3] : 0};
     parallel_for(softmax_chunk, &sa, (m + 15) / 16);
     if (gemm_limited_locked(s, vb, 0, 0, og, m, n, dv, 0, live, 1)) {
       rc = -1;

@@ -485,9 +485,11 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
  * the group,
  * its partial max m, sum of exponentials l = sum exp(s - m) and weighted values
  * o = sum exp(s - m) v; a reduction pass then combines the splits with w = exp(m - max m):
- * out = sum w o / sum w l. Each q . k in f32 over 8 lanes (`dot_f32`) times scale in f32; the
- * exponentials and sums in double, rounded once. kv_len 0: zeros. The splits depend only on
- * kv_len, so the bits do not depend on the thread count. */
+ * out = sum w o / sum w l. Each q . k in f32 over 8 lanes (`dot_f32`) times scale in f32, plus
+ * the additive mask in f32 when there is one (mask[b ms[0] + h ms[1] + i ms[2] + j ms[3]], the
+ * strides 0 where it broadcasts); the exponentials and sums in double, rounded once. kv_len 0,
+ * or every logit -inf: zeros. The splits depend only on kv_len, so the bits do not depend on
+ * the thread count. */
 #define SPLIT_KEYS 256
 
 typedef struct {
@@ -497,6 +499,8 @@ typedef struct {
   int causal;
   float scale;
   double *part; /* per (query row, split): m, l, o[dv] */
+  const float *mask; /* additive, or 0 */
+  const long *ms;    /* its element strides over (b, h, i, j) */
 } flash_args;
 
 /* a . b in f32 over 8 lanes (lane l sums the terms i = l mod 8 in order), the lanes then
@@ -550,8 +554,12 @@ static void flash_chunk(void *p, long chunk) {
     const float *qr = a->q + row * a->d;
     double *part = a->part + (row * a->splits + split) * stride, *o = part + 2;
     double m = -INFINITY, l = 0.0;
+    const float *mr = a->mask ? a->mask + b * a->ms[0] + (kvh * g + r) * a->ms[1] + i * a->ms[2]
+                              : 0;
     for (long j = j0; j < j1; j++) {
-      s[j - j0] = (double)(dot_f32(qr, kb + j * a->d, a->d) * a->scale);
+      float x = dot_f32(qr, kb + j * a->d, a->d) * a->scale;
+      if (mr) x = x + mr[j * a->ms[3]];
+      s[j - j0] = (double)x;
       if (s[j - j0] > m) m = s[j - j0];
     }
     for (long c = 0; c < a->dv; c++) o[c] = 0.0;
@@ -598,10 +606,11 @@ long fuel_native_flash_splits(long kv_len) {
 
 void fuel_native_flash_attention(const float *q, const float *k, const float *v, float *out,
                                  double *part, long bsz, long hq, long hkv, long sq, long sk,
-                                 long d, long dv, long kv_len, int causal, double scale) {
+                                 long d, long dv, long kv_len, int causal, double scale,
+                                 const float *mask, const long *ms) {
   long splits = fuel_native_flash_splits(kv_len);
   flash_args a = {q, k, v, out, hq, hkv, sq, sk, d, dv, kv_len, splits, causal, (float)scale,
-                  part};
+                  part, mask, ms};
   long chunks = bsz * hkv * sq * splits, work = bsz * hq * sq * kv_len * (d + dv) * 4;
   pthread_mutex_lock(&call_mu);
   if (work < PARALLEL_BYTES)
@@ -616,7 +625,8 @@ void fuel_native_flash_attention(const float *q, const float *k, const float *v,
 void fuel_native_flash_decode(const float *q, const float *k, const float *v, float *out,
                               double *part, long bsz, long hq, long hkv, long sk, long d,
                               long dv, long kv_len, double scale) {
-  fuel_native_flash_attention(q, k, v, out, part, bsz, hq, hkv, 1, sk, d, dv, kv_len, 0, scale);
+  fuel_native_flash_attention(q, k, v, out, part, bsz, hq, hkv, 1, sk, d, dv, kv_len, 0, scale,
+                              0, 0);
 }
 
 /* -- rope --------------------------------------------------------------------------------- */

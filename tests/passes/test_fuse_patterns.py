@@ -249,7 +249,8 @@ def test_attention_is_claimed_whole_not_as_its_softmax() -> None:
     found = find_matches(build("attention/primitive").op, default_fused_registry())
     assert [e.name for e, _, _ in found] == ["attention"]
     (_, match, arm) = found[0]
-    assert match.params == {"scale": pytest.approx(1 / np.sqrt(HD)), "causal": False}
+    want = {"scale": pytest.approx(1 / np.sqrt(HD)), "causal": False, "perm": None, "mask": None}
+    assert match.params == want
     assert [op.name for op in arm] == ["fuel.attention"]
 
 

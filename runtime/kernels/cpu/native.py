@@ -336,26 +336,53 @@ def _flash_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) ->
     )
 
 
-def _attention_native(with_kv_len: bool) -> Kernel:
+def _mask_view(mask: np.ndarray, full: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """An additive mask as contiguous f32 data and its element strides over `full` (B, Hq, Sq,
+    Sk), 0 along the dims it broadcasts over (the C kernels read it in place)."""
+    data = np.ascontiguousarray(mask, dtype=F32)
+    view = np.broadcast_to(data, full)
+    return data, np.array([st // F32.itemsize for st in view.strides], np.int64)
+
+
+def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
     def attention_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-        """Every query over its live keys (causal: numpy's mask), f32 in C: one query per head
-        on the flash kernel (split-KV, f64 sums), more on the packed GEMM (scores, then the
-        weights times V; `fuel_native_attention_gemm`)."""
+        """Every query over its live keys (causal: numpy's mask; an additive mask added to the
+        scaled scores in f32), f32 in C: one query per head on the flash kernel (split-KV, f64
+        sums), more on the packed GEMM (scores, then the weights times V;
+        `fuel_native_attention_gemm`)."""
         q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
         (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
         lib, out = native.library(), outputs[0]
         y = out if _writable(out) else np.empty(out.shape, F32)
         p, causal, scale = native.ptr, int(bool(params["causal"])), float(params["scale"])
+        mask, ms = _mask_view(inputs[3], (bsz, hq, sq, sk)) if with_mask else (None, None)
+        mp, msp = (p(mask), p(ms)) if mask is not None and ms is not None else (None, None)
         if sq > 1:
             if lib.fuel_native_attention_gemm(
-                p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale
+                p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale, mp, msp
             ):
                 raise MemoryError("fuel native attention: out of memory for its scores")
         else:
             part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2))
             lib.fuel_native_flash_attention(
-                p(q), p(k), p(v), p(y), p(part), bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale
+                p(q),
+                p(k),
+                p(v),
+                p(y),
+                p(part),
+                bsz,
+                hq,
+                hkv,
+                sq,
+                sk,
+                d,
+                dv,
+                kv_len,
+                causal,
+                scale,
+                mp,
+                msp,
             )
         if y is not out:
             store(out, y)
@@ -775,6 +802,17 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
             source=NATIVE,
             code=code,
         )
+    add(
+        table,
+        "attention",
+        (t,) * 5,
+        _attention_native(False, with_mask=True),
+        attn,
+        _attention_cost,
+        also=(_writable, _mask_view),
+        source=NATIVE,
+        code=code,
+    )
 
 
 __all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "pack", "register_native"]

@@ -8,11 +8,13 @@
   rotate_half) pairs x[..., i] with x[..., i + D/2]; interleaved (GPT-J/Meta) pairs x[..., 2i]
   with x[..., 2i + 1]; each pair (a, b) becomes (a cos - b sin, b cos + a sin). f32/f16/bf16
   compute in f64, where both products are exact and the difference is rounded once: faithful.
-* attention (q, k, v[, kv_len]; causal, scale): grouped-query SDPA. q (B, Hq, Sq, D),
+* attention (q, k, v[, kv_len | mask]; causal, scale): grouped-query SDPA. q (B, Hq, Sq, D),
   k (B, Hkv, Sk, D), v (B, Hkv, Sk, Dv); query head h reads kv head h // (Hq / Hkv). Keys
-  j >= kv_len are masked; causal keeps j <= i + kv_len - Sq (bottom-right aligned). A row with
-  no valid key is zero. Computes in f32 (f64 for f64) with a max-subtracted softmax; the query
-  groups of one kv head are stacked into one matmul, so there is no loop over heads.
+  j >= kv_len are masked; causal keeps j <= i + kv_len - Sq (bottom-right aligned). An additive
+  `mask` (broadcastable to (B, Hq, Sq, Sk)) is added to the scaled scores in the compute dtype.
+  A row with no valid key (every logit -inf) is zero. Computes in f32 (f64 for f64) with a
+  max-subtracted softmax; the query groups of one kv head are stacked into one matmul, so there
+  is no loop over heads.
 
 Inputs are made C-contiguous (or widened) before any accumulation, so results do not depend on
 the input strides.
@@ -121,9 +123,11 @@ def _sdpa(
     kv_len: int,
     params: Params,
     mm: Callable[..., np.ndarray] = np.matmul,
+    add_mask: np.ndarray | None = None,
 ) -> np.ndarray:
     """(B, Hq, Sq, Dv) attention in the dtype of q (f32 or f64); see the module docstring. `mm`
-    computes the two batched products (numpy's BLAS, or torch's for the torch-blas sibling)."""
+    computes the two batched products (numpy's BLAS, or torch's for the torch-blas sibling);
+    `add_mask` is the additive mask in q's dtype."""
     bsz, hq, sq, d = q.shape
     hkv, sk = k.shape[1], k.shape[2]
     g = hq // hkv
@@ -132,6 +136,9 @@ def _sdpa(
     scores *= params["scale"]
     valid = _mask(sq, sk, kv_len, params["causal"])
     s5 = scores.reshape(bsz, hkv, g, sq, sk)
+    if add_mask is not None:
+        full = np.broadcast_to(add_mask, (bsz, hq, sq, sk))
+        s5 += full.reshape(bsz, hkv, g, sq, sk)
     np.copyto(s5, -np.inf, where=~valid)
     m = np.max(scores, axis=-1, keepdims=True)
     m[m == -np.inf] = 0.0  # fully masked rows: exp(-inf - 0) = 0, no NaN
@@ -144,13 +151,17 @@ def _sdpa(
 
 
 def _attention(
-    cdt: np.dtype, with_kv_len: bool, mm: Callable[..., np.ndarray] = np.matmul
+    cdt: np.dtype,
+    with_kv_len: bool,
+    mm: Callable[..., np.ndarray] = np.matmul,
+    with_mask: bool = False,
 ) -> Kernel:
     def attention(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         q, k, v = (_compute(a, cdt) for a in inputs[:3])
         sk = k.shape[2]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
-        store(outputs[0], _sdpa(q, k, v, kv_len, params, mm))
+        mask = _compute(inputs[3], cdt) if with_mask else None
+        store(outputs[0], _sdpa(q, k, v, kv_len, params, mm, mask))
 
     return attention
 
@@ -189,3 +200,5 @@ def register_nn(table: KernelBindingTable) -> None:
         add(table, "attention", (t, t, t, t), _attention(cdt, False), attn, attention_cost)
         kernel = _attention(cdt, True)
         add(table, "attention", (t, t, t, "i64", t), kernel, attn, attention_cost)
+        kernel = _attention(cdt, False, with_mask=True)
+        add(table, "attention", (t, t, t, t, t), kernel, attn, attention_cost)

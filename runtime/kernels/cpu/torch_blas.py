@@ -132,11 +132,12 @@ def _gated_mlp_torch(inputs: Arrays, outputs: Arrays, params: Params) -> None:
 
 
 @kernel_factory
-def attention_torch(dtypes: Sequence[str], kv_len: bool) -> BuiltKernel:
+def attention_torch(dtypes: Sequence[str], kv_len: bool, mask: bool = False) -> BuiltKernel:
     """The numpy attention kernel (f32) with its two batched products on torch's BLAS: where
     torch-blas runs a graph's matmuls, its attentions must not wake numpy's OpenBLAS pool as
-    well (two spinning BLAS pools on the same cores slowed a Llama prefill ~4x)."""
-    kernel = nn._attention(F32, kv_len, _mm)
+    well (two spinning BLAS pools on the same cores slowed a Llama prefill ~4x). `mask`: the
+    additive-mask key form."""
+    kernel = nn._attention(F32, kv_len, _mm, with_mask=mask)
     return BuiltKernel(kernel, depends_on=(nn._sdpa, nn._mask, nn._compute, _mm, _torch))
 
 
@@ -157,8 +158,13 @@ def register_torch_blas_matmul(table: KernelBindingTable) -> None:
             source=TORCH_BLAS,
         )
     claim = measured("softmax-weighted sums (cancellation): normwise relative error measured")
-    for key, kv_len in ((("f32",) * 4, False), (("f32", "f32", "f32", "i64", "f32"), True)):
-        built = attention_torch(key, kv_len)
+    keys = (
+        (("f32",) * 4, False, False),
+        (("f32", "f32", "f32", "i64", "f32"), True, False),
+        (("f32",) * 5, False, True),
+    )
+    for key, kv_len, mask in keys:
+        built = attention_torch(key, kv_len, mask)
         add(
             table,
             "attention",

@@ -50,3 +50,15 @@ func.func @attention_mqa(%q: tensor<2x6x5x16xbf16>, %k: tensor<2x1x7x16xbf16>, %
   %0 = fuel.attention %q, %k, %v causal scale = 0.25 : tensor<2x6x5x16xbf16>, tensor<2x1x7x16xbf16>, tensor<2x1x7x16xbf16> -> tensor<2x6x5x16xbf16>
   func.return %0 : tensor<2x6x5x16xbf16>
 }
+
+// An additive mask, broadcast over batch and heads, with causal; a per-head mask on GQA.
+// CHECK-LABEL: func.func @attention_mask
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x8x4x16xf32>, %[[K:.*]]: tensor<1x2x6x16xf32>, %[[M:.*]]: tensor<1x1x4x6xf32>, %[[H:.*]]: tensor<8x4x6xf32>)
+// CHECK-NEXT:    %{{.*}} = fuel.attention %[[Q]], %[[K]], %[[K]] mask(%[[M]] : tensor<1x1x4x6xf32>) causal scale = 2.500000e-01 : tensor<1x8x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32> -> tensor<1x8x4x16xf32>
+// CHECK-NEXT:    %[[B:.*]] = fuel.attention %[[Q]], %[[K]], %[[K]] mask(%[[H]] : tensor<8x4x6xf32>) scale = 1.000000e+00 : tensor<1x8x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32> -> tensor<1x8x4x16xf32>
+// CHECK-NEXT:    func.return %[[B]] : tensor<1x8x4x16xf32>
+func.func @attention_mask(%q: tensor<1x8x4x16xf32>, %k: tensor<1x2x6x16xf32>, %m: tensor<1x1x4x6xf32>, %h: tensor<8x4x6xf32>) -> tensor<1x8x4x16xf32> {
+  %0 = fuel.attention %q, %k, %k mask(%m : tensor<1x1x4x6xf32>) causal scale = 0.25 : tensor<1x8x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32> -> tensor<1x8x4x16xf32>
+  %1 = fuel.attention %q, %k, %k mask(%h : tensor<8x4x6xf32>) scale = 1.0 : tensor<1x8x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32> -> tensor<1x8x4x16xf32>
+  func.return %1 : tensor<1x8x4x16xf32>
+}

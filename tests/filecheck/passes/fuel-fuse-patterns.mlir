@@ -414,16 +414,34 @@ func.func @attention(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tenso
   func.return %o : tensor<1x2x3x4xf32>
 }
 
-// An upper-triangular (anti-causal) mask is not fuel.attention's: not fused.
-// CHECK-LABEL: func.func @attention_mask_not_causal_not_applied
-// CHECK-NOT:     fuel.branch
-// CHECK:         func.return
-func.func @attention_mask_not_causal_not_applied(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+// An upper-triangular (anti-causal) mask is not `causal`: it becomes the additive mask operand.
+// CHECK-LABEL: func.func @attention_mask_not_causal
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x3x4xf32>, %[[K:.*]]: tensor<1x2x3x4xf32>, %[[V:.*]]: tensor<1x2x3x4xf32>)
+// CHECK-NEXT:    %[[M:.*]] = fuel.constant
+// CHECK:         } arm {
+// CHECK-NEXT:      %[[F:.*]] = fuel.attention %[[Q]], %[[K]], %[[V]] mask(%[[M]] : tensor<3x3xf32>) scale = 1.000000e+00 {fuel.fused = "attention"}
+func.func @attention_mask_not_causal(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
   %mask = fuel.constant dense<[[0.0, 0.0, 0.0], [-1.0e+09, 0.0, 0.0], [-1.0e+09, -1.0e+09, 0.0]]> : tensor<3x3xf32>
   %kt = fuel.transpose %k perm = [0, 1, 3, 2] : tensor<1x2x3x4xf32> -> tensor<1x2x4x3xf32>
   %s = fuel.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
   %m = fuel.add %s, %mask : tensor<1x2x3x3xf32>, tensor<3x3xf32> -> tensor<1x2x3x3xf32>
   %p = fuel.softmax %m axis = -1 : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
+  %o = fuel.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+  func.return %o : tensor<1x2x3x4xf32>
+}
+
+// A mask added before the scale is scaled with the scores: not attention's mask, not fused.
+// CHECK-LABEL: func.func @attention_mask_not_causal_not_applied
+// CHECK-NOT:     fuel.branch
+// CHECK:         func.return
+func.func @attention_mask_not_causal_not_applied(%q: tensor<1x2x3x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %c = fuel.constant dense<5.000000e-01> : tensor<f32>
+  %mask = fuel.constant dense<[[0.0, 0.0, 0.0], [-1.0e+09, 0.0, 0.0], [-1.0e+09, -1.0e+09, 0.0]]> : tensor<3x3xf32>
+  %kt = fuel.transpose %k perm = [0, 1, 3, 2] : tensor<1x2x3x4xf32> -> tensor<1x2x4x3xf32>
+  %s = fuel.matmul %q, %kt : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
+  %m = fuel.add %s, %mask : tensor<1x2x3x3xf32>, tensor<3x3xf32> -> tensor<1x2x3x3xf32>
+  %t = fuel.mul %m, %c : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
+  %p = fuel.softmax %t axis = -1 : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
   %o = fuel.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
   func.return %o : tensor<1x2x3x4xf32>
 }

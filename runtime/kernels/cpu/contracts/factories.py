@@ -175,10 +175,10 @@ def rope(dtypes: Dtypes) -> BuiltKernel:
 
 
 @kernel_factory
-def attention(dtypes: Dtypes, kv_len: bool) -> BuiltKernel:
+def attention(dtypes: Dtypes, kv_len: bool, mask: bool = False) -> BuiltKernel:
     """Grouped-query SDPA in `compute_dtype` (f32, f64 for f64); `kv_len`: the 5-operand key
-    with a scalar i64 valid-key count."""
-    kernel = _nn._attention(compute_dtype(dtypes[0]), kv_len)
+    with a scalar i64 valid-key count; `mask`: the 5-operand key with an additive mask."""
+    kernel = _nn._attention(compute_dtype(dtypes[0]), kv_len, with_mask=mask)
     return BuiltKernel(kernel, depends_on=(_nn._sdpa, _nn._mask, _nn._compute))
 
 
