@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
-from frontends.onnx.emit import Emitter, Tensor, dtype_of, scalar, shape_of_t
+from frontends.emit import Emitter, Tensor, dtype_of, scalar, shape_of_t
 from fuel_dialect import ops_elementwise as ew
 from fuel_dialect.ops_movement import BroadcastOp, ConstantOp, ReshapeOp, WeightOp
 from runtime.constants import dense_array

@@ -25,6 +25,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def, result_def, t
 from xdsl.traits import Pure
 
 from fuel_dialect.base import check_ranked, fail, shape
+from fuel_dialect.shapes import DimExpr, opaque
 
 _TOKEN = re.compile(r"\s*(-?\d+|[a-z_][a-z0-9_]*|[()*+,])")
 
@@ -121,7 +122,6 @@ def start_value(text: str, env: Mapping[str, Any], op: Any = None) -> Any:
 def parse_dim(text: str, op: Any = None) -> Any:
     """An expression of dim symbols (`DimExpr.__str__`'s syntax: integers, names, `*`, `+`,
     and `div(e, n)`, `slice(e, a, b, c)`, `bcast(e, e)` terms) -> int or `DimExpr`."""
-    from fuel_dialect.shapes import DimExpr, opaque
 
     tokens = [t for t in _TOKEN.findall(text)]
     if "".join(tokens) != re.sub(r"\s+", "", text) or not tokens:
@@ -175,7 +175,6 @@ def parse_dim(text: str, op: Any = None) -> Any:
 
 def substitute(d: Any, env: Mapping[str, Any]) -> Any:
     """`d` (int or `DimExpr`) with each symbol replaced by `env[name]` (int or `DimExpr`)."""
-    from fuel_dialect.shapes import DimExpr, opaque
 
     if not isinstance(d, DimExpr):
         return d

@@ -20,7 +20,10 @@ from typing import Any, Union
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
+from fuel_dialect.dims import arg_symbols, function_dims
 from fuel_dialect.dtypes import DYNAMIC, normalize_axis
+from fuel_dialect.ops_elementwise import BinaryOp, UnaryOp
+from fuel_dialect.ops_nn import ReduceOp
 
 Atom = Union[str, tuple]  # noqa: UP007  a symbol name, or (kind, *args) evaluated at run time
 Monomial = tuple[Atom, ...]
@@ -348,8 +351,6 @@ def rule_for(op: Operation) -> Callable[[Any, Sequence[Shape]], list[Shape]] | N
     """The op's shape rule, or None (then only fully static result types are accepted)."""
     if op.name in RULES:
         return RULES[op.name]
-    from fuel_dialect.ops_elementwise import BinaryOp, UnaryOp
-    from fuel_dialect.ops_nn import ReduceOp
 
     for base, fn in ((UnaryOp, _same), (BinaryOp, _binary), (ReduceOp, _reduce)):
         if isinstance(op, base):
@@ -419,7 +420,6 @@ def _merge_declared(op: Operation, r: SSAValue, s: Shape) -> Shape:
 
 def symbolic_shapes(f: Any) -> dict[SSAValue, Shape]:
     """Every value's shape in `f` (a `func.func`) over its dim symbols (`fuel_dialect.dims`)."""
-    from fuel_dialect.dims import arg_symbols, function_dims
 
     shapes: dict[SSAValue, Shape] = {}
     for a, syms in zip(f.body.block.args, arg_symbols(f), strict=True):

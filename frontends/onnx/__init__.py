@@ -7,8 +7,7 @@
 `load_any(path)` imports a `.onnx` file or loads fuel IR; `supported_op_types()` lists the op
 types mapped. Every failure is an `OnnxImportError` with one message naming the node at fault.
 
-The names load lazily, so `frontends.onnx.emit` (the format-neutral constant-folding emitter,
-shared with the torch.export importer) imports without the `onnx` package.
+The names load lazily: importing `frontends.onnx.errors` does not load the `onnx` package.
 """
 
 from __future__ import annotations

@@ -36,8 +36,7 @@ import frontends.onnx.ops_nn  # noqa: F401
 import frontends.onnx.ops_reduce  # noqa: F401
 import frontends.onnx.ops_values  # noqa: F401
 from frontends.builder import BuilderError, GraphBuilder
-from frontends.onnx.dtypes import ONNX_TO_FUEL, fuel_dtype, onnx_type_name, to_array
-from frontends.onnx.emit import (
+from frontends.emit import (
     Emitter,
     NeedsConstant,
     Tensor,
@@ -46,6 +45,7 @@ from frontends.onnx.emit import (
     sanitize,
     shape_of_t,
 )
+from frontends.onnx.dtypes import ONNX_TO_FUEL, fuel_dtype, onnx_type_name, to_array
 from frontends.onnx.errors import OnnxImportError
 from frontends.onnx.registry import OPS, Node, Outputs, display_name, op_key
 from fuel_dialect.dims import dim_symbol

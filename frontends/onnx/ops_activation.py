@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar
+from frontends.emit import Emitter, Tensor, Unsupported, dtype_of, scalar
 from frontends.onnx.ops_elementwise import cast, cmp
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES

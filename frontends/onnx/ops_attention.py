@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 
+from frontends.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
 from frontends.kv_mask import KvMask, emit_kv_len, match_kv_mask
 from frontends.onnx.dtypes import ONNX_TO_FUEL
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
 from frontends.onnx.ops_elementwise import cast, cmp
 from frontends.onnx.ops_movement import reshape_to
 from frontends.onnx.registry import Node, onnx_op

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, shape_of_t
+from frontends.emit import Emitter, Tensor, Unsupported, shape_of_t
 from frontends.onnx.ops_movement import reshape_to
 from frontends.onnx.registry import Node, onnx_op
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from frontends.onnx.emit import (
+from frontends.emit import (
     Emitter,
     Tensor,
     Unsupported,

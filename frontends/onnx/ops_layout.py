@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, shape_of_t
+from frontends.emit import Emitter, Tensor, Unsupported, dtype_of, shape_of_t
 from frontends.onnx.ops_movement import reshape_to, take
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import normalize_axis

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from frontends.onnx.emit import (
+from frontends.emit import (
     Emitter,
     Tensor,
     Unsupported,

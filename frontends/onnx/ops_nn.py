@@ -12,7 +12,7 @@ import math
 
 from onnx import TensorProto
 
-from frontends.onnx.emit import Tensor, Unsupported, cumulative_sum, dtype_of, scalar, shape_of_t
+from frontends.emit import Tensor, Unsupported, cumulative_sum, dtype_of, scalar, shape_of_t
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES, normalize_axis
 

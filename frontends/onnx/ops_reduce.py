@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from frontends.onnx.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
+from frontends.emit import Emitter, Tensor, Unsupported, dtype_of, scalar, shape_of_t
 from frontends.onnx.ops_elementwise import cmp
 from frontends.onnx.registry import Node, onnx_op
 from fuel_dialect.dtypes import FLOAT_NAMES, normalize_axis

@@ -13,8 +13,7 @@ import math
 import numpy as np
 import onnx
 
-from frontends.onnx.dtypes import to_array
-from frontends.onnx.emit import (
+from frontends.emit import (
     Tensor,
     Unsupported,
     dims_of,
@@ -24,6 +23,7 @@ from frontends.onnx.emit import (
     static_if_possible,
     sym_shape_t,
 )
+from frontends.onnx.dtypes import to_array
 from frontends.onnx.ops_elementwise import cast, cmp
 from frontends.onnx.registry import Node, onnx_op
 from runtime.dtypes import to_numpy

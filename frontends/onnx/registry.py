@@ -18,8 +18,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from frontends.emit import Emitter, NeedsConstant, Tensor, Unsupported
 from frontends.onnx.dtypes import fuel_dtype
-from frontends.onnx.emit import Emitter, NeedsConstant, Tensor, Unsupported
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 """Both spellings of the standard operator set's domain."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from frontends.onnx.emit import (
+from frontends.emit import (
     Tensor,
     Unsupported,
     dtype_of,

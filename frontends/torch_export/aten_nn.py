@@ -19,8 +19,7 @@ import numpy as np
 import torch
 from xdsl.ir import OpResult, SSAValue
 
-from frontends.kv_mask import emit_kv_len, match_kv_mask
-from frontends.onnx.emit import (
+from frontends.emit import (
     Tensor,
     Unsupported,
     cumulative_sum,
@@ -28,6 +27,7 @@ from frontends.onnx.emit import (
     scalar,
     shape_of_t,
 )
+from frontends.kv_mask import emit_kv_len, match_kv_mask
 from frontends.torch_export.aten_movement import permute, slice_
 from frontends.torch_export.aten_ops import FUEL_TO_TORCH, Cx, Value, aten, axis, cast, reshape
 from fuel_dialect.ops_movement import BroadcastOp, ReshapeOp

@@ -3,7 +3,7 @@
 A handler gets the op's context (`Cx`: the emitter, the FX node, what torch recorded for its
 result) and the node's arguments with every FX node replaced by its importer value (a numpy
 constant or an IR value); it returns one value or a tuple (None for an output it does not make).
-Computations on constants fold at import time (see `frontends.onnx.emit`), so `arange`, masks
+Computations on constants fold at import time (see `frontends.emit`), so `arange`, masks
 and parameter transposes never reach the IR as ops. Dtypes follow torch's promotion
 (`torch.result_type`); every result is checked against torch's recorded shape and dtype.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import fx
 
-from frontends.onnx.emit import (
+from frontends.emit import (
     Emitter,
     Tensor,
     Unsupported,

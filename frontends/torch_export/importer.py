@@ -28,7 +28,7 @@ from xdsl.ir import Operation, OpResult, SSAValue
 import frontends.torch_export.aten_movement  # noqa: F401 (fills the op table)
 import frontends.torch_export.aten_nn  # noqa: F401 (fills the op table)
 from frontends.builder import BuilderError, GraphBuilder
-from frontends.onnx.emit import (
+from frontends.emit import (
     Emitter,
     Tensor,
     Unsupported,

@@ -43,6 +43,7 @@ from runtime import native, special
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, CostFn
 from runtime.kernels.cpu._common import Arrays, Params, Shapes, add, numel, operand_bytes, ulp
+from runtime.loaders.c import load_function
 
 SOURCE = "c-vecmath"
 """The kernel_source of these siblings."""
@@ -247,7 +248,6 @@ def library_source() -> str:
 @functools.cache
 def _entry(op: str) -> object:
     """The ctypes entry of `op`'s loop (compiled on first use, cached by content hash)."""
-    from runtime.loaders.c import load_function
 
     fn = load_function(f"{FUNCTIONS[op]}_f32", library_source())
     fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)

@@ -1,4 +1,4 @@
-"""`Emitter`: the importer's values are numpy constants or traced IR values, and every builder
+"""`Emitter`, shared by the ONNX and torch.export importers: the importer's values are numpy constants or traced IR values, and every builder
 call whose operands are all constants is folded at import time.
 
 Folding builds the op in a scratch `GraphBuilder` (so shape inference and verification are the
