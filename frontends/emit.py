@@ -1,5 +1,6 @@
-"""`Emitter`, shared by the ONNX and torch.export importers: the importer's values are numpy constants or traced IR values, and every builder
-call whose operands are all constants is folded at import time.
+"""`Emitter`, shared by the ONNX and torch.export importers: the importer's values are numpy
+constants or traced IR values, and every builder call whose operands are all constants is
+folded at import time.
 
 Folding builds the op in a scratch `GraphBuilder` (so shape inference and verification are the
 ones the IR would get) and runs fuel's own CPU kernel on the constant arrays: folded values have
