@@ -40,6 +40,7 @@ from tools.errors import ArgumentParser, run_parser
 from tools.explain_bundle import explain_bundle
 from tools.explain_html import explain_html
 from tools.explain_text import ExplainError, explain_text
+from tools.import_onnx import add_input_shape_flag, load_any
 
 
 def add_explain_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -48,9 +49,11 @@ def add_explain_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("explain", help="show why each op got its device and kernel")
     p.add_argument(
         "module",
-        help="fuel IR file (.mlir; weights are not needed), or a kernel bundle (its plan, "
-        "from the picker record it carries)",
+        help="fuel IR file (.mlir; weights are not needed), an ONNX model (.onnx: imported as "
+        "fuel compile imports it), or a kernel bundle (its plan, from the picker record it "
+        "carries)",
     )
+    add_input_shape_flag(p)
     p.add_argument("--topology", help="declared topology (TOML/JSON; default: detect)")
     p.add_argument("--judge", default="", help="Judge report path, or 'none' (default: cached)")
     p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
@@ -97,6 +100,16 @@ def _plan_options(args: argparse.Namespace) -> tuple[PlanOptions, str]:
     return PlanOptions(topology=topo, precision=req, judge=oracle), label
 
 
+def _load(args: argparse.Namespace) -> FuelModule:
+    """An ONNX model imported (`--input-shape`, `--dim` as in fuel compile), else fuel IR
+    parsed without its weights (the plan needs shapes, not values)."""
+    if Path(args.module).suffix.lower() == ".onnx":
+        return load_any(args.module, None, args.input_shape, args.dim)
+    if args.input_shape or args.dim:
+        raise ExplainError("--input-shape and --dim apply to ONNX models")
+    return FuelModule.parse(read_ir_text(Path(args.module)), args.module)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     """Run `fuel explain` for parsed arguments (errors go to the caller's boundary)."""
     if is_bundle(args.module):
@@ -107,7 +120,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             )
         sys.stdout.write(explain_bundle(Path(args.module), args.op))
         return 0
-    module = FuelModule.parse(read_ir_text(Path(args.module)), args.module)  # no weights needed
+    module = _load(args)
     options, label = _plan_options(args)  # bad flags fail before any work
     if not args.no_optimize:  # the plan fuel compile builds: fused ops, baked variants
         picker = PickerOptions(args.topology or "", args.precision or "", args.judge or "")

@@ -613,3 +613,17 @@ def test_a_precision_floor_changes_the_plan_and_says_why(capsys) -> None:
     assert all("do not prove ulp<=2); numpy-f64acc proves bit_stable, ulp<=1" in w for w in why)
     assert re.search(r"native +cpu +cpu +proves bit_stable, rel<=\S+ \(measured\)", floored)
     assert re.search(r"triton +cuda +cuda:0 +claims .*unaudited", floored)  # no GPU run yet
+
+
+def test_cli_explains_an_onnx_model_as_fuel_compile_imports_it(tmp_path: Path, capsys) -> None:
+    import onnx
+
+    from tests.frontends.onnx_models import mlp_model
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model(), path)
+    assert main(["explain", str(path), "--judge", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "%hr = fuel.matmul_bias_act" in out and len(why_lines(out)) == 4  # fc1 + relu fused
+    assert main(["explain", str(DECODER), "--dim", "seq=1:8"]) == 1
+    assert "--input-shape and --dim apply to ONNX models" in capsys.readouterr().err
