@@ -7,7 +7,7 @@ numpy or ml_dtypes release: the exact midpoint rounding of `references.round_exa
 of the format, compared in float64) applied to Python's `math` (the C library's double
 routines), after checking that each reference is *decisive*: no farther than 2^-40 relative from
 a rounding midpoint, so that any double routine within 2^-50 rounds the same way. The generated
-C is compared with the numpy kernels bit for bit in tests/test_cpu_codegen.py.
+C is compared with the numpy kernels bit for bit in tests/lowering/test_cpu_codegen.py.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ attribute names.
 
     python -m tools.dialect_doc > docs/dialect.md     # regenerate after changing a docstring
 
-`tests/test_dialect_doc.py` fails when the committed file differs from this output, when an op
-or attribute lacks a summary or an example, and when an example does not parse and verify.
+`tests/fuel_dialect/test_dialect_doc.py` fails when the committed file differs from this
+output, when an op or attribute lacks a summary or an example, and when an example does not
+parse and verify.
 """
 
 from __future__ import annotations
@@ -130,8 +131,9 @@ def attribute_names() -> list[tuple[str, str]]:
 HEADER = """# The `fuel` dialect
 
 Generated from the dialect's docstrings by `python -m tools.dialect_doc > docs/dialect.md`: edit
-the docstrings, not this file (`tests/test_dialect_doc.py` checks that it is current and that
-every example parses and verifies). How to write a pass over these ops: `docs/passes.md`.
+the docstrings, not this file (`tests/fuel_dialect/test_dialect_doc.py` checks that it is
+current and that every example parses and verifies). How to write a pass over these ops:
+`docs/passes.md`.
 
 ## Types
 

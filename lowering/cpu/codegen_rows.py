@@ -16,7 +16,7 @@ level is the number of reductions on its longest path from the inputs; a row val
 is computed in phase p, a reduction of a level-p row value accumulates in phase p and gives a
 level p + 1 per-row value.
 
-Numerics (checked against float64 in tests/test_cpu_codegen_rows.py): f32 sums and means
+Numerics (checked against float64 in tests/lowering/test_cpu_codegen_rows.py): f32 sums and means
 accumulate in double on 8 interleaved lanes (j mod 8), combined pairwise in a fixed order and
 rounded once (the mean: the double sum divided by N, rounded once), so each is within 1 ulp of
 the exact result of its f32 terms for N < 2^20, where numpy's pairwise f32 sum can lose ~log2 N

@@ -2,7 +2,8 @@
 
 Registered after the default families, so the precise `numpy` kernel stays sibling 0 (what
 `lookup_with_caps` and an unconstrained table lookup return); the picker ranks these against it.
-Every claim is verified by tests/test_cpu_alternatives.py. Families, by `kernel_source`:
+Every claim is verified by tests/runtime/kernels/test_cpu_alternatives.py. Families, by
+`kernel_source`:
 
 * `numpy-fast` - transcendentals evaluated natively in f32 (numpy's SIMD routines, no f64
   detour), f16/bf16 composites in f32 instead of f64: 1.2-35x faster, looser ULP bounds.

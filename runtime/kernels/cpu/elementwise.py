@@ -98,9 +98,9 @@ F64_ULP: dict[str, tuple[int, int]] = {
     "erf": (4, 2),  # vs 50-digit mpmath over 75k inputs: the series edge near |x| = 1
 }
 """f64 ULP bounds, measured against long double (gelu: 45-digit decimal) over ~10^6 random,
-random-bit-pattern and edge inputs (tests/test_cpu_precision.py re-checks ~10^5), then doubled:
-numpy dispatches other SIMD code paths on other CPUs, and the long double reference is itself
-within ~0.5 ulp of the f64 rounding."""
+random-bit-pattern and edge inputs (tests/runtime/kernels/test_cpu_precision.py re-checks
+~10^5), then doubled: numpy dispatches other SIMD code paths on other CPUs, and the long double
+reference is itself within ~0.5 ulp of the f64 rounding."""
 
 
 def elementwise_claim(op: str, dtype: str) -> PrecisionGuarantee:

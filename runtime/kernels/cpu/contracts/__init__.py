@@ -27,7 +27,7 @@ only what they cannot express:
 * `matmul_bias_act`, `gated_mlp` (4 keys each, `runtime.kernels.cpu.fused`): their costs are
   composed from the numpy parts' cost functions and `matmul_bias_act`'s depends on its `act`
   param, which a contract's cost expression cannot read; their precision is tested against
-  float64 in `tests/test_cpu_precision.py`.
+  float64 in `tests/runtime/kernels/test_cpu_precision.py`.
 * any hand-registered family added to `runtime.kernels.cpu` later, until it gets contracts.
 
 Those hand-registered kernels (and the native ones, `runtime.kernels.cpu.native`) are verified by

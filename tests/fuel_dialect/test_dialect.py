@@ -18,7 +18,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 import fuel_dialect
 from fuel_dialect import OPS, fuel_context
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIALECT_SRC = sorted((ROOT / "fuel_dialect").glob("*.py"))
 IR_TESTS = ROOT / "tests" / "filecheck" / "dialect"
 INVALID_FILES = sorted(IR_TESTS.glob("invalid*.mlir"))

@@ -146,7 +146,8 @@ def assert_same_bits(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
 
 def lowered(module: FuelModule, min_ops: int = 1) -> FuelModule:
     m = FuelModule(module.op.clone(), dict(module.weights))
-    # the numpy kernels' own C (tests/test_cpu_vecmath.py tests the c-vecmath replacements)
+    # the numpy kernels' own C (tests/runtime/kernels/test_cpu_vecmath.py tests the c-vecmath
+    # replacements)
     ConvertFuelToCPass(min_ops=min_ops, cost_model=False, use_vecmath=False).apply(Context(), m.op)
     m.op.verify()
     assert any(op.name == "fuel.c_launch" for op in m.op.walk()), "nothing was converted"

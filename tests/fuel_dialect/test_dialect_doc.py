@@ -13,7 +13,7 @@ from xdsl.parser import Parser
 from fuel_dialect.dialect import Fuel, fuel_context
 from tools.dialect_doc import Entry, attributes, ops, render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = [*ops(), *attributes()]
 
 

@@ -15,7 +15,7 @@ from lowering.kernel_source import KernelSourceError, check_kernel_sources, expe
 from lowering.triton.convert_fuel_to_triton import ConvertFuelToTritonPass
 from runtime.module import FuelModule
 
-LIT = Path(__file__).parent / "filecheck" / "passes"
+LIT = Path(__file__).parents[1] / "filecheck" / "passes"
 PASSES = {
     "c": (ConvertFuelToCPass(min_ops=1, cost_model=False), "convert-fuel-to-c.mlir"),
     "triton": (ConvertFuelToTritonPass(), "convert-fuel-to-triton.mlir"),

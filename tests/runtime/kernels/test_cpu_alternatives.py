@@ -79,8 +79,8 @@ FAMILY_SOURCES = (
     "native",
     "native-flashdecode",
     "c-vecmath",
-)  # the flash kernel: tests/passes/test_decode_flash.py; torch-blas: tests/test_cpu_kernels.py;
-# native: tests/test_cpu_native.py; c-vecmath: tests/test_cpu_vecmath.py
+)  # the flash kernel: tests/passes/test_decode_flash.py; the others in tests/runtime/kernels/:
+# torch-blas: test_cpu_kernels.py; native: test_cpu_native.py; c-vecmath: test_cpu_vecmath.py
 ALTS = sorted(
     (op, d, e.kernel_source)
     for (op, d, _), e in TABLE.iter_entries()

@@ -33,7 +33,7 @@ from runtime.module import FuelModule
 from runtime.topology_file import load_file
 
 KIB = 1024
-TOPOLOGY = load_file(Path(__file__).parents[2] / "examples/topologies/cpu_2gpu.toml")
+TOPOLOGY = load_file(Path(__file__).parents[3] / "examples/topologies/cpu_2gpu.toml")
 T = "tensor<256xf32>"  # 1 KiB
 T2 = f"{T}, {T} -> {T}"
 

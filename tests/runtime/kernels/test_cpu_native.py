@@ -19,7 +19,7 @@ from runtime.kernels.cpu.linalg import matmul_cost
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="no C compiler (or FUEL_NATIVE=0)")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 F32 = np.float32
 
 
