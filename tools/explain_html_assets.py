@@ -1,7 +1,7 @@
 """The inline CSS and script of the `fuel explain` HTML page (tools/explain_html.py).
 
 Kept apart so the renderer stays readable; the script is checked for syntax by
-`node --check` in tests/runtime/test_explain.py where node is installed.
+`node --check` in tests/tools/test_explain.py where node is installed.
 """
 
 from __future__ import annotations
