@@ -385,6 +385,14 @@ def _norm_match(
     return FusedMatch(root, (*norm_ops, *ops, root), (x, *affine), {"eps": eps})
 
 
+def _weightless_norm(kind: str, root: MulOp) -> FusedMatch | None:
+    """`root` as a whole `kind` norm with neither weight nor bias (the arm fills ones/zeros)."""
+    found = _normalized(root.result)
+    if found is None or found[0] != kind or root.result.type != found[1].type:
+        return None
+    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
+
+
 def match_rms_norm(root: Operation) -> FusedMatch | None:
     """mul(mul(x, rsqrt(reduce_mean(x*x, -1, keepdim) + eps)), w), any operand orders; or
     without the weight (root: the inner mul; weight ones)."""
@@ -393,10 +401,7 @@ def match_rms_norm(root: Operation) -> FusedMatch | None:
     found = either(root, lambda n, w: _norm_match("rms_norm", root, n, (w,)))
     if found is not None:
         return found
-    found = _normalized(root.result)
-    if found is None or found[0] != "rms_norm" or root.result.type != found[1].type:
-        return None
-    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
+    return _weightless_norm("rms_norm", root)
 
 
 def match_layer_norm(root: Operation) -> FusedMatch | None:
@@ -414,10 +419,7 @@ def match_layer_norm(root: Operation) -> FusedMatch | None:
     found = either(root, lambda n, w: _norm_match("layer_norm", root, n, (w,)))
     if found is not None:
         return found
-    found = _normalized(root.result)
-    if found is None or found[0] != "layer_norm" or root.result.type != found[1].type:
-        return None
-    return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
+    return _weightless_norm("layer_norm", root)
 
 
 # -- linear layers ---------------------------------------------------------------------------
