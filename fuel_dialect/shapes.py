@@ -429,13 +429,78 @@ def symbolic_shapes(f: Any) -> dict[SSAValue, Shape]:
 
 
 DIM_HINT = 64
-"""The size a cost model assumes for a `?` dim (the picker prices kernels at one shape; where
-the best kernel changes across a symbol's range, a later step branches on it)."""
+"""The size a cost model assumes for a `?` dim whose symbol has no hint: a symbol's typical
+value, clamped to its range (the picker prices kernels at one shape; where the best kernel
+changes across a symbol's range, a later step branches on it)."""
 
 
 def cost_shape(t: Any) -> tuple[int, ...]:
-    """A tensor type's shape with each `?` dim at `DIM_HINT`: the shape costs are priced at."""
+    """A tensor type's shape with each `?` dim at `DIM_HINT`: the shape costs are priced at
+    where a value's symbols are unknown (`cost_shapes` prices each symbol at its hint)."""
     return tuple(d if d >= 0 else DIM_HINT for d in t.get_shape())
 
 
-__all__ = ["DYNAMIC", "DimExpr", "Dim", "Shape", "ShapeError", "broadcast", "evaluate", "infer"]
+def parse_hints(text: str) -> dict[str, int]:
+    """`seq=128,batch=2` -> {"seq": 128, "batch": 2}; `ValueError` saying what is wrong."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if not eq or not name or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"bad hint '{part}' (expected NAME=SIZE, SIZE a positive integer)")
+        out[name] = int(value)
+    return out
+
+
+def symbol_hints(f: Any, given: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The size each dim symbol of `f` is priced at: `given[name]` (`--hint seq=128`) or
+    `DIM_HINT`, clamped to the symbol's declared range (hints for symbols `f` does not
+    declare are ignored: `unknown_hints` finds them)."""
+    given = given or {}
+    return {
+        name: min(max(given.get(name, DIM_HINT), lo), hi)
+        for name, (lo, hi) in function_dims(f).items()
+    }
+
+
+def unknown_hints(functions: Sequence[Any], given: Mapping[str, int]) -> str | None:
+    """Why `given` names a symbol no function of `functions` declares, or None."""
+    declared = {name for f in functions for name in function_dims(f)}
+    unknown = sorted(set(given) - declared)
+    if not unknown:
+        return None
+    known = ", ".join(sorted(declared)) or "none"
+    return f"hint for undeclared dim symbol(s) {', '.join(unknown)} (declared: {known})"
+
+
+def cost_shapes(f: Any, hints: Mapping[str, int] | None = None) -> dict[SSAValue, tuple[int, ...]]:
+    """Every value's shape in `f` with its dim symbols at their hints (`symbol_hints`): the
+    shapes a cost model prices. Empty for a function without symbols; a value whose shape
+    rule cannot be evaluated at the hints (a broadcast that holds only at other sizes) is left
+    out (`cost_shape` prices it)."""
+    env = symbol_hints(f, hints)
+    if not env:
+        return {}
+    out: dict[SSAValue, tuple[int, ...]] = {}
+    for v, s in symbolic_shapes(f).items():
+        try:
+            out[v] = tuple(evaluate(d, env) for d in s)
+        except (ShapeError, KeyError, ZeroDivisionError):
+            continue
+    return out
+
+
+__all__ = [
+    "DYNAMIC",
+    "DimExpr",
+    "Dim",
+    "Shape",
+    "ShapeError",
+    "broadcast",
+    "cost_shapes",
+    "evaluate",
+    "infer",
+    "parse_hints",
+    "symbol_hints",
+    "unknown_hints",
+]

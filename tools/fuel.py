@@ -213,12 +213,11 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
     if is_bundle(args.module):
         if args.weights:
             raise CliError("--weights does not apply to a bundle (it carries its weights)")
-        plan_flags = (args.topology, args.precision, args.no_optimize, args.run_option)
+        plan_flags = (args.topology, args.precision, args.no_optimize, args.run_option, args.hint)
         if any(plan_flags) or args.input_shape or args.dim:
             raise CliError(
-                "--topology, --precision, --no-optimize, --option, --input-shape and --dim apply "
-                "to IR "
-                "and ONNX input; a bundle runs the plan it was compiled with"
+                "--topology, --precision, --no-optimize, --option, --hint, --input-shape and --dim "
+                "apply to IR and ONNX input; a bundle runs the plan it was compiled with"
             )
         if args.allow_kernel_source:
             raise CliError(
@@ -295,6 +294,8 @@ def _plan_options(args: argparse.Namespace) -> dict[str, str]:
     opts = {k: v for k, v in (("topology", args.topology), ("precision", args.precision)) if v}
     if args.no_optimize:
         opts["optimize"] = "0"
+    if args.hint:
+        opts["hint"] = ",".join(args.hint)
     for spec in getattr(args, "run_option", ()):
         key, sep, value = spec.partition("=")
         if not sep or not key:
@@ -391,6 +392,13 @@ def _add_plan_flags(p: Any) -> None:
     add_input_shape_flag(p)
     p.add_argument("--topology", help="declared topology the picker plans for (TOML/JSON)")
     p.add_argument("--precision", default="", help="precision floor, e.g. bit_stable,ulp=2")
+    p.add_argument(
+        "--hint",
+        action="append",
+        default=[],
+        metavar="NAME=SIZE",
+        help="price dim symbol NAME at SIZE (clamped to its range; default 64), e.g. seq=128",
+    )
     p.add_argument(
         "--no-optimize", action="store_true", help="skip fuel-optimize (kernels are still stamped)"
     )

@@ -23,6 +23,7 @@ Options (`fuel compile --option KEY=VALUE`, all strings):
 | judge | path, `none` | the Judge report the picker reads (default: `none`: reproducible) |
 | codegen | auto (default), c, none | generate C for host fusion groups (needs `$CC` or `cc`) |
 | passes | a `fuel-opt -p` pipeline | run first, e.g. `cse,my-pass{flag=true}` (default: none) |
+| hint | e.g. `seq=128,batch=2` | sizes the picker prices dim symbols at (`fuel compile --hint`) |
 
 `codegen=c` is the fast path for dispatch-bound graphs (one C call per fused group instead of
 one numpy call per op: a 200-op elementwise chain runs ~20x faster). `auto`, the default, is
@@ -52,6 +53,7 @@ from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.ops_cpu import CKernelOp
+from fuel_dialect.shapes import parse_hints
 from lowering.backend import BackendError, KernelArtifact, Stage
 from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 from passes import get_all_passes
@@ -89,6 +91,8 @@ class CpuOptions:
     passes: str = ""
     """A pass pipeline in `fuel-opt -p` syntax run on the module before `optimize`: any pass
     `fuel-opt` knows (fuel's, xDSL's, an installed package's `fuel.passes` entry point)."""
+    hint: str = ""
+    """Sizes the picker prices dim symbols at, `seq=128,batch=2` (`PickerOptions.hint`)."""
 
     @property
     def generates_c(self) -> bool:
@@ -141,6 +145,14 @@ def _passes(value: str) -> str:
     return value
 
 
+def _hint(value: str) -> str:
+    try:
+        parse_hints(value)
+    except ValueError as e:
+        raise BackendError(f"cpu backend option hint={value!r}: {e}") from None
+    return value
+
+
 def _codegen(value: str) -> str:
     if value not in ("auto", "c", "none"):
         raise BackendError(f"cpu backend option codegen={value!r}: expected auto, c or none")
@@ -154,6 +166,7 @@ _PARSERS = {
     "judge": lambda v: v,
     "codegen": _codegen,
     "passes": _passes,
+    "hint": _hint,
 }  # option key -> validating converter
 
 
@@ -217,7 +230,10 @@ def optimize_stage(module: FuelModule, md: dict[str, Any], options: CpuOptions) 
         md["optimized"] = False
         return module
     picker = PickerOptions(
-        topology=options.topology, precision=options.precision, judge=options.judge
+        topology=options.topology,
+        precision=options.precision,
+        judge=options.judge,
+        hint=options.hint,
     )
     try:
         with known_weights(module.weights):  # rope tables gathered from weights: halves checked

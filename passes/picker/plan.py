@@ -38,7 +38,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_movement import ReshapeOp
-from fuel_dialect.shapes import cost_shape
+from fuel_dialect.shapes import cost_shape, cost_shapes
 from passes.environment import bindings_generation, bindings_or_default
 from passes.picker.ranker import (
     KEEP_PER_DEVICE,
@@ -81,6 +81,10 @@ class PlanOptions:
     """False keeps every un-pinned op on the default device."""
     keep_per_device: int = KEEP_PER_DEVICE
     table: KernelBindingTable | None = None
+    hints: tuple[tuple[str, int], ...] = ()
+    """Per dim symbol, the size its `?` dims are priced at (`--hint seq=128`); a symbol not
+    named here is priced at `fuel_dialect.shapes.DIM_HINT`, every hint clamped to the
+    symbol's range (`fuel_dialect.shapes.symbol_hints`)."""
 
 
 @dataclass
@@ -109,14 +113,17 @@ class ExecutionPlan:
     """Why some devices of the topology had no candidates (a backend that could not load)."""
 
 
-def value_bytes(v: SSAValue) -> int:
-    """Bytes of a tensor value's buffer."""
-    return math.prod(cost_shape(v.type)) * dtype_bytes(dtype_name(v.type))
+def value_bytes(v: SSAValue, shapes: Mapping[SSAValue, tuple[int, ...]] | None = None) -> int:
+    """Bytes of a tensor value's buffer (at its cost shape: `shapes`, else `cost_shape`)."""
+    shape = shapes.get(v) if shapes else None
+    return math.prod(shape or cost_shape(v.type)) * dtype_bytes(dtype_name(v.type))
 
 
-def _operand_shapes(op: Operation) -> tuple[list[tuple[int, ...]], list[str]]:
+def _operand_shapes(
+    op: Operation, shapes: Mapping[SSAValue, tuple[int, ...]]
+) -> tuple[list[tuple[int, ...]], list[str]]:
     vals = [*op.operands, *op.results]
-    return [cost_shape(v.type) for v in vals], [dtype_name(v.type) for v in vals]
+    return [shapes.get(v) or cost_shape(v.type) for v in vals], [dtype_name(v.type) for v in vals]
 
 
 def _size_class(op: str, shapes: list[tuple[int, ...]]) -> int:
@@ -159,6 +166,11 @@ class _Planner:
     drafts: dict[Operation, list[Candidate]] = field(default_factory=dict)
     rejected: dict[Operation, list[Candidate]] = field(default_factory=dict)
     sizes: dict[Operation, int] = field(default_factory=dict)
+    shapes: dict[SSAValue, tuple[int, ...]] = field(default_factory=dict)
+    """Each value's shape with its dim symbols at their hints (empty: static shapes)."""
+
+    def nbytes(self, v: SSAValue) -> int:
+        return value_bytes(v, self.shapes)
 
     def placements(self, op: Operation) -> list[tuple[str, str]]:
         pin = op.attributes.get(PIN_ATTR)
@@ -199,7 +211,7 @@ class _Planner:
             alive, rejected = apply_filter_chain(cands, ctx, default_chain(self.opts.precision))
         except FilterRejected as e:
             raise PlanError(str(e)) from None
-        shapes, all_dtypes = _operand_shapes(op)
+        shapes, all_dtypes = _operand_shapes(op, self.shapes)
         sc = _size_class(op.KERNEL_OP, shapes)
         self.sizes[op] = sc
 
@@ -248,6 +260,7 @@ def compile_plan(
     table, unavailable = _plan_table(options, topo)
     fn = function if function is not None else entry_function(module)
     p = _Planner(topo, table, options, unavailable)
+    p.shapes = cost_shapes(fn, dict(options.hints))
     order = [op for op in fn.body.block.ops]
     for op in order:
         if is_decision_point(op):
@@ -291,7 +304,7 @@ def _place(p: _Planner, fn: func.FuncOp, order: list[Operation]) -> dict[Operati
             for d, c in costs.items():
                 total, ptrs = c, []
                 for v in op.operands:
-                    src, nbytes = _source(v, alias), value_bytes(v)
+                    src, nbytes = _source(v, alias), p.nbytes(v)
                     if src in producer:
                         prod = producer[src]
                         dp, tp = min((best[prod][e] + est(e, d, nbytes), e) for e in best[prod])
@@ -312,7 +325,7 @@ def _place(p: _Planner, fn: func.FuncOp, order: list[Operation]) -> dict[Operati
         if op not in best or op in chosen:
             continue
         if op in exits:
-            nbytes = sum(value_bytes(r) for r in op.results)
+            nbytes = sum(p.nbytes(r) for r in op.results)
             _, d = min(
                 (b + p.topo.estimate_transfer_ns(d, default, nbytes), d)
                 for d, b in best[op].items()
@@ -346,7 +359,7 @@ def _finish(
         elif isinstance(op, CopyOp):
             residency[op.result] = op.target.data
         elif isinstance(op, KernelOp):
-            inputs = [(residency.get(v), float(value_bytes(v))) for v in op.operands]
+            inputs = [(residency.get(v), float(p.nbytes(v))) for v in op.operands]
             considered = apply_inbound_transfer_costs(p.drafts[op], inputs, p.topo)
             dev = devices[op]
             alts = AlternativeSet(
@@ -369,7 +382,7 @@ def _finish(
     for v in ret.operands:  # exit: outputs return to the default device
         src = residency.get(v)
         if src is not None:
-            total += p.topo.estimate_transfer_ns(src, p.opts.default_device, value_bytes(v))
+            total += p.topo.estimate_transfer_ns(src, p.opts.default_device, p.nbytes(v))
     return ExecutionPlan(order, decisions, residency, bindings_generation(), total)
 
 

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import PassFailedException
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, CandidateAttr, placed_device
+from fuel_dialect.shapes import parse_hints, unknown_hints
 from passes.environment import PassEnvironment, table_or_default
 from passes.picker.plan import (
     Decision,
@@ -47,6 +48,9 @@ class PickerOptions:
     """Judge report path; empty: the default report if present, `none` to disable."""
     default_device: str = "cpu"
     """Where graph inputs live and outputs return."""
+    hint: str = ""
+    """Sizes to price dim symbols at, `seq=128,batch=2` (each clamped to its range); a symbol
+    not named is priced at `fuel_dialect.shapes.DIM_HINT` clamped to its range."""
 
     def plan_options(self, env: PassEnvironment | None = None) -> PlanOptions:
         """These options resolved in `env` (its table, and its topology where `topology`
@@ -55,6 +59,7 @@ class PickerOptions:
         try:
             topo = self._topology(env)
             req = PrecisionRequirement.parse(self.precision)
+            hints = tuple(sorted(parse_hints(self.hint).items()))
         except (TopologyError, ValueError) as e:
             raise PassFailedException(str(e)) from None
         if env.bindings is None:  # before the Judge's snapshot of the table
@@ -65,6 +70,7 @@ class PickerOptions:
             judge=_judge(self.judge, env),
             default_device=self.default_device,
             table=env.bindings,
+            hints=hints,
         )
 
     def _topology(self, env: PassEnvironment) -> SystemTopology:
@@ -98,8 +104,11 @@ def plan_module(
 ) -> list[ExecutionPlan]:
     """One plan per function of the module (each planned on its own) in `env`."""
     opts = options.plan_options(env)
+    functions = [f for f in module.ops if isinstance(f, func.FuncOp)]
+    if (why := unknown_hints(functions, dict(opts.hints))) is not None:
+        raise PassFailedException(why)
     try:
-        return [compile_plan(module, opts, f) for f in module.ops if isinstance(f, func.FuncOp)]
+        return [compile_plan(module, opts, f) for f in functions]
     except (PlanError, TopologyError) as e:  # e.g. a pin naming a device the topology lacks
         raise PassFailedException(str(e)) from None
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from frontends.builder import GraphBuilder
-from fuel_dialect.shapes import symbolic_shapes
+from fuel_dialect.shapes import cost_shapes, symbol_hints, symbolic_shapes
 from lowering.bundle import compile_module
 from runtime.compiled import InputError
 from runtime.module import FuelModule
@@ -52,6 +52,18 @@ def test_shape_rules_give_each_dim_as_an_expression() -> None:
     assert str(sl[1]) == "slice(seq, 1, 9223372036854775807, 1)"  # known when seq binds
     assert str(cat[1]) == "2*slice(seq, 1, 9223372036854775807, 1)"
     assert str(out[0]) == "div(8*slice(seq, 1, 9223372036854775807, 1), 6)"  # checked at run
+
+
+def test_cost_shapes_price_each_symbol_at_its_clamped_hint() -> None:
+    """The picker's shapes: each symbol at its hint (default 64) clamped to its range, and
+    every derived dim evaluated there (a slice, a concat, a division)."""
+    f = FuelModule.parse(SHARED_SEQ).entry
+    assert symbol_hints(f) == {"batch": 8, "seq": 64}  # batch's 64 clamped to [1, 8]
+    assert symbol_hints(f, {"seq": 4096, "batch": 2}) == {"batch": 2, "seq": 2048}
+    add, sl, cat, out = (op.results[0] for op in list(f.body.block.ops)[:4])
+    shapes = cost_shapes(f, {"seq": 4})
+    assert [shapes[v] for v in (add, sl, cat, out)] == [(8, 4, 4), (1, 3, 4), (1, 6, 4), (4, 3, 2)]
+    assert out not in cost_shapes(f, {"seq": 5})  # 8 * 4 * 2 rows do not split in 6: unpriced
 
 
 def test_mlp_compiled_once_runs_two_batches() -> None:

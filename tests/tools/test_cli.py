@@ -284,3 +284,21 @@ def test_every_flag_has_help() -> None:
 
     walk(build_parser(), "fuel")
     assert not missing, missing
+
+
+def test_hint_prices_dim_symbols_or_is_refused(tmp_path: Path, capsys) -> None:
+    """`--hint seq=N` reaches the picker of `fuel run` (a symbol it does not declare, or a
+    malformed hint, is a `fuel: error:`); a bundle runs the plan it was compiled with."""
+    g = GraphBuilder(seed=0)
+    x = g.input("x", (g.dim("seq", 1, 64), 4))
+    path = g.build(outputs={"y": g.tanh(g.matmul(x, g.weight("w", (4, 3))))}).save(
+        tmp_path / "m.mlir"
+    )
+    assert fuel_main(["run", str(path), "--random-inputs", "--hint", "seq=8"]) == 0
+    assert "y: [1, 3] f32" in capsys.readouterr().out
+    for hint, why in (("len=8", "undeclared dim symbol(s) len"), ("seq", "bad hint 'seq'")):
+        assert fuel_main(["run", str(path), "--random-inputs", "--hint", hint]) == 1
+        assert why in capsys.readouterr().err
+    assert fuel_main(["compile", str(path), "--hint", "seq=8", "-o", str(tmp_path / "b")]) == 0
+    assert fuel_main(["run", str(tmp_path / "b"), "--random-inputs", "--hint", "seq=2"]) == 1
+    assert "a bundle runs the plan it was compiled with" in capsys.readouterr().err
