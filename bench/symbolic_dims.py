@@ -1,12 +1,13 @@
 """One bundle, many shapes: a module with dim symbols vs a static module of the same shape.
 
 For each shape: the symbolic module's first run at that shape (specialisation: bind, clone,
-verify, compile the static executor) and then its later runs, timed interleaved with a
+verify, finish lowering for the shape (`lowering.cpu.specialize`), compile the static
+executor) and then its later runs, timed interleaved with a
 module compiled statically at that shape (medians). The outputs of both are checked against
 float64 numpy first.
 
     python -m bench.symbolic_dims [--batches 8,32] [--runs 300]
-    python -m bench.symbolic_dims --llama [--lengths 16,64] [--runs 100]
+    python -m bench.symbolic_dims --llama [--lengths 1,16,64] [--runs 100]
 
 `--llama`: a `transformers` Llama from a small config (random weights), exported once by
 torch.onnx (legacy, `dynamic_axes` seq) and imported with `--dim seq=1:256`, against the same
@@ -26,6 +27,7 @@ import numpy as np
 from bench._timing import measure, table
 from frontends.builder import GraphBuilder
 from lowering.bundle import compile_module
+from lowering.cpu.specialize import shape_finisher
 from runtime.module import FuelModule
 from runtime.shape_specialize import make_executor
 
@@ -93,7 +95,8 @@ def llama_rows(lengths: Sequence[int], runs: int) -> list[list[str]]:
             opset_version=18,
         )
     proto = onnx.load_model_from_string(buf.getvalue())
-    sym = make_executor(compile_module(import_onnx(proto, dims={"seq": (1, 256)}))[0])
+    sym_module = compile_module(import_onnx(proto, dims={"seq": (1, 256)}))[0]
+    sym = make_executor(sym_module, finish=shape_finisher())
     rows = []
     for n in lengths:
         ids = torch.randint(0, 512, (1, n), generator=torch.Generator().manual_seed(n))
@@ -118,6 +121,7 @@ def llama_rows(lengths: Sequence[int], runs: int) -> list[list[str]]:
                 f"{s:.1f}",
                 f"{st:.1f}",
                 f"{s / st:.3f}",
+                f"{len(sym)} / {len(static)}",
             ]
         )
     return rows
@@ -132,16 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batches", default="8,32")
     p.add_argument("--runs", type=int, default=300)
     p.add_argument("--llama", action="store_true", help="a transformers Llama, dynamic seq")
-    p.add_argument("--lengths", default="16,64")
+    p.add_argument("--lengths", default="1,16,64")
     args = p.parse_args(argv)
     header = ["shape", "first run ms", "specialise ms", "symbolic us", "static us", "ratio"]
+    header.append("items sym / static")
     if args.llama:
         rows = llama_rows([int(s) for s in args.lengths.split(",")], args.runs)
         print(f"Llama (2 layers, hidden 256), f32; load average {os.getloadavg()[0]:.2f}")
         print(table(rows, header))
         return 0
     sym_module, _ = compile_module(mlp((1, 256)))
-    sym = make_executor(sym_module)
+    sym = make_executor(sym_module, finish=shape_finisher())
     rows = []
     for b in (int(s) for s in args.batches.split(",")):
         x = np.random.default_rng(b).standard_normal((b, DIMS[0])).astype(np.float32)
@@ -167,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{s:.1f}",
                 f"{st:.1f}",
                 f"{s / st:.3f}",
+                f"{len(sym)} / {len(static)}",
             ]
         )
     print(f"MLP {DIMS}, f32; load average {os.getloadavg()[0]:.2f}")

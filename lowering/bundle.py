@@ -40,6 +40,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR
 from fuel_dialect.dtypes import dtype_name, shape_of
 from lowering.backend import BackendError, KernelArtifact, lower
+from lowering.cpu.specialize import hint_artifacts, shape_finisher
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
 from passes.instrument import expect, run_stage
 from runtime.bundle import (
@@ -147,6 +148,10 @@ def build_bundle(
         # ops its backend takes, not a graph already placed on the CPU).
         src = work if target == "cpu" else FuelModule(module.op.clone(), dict(module.weights))
         artifacts, md = lower_target(src, target, (options or {}).get(target, {}))
+        if target == "cpu":  # kernels the specialisations of a module with dim symbols pick
+            ids = {a.kernel_id for a in artifacts}
+            extra = hint_artifacts(work, (options or {}).get(target, {}))
+            artifacts += [a for a in extra if a.kernel_id not in ids]
         ids = [a.kernel_id for a in artifacts]
         if len(set(ids)) != len(ids):
             raise BundleError(f"target {target} yields duplicate kernel ids")
@@ -442,4 +447,6 @@ def load_bundle(
     """`runtime.bundle.load_bundle` with this fuel's code generators as the source check: a
     bundle's generated kernels run only if their source is what this fuel writes from their
     ops (or the bundle is signed by one of the `trusted` keys). What `fuel run` uses."""
-    return load_verified(path, emulate, trusted=trusted, check_sources=check_sources)
+    return load_verified(
+        path, emulate, trusted=trusted, check_sources=check_sources, finisher=shape_finisher
+    )

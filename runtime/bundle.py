@@ -105,6 +105,9 @@ SourceCheck = Callable[[Any, str], None]
 """`check(root_op, where)`: every generated kernel (`fuel.c_kernel`, `fuel.triton_kernel`) under
 `root_op` holds the source this fuel's code generator writes from its body, else `BundleError`
 naming `where`. The runtime has no code generator: `lowering.bundle.load_bundle` passes one."""
+Finisher = Callable[[Mapping[str, str], KernelBindingTable], Callable[[Any], Any]]
+"""`finisher(options, table)`: the function lowering a shape's specialised clone of a module
+with dim symbols (`lowering.cpu.specialize.shape_finisher`, given by the compiler's loader)."""
 
 
 # -- shared with the writer ------------------------------------------------------------------
@@ -907,6 +910,9 @@ class LoadedBundle:
     trust: Trust = field(default_factory=Trust)
     """What this load lets the bundle run (`Trust`): the signer, the source check."""
     _gpu: dict[str, tuple[Any, KernelBindingTable]] = field(default_factory=dict, repr=False)
+    finisher: Finisher | None = None
+    """Lowers a specialised clone of a module with dim symbols for its shape on the cpu target
+    (`runtime.shape_specialize`), made from the target's options and declared kernels."""
 
     @property
     def kernel_ids(self) -> list[str]:
@@ -983,7 +989,10 @@ class LoadedBundle:
                     f"'{stamp.backend.data}', which the CPU executor cannot "
                     "drive; compile for this machine's topology"
                 )
-        return make_executor(self.module, function, table=table)
+        finish = None
+        if self.finisher is not None:
+            finish = self.finisher(self.manifest["targets"]["cpu"].get("options", {}), table)
+        return make_executor(self.module, function, finish=finish, table=table)
 
 
 def _cpu_target(
@@ -1009,13 +1018,16 @@ def load_bundle(
     *,
     trusted: Sequence[PublicKey] = (),
     check_sources: SourceCheck | None = None,
+    finisher: Finisher | None = None,
 ) -> LoadedBundle:
     """Read and verify a bundle directory or archive (see the module doc); `BundleError`.
     `emulate` (default: `FUEL_EMULATE_GPU=1`) lets a GPU target this machine lacks be chosen
     and run emulated. `trusted`: public keys whose signature lets the bundle run the binaries
     it ships; `check_sources`: regenerates and compares generated kernels' sources (without
     it, a bundle with generated kernels loads only when signed by a trusted key); see
-    `Trust`."""
+    `Trust`. `finisher(options, table)`: lowers each shape's specialised clone of a module
+    with dim symbols under the cpu target's `options`, picking among the `table` it declares
+    (`LoadedBundle.finisher`; without it a shape runs its clone as specialised)."""
     p = Path(path)
     emulate = emulation_requested(emulate)
     manifest, files = read_verified(p)
@@ -1035,4 +1047,6 @@ def load_bundle(
         gpu[chosen] = _gpu_target(p, manifest, files, chosen, trust)
         table = gpu[chosen][1]
     picker = load_json(files[PICKER_FILE], f"{p}: {PICKER_FILE}")
-    return LoadedBundle(p, manifest, module, chosen, table, picker, files, emulate, trust, gpu)
+    return LoadedBundle(
+        p, manifest, module, chosen, table, picker, files, emulate, trust, gpu, finisher
+    )

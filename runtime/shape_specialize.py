@@ -7,8 +7,11 @@ module with every `?` replaced by its value under the ops' shape rules (`special
 `fuel_dialect.shapes`; the clone is verified, so every check the rules left to run time is
 made here), and compiles a static `Executor` for it: its schedule, memory plan and prepared
 kernels (packed weights, native calls sized for this shape). Later runs of that signature run
-that executor, so they cost what a static bundle of that shape costs. At most
-`knobs.shape_cache_size()` signatures are kept, the least recently used dropped first.
+that executor, so they cost what a static bundle of that shape costs. Between the clone and
+the executor a `finish` given by the compiler (`lowering.cpu.specialize.shape_finisher`) may
+lower the clone further for its concrete shape (the picker at the bound sizes, fused patterns
+whose precondition is a static fact, generated C); its time is part of the first run's. At
+most `knobs.shape_cache_size()` signatures are kept, the least recently used dropped first.
 """
 
 from __future__ import annotations
@@ -201,9 +204,14 @@ class SymbolicExecutor:
     (`Executor(module, ...)` with the caller's table, devices and function)."""
 
     def __init__(
-        self, module: FuelModule, make: Callable[[FuelModule], Any], function: str | None = None
+        self,
+        module: FuelModule,
+        make: Callable[[FuelModule], Any],
+        function: str | None = None,
+        finish: Callable[[FuelModule], FuelModule] | None = None,
     ):
         self._module, self._make, self._function = module, make, function
+        self._finish = finish
         self._fn = module.function(function)
         self.input_names, self.output_names = io_names(self._fn)
         self.dims = function_dims(self._fn)
@@ -212,7 +220,8 @@ class SymbolicExecutor:
         """Input shapes -> (signature, executor), least recently used first."""
         self._capacity = knobs.shape_cache_size()
         self.specializations: list[tuple[Env, float]] = []
-        """Every specialisation made: (signature, seconds to bind, clone, verify, compile)."""
+        """Every specialisation made: (signature, seconds to bind, clone, verify, finish,
+        compile)."""
         self._last: Any = None
 
     @property
@@ -237,7 +246,8 @@ class SymbolicExecutor:
         env = bind_dims(self._fn, self.input_names, arrays)  # every dim checked once
         key: Env = tuple(sorted(env.items()))
         t0 = time.perf_counter()
-        ex = self._make(specialize(self._module, env, self._function))
+        clone = specialize(self._module, env, self._function)
+        ex = self._make(clone if self._finish is None else self._finish(clone))
         self.specializations.append((key, time.perf_counter() - t0))
         self._cache[shapes] = (key, ex)
         while len(self._cache) > self._capacity:
@@ -289,9 +299,17 @@ class SymbolicExecutor:
         return getattr(self._last, name)
 
 
-def make_executor(module: FuelModule, function: str | None = None, **kwargs: Any) -> Any:
+def make_executor(
+    module: FuelModule,
+    function: str | None = None,
+    finish: Callable[[FuelModule], FuelModule] | None = None,
+    **kwargs: Any,
+) -> Any:
     """`Executor(module, function=function, **kwargs)`, or a `SymbolicExecutor` making one
-    per shape when the function declares dim symbols."""
+    per shape when the function declares dim symbols (each specialised clone lowered by
+    `finish` first, where given)."""
     if not is_symbolic(module.function(function)):
         return Executor(module, function=function, **kwargs)
-    return SymbolicExecutor(module, lambda m: Executor(m, function=function, **kwargs), function)
+    return SymbolicExecutor(
+        module, lambda m: Executor(m, function=function, **kwargs), function, finish
+    )

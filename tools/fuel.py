@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from lowering.bundle import compile_module, load_bundle, write_bundle
+from lowering.cpu.specialize import shape_finisher
 from lowering.kernel_source import KernelSourceError, check_kernel_sources
 from passes.instrument import run_stage
 from runtime import knobs
@@ -230,9 +231,10 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         return bundle.executor(args.target, emulate, args.function)
     if args.target or args.emulate or args.trust:
         raise CliError("--target, --emulate and --trust apply to a bundle only")
+    options = _plan_options(args)
     with compile_view():
-        module, _ = compile_module(load_program(args), _plan_options(args))
-    return make_executor(module, args.function)
+        module, _ = compile_module(load_program(args), options)
+    return make_executor(module, args.function, finish=shape_finisher(options))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
