@@ -276,3 +276,40 @@ def collapse_branch(branch: BranchOp, index: int) -> None:
     Rewriter.erase_op(term)
     Rewriter.inline_block(branch.arms[index].block, InsertPoint.before(branch))
     Rewriter.replace_op(branch, [], values)
+
+
+_COMPARE = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    ">": lambda a, b: a > b,
+}
+
+
+def _gate_dims(branch: BranchOp, i: int) -> list[tuple[int, str, int]] | None:
+    """Arm `i`'s gate as (dim size, comparison, constant) per term (-1: a `?` dim), or None
+    when a term reads a value (known only at run time)."""
+    out = []
+    for kind, j, axis, cmp, const in parse_gate(branch.gate(i)) if branch.gate(i) else []:
+        t = branch.gate_operands[j].type
+        if kind != "dim" or not hasattr(t, "get_shape"):
+            return None
+        out.append((t.get_shape()[axis], cmp, const))  # pyright: ignore[reportAttributeAccessIssue]
+    return out
+
+
+def has_dynamic_gate(branch: BranchOp) -> bool:
+    """Does a gate of `branch` test a `?` dim (a size only a run, or a shape's
+    specialisation, knows)?"""
+    return any(d < 0 for i in range(1, len(branch.arms)) for d, _, _ in _gate_dims(branch, i) or [])
+
+
+def static_choice(branch: BranchOp, picked: int) -> int | None:
+    """The arm a run takes when arm `picked` is picked and its gate tests only static dims:
+    `picked` if the gate holds, else arm 0; None when the gate reads a value or a `?` dim."""
+    terms = _gate_dims(branch, picked)
+    if terms is None or any(d < 0 for d, _, _ in terms):
+        return None
+    return picked if all(_COMPARE[cmp](d, c) for d, cmp, c in terms) else 0

@@ -46,6 +46,7 @@ _FUEL_PASSES = {
     "fuel-select": ("passes.select", "SelectPass"),
     "fuel-bake-variants": ("passes.bake_variants", "BakeVariantsPass"),
     "fuel-emit-decode-flash": ("passes.emit_decode_flash", "EmitDecodeFlashPass"),
+    "fuel-emit-dim-branches": ("passes.emit_dim_branches", "EmitDimBranchesPass"),
     "fuel-fuse-casts": ("passes.fuse_casts", "FuseCastsPass"),
     "fuel-fork-placements": ("passes.fork_placements", "ForkPlacementsPass"),
     "fuel-converge-frontier": ("passes.converge_frontier", "ConvergeFrontierPass"),

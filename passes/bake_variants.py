@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from fuel_dialect.branch import BranchOp, collapse_branch
+from fuel_dialect.branch import BranchOp, collapse_branch, has_dynamic_gate
 from passes.environment import environment
 from passes.picker.plan import PlanError, PlanOptions, is_decision_point, price_op
 from passes.picker.support import PickerOptions, placed_device
@@ -37,8 +37,8 @@ def arm_cost(branch: BranchOp, index: int, device: str, options: PlanOptions) ->
 
 def bake_choice(branch: BranchOp, options: PlanOptions) -> int | None:
     """The arm to keep, or None when the branch is not a same-device variant branch."""
-    if branch.kind.data != "variant":
-        return None
+    if branch.kind.data != "variant" or has_dynamic_gate(branch):
+        return None  # a gate testing a `?` dim: the run (or the shape's specialisation) picks
     default = options.default_device
     devices = {
         op_device(op, default) for arm in branch.arms for op in arm.walk() if is_decision_point(op)
@@ -58,9 +58,11 @@ class BakeVariantsPass(ModulePass, PickerOptions):
     """For every `fuel.branch variant` whose arms all run on one device, price each arm (the
     Judge's measured figures first, Layer 1 otherwise, summed over the arm's interior) and
     collapse the branch to the unique arm strictly cheaper than arm 0 — or to arm 0 on ties
-    and unknown costs. Placement branches and mixed-device variant branches are untouched.
+    and unknown costs. Placement branches, mixed-device variant branches and branches whose
+    gates test a `?` dim (`fuel-emit-dim-branches`: a run's size decides) are untouched.
 
-    Pre: verified fuel IR. Post: no same-device variant branch remains. Surgical: no DCE.
+    Pre: verified fuel IR. Post: no same-device variant branch remains but those with a gate
+    on a `?` dim. Surgical: no DCE.
     """
 
     name = "fuel-bake-variants"

@@ -1,15 +1,17 @@
 """`fuel-optimize`: the driver — pathfinders add routes, optimizers prune them, in lock step.
 
     fix dtypes -> canonicalize -> plan -> (pathfinder, every optimizer)* -> stamp -> bake variants
-               -> residency copies -> fix layouts
+               -> residency copies -> dim branches -> fix layouts
 
 Each step is a stage (`passes.instrument`), named after the pass it runs where there is one:
 `topology` (detected or read, with the kernel tables and the Judge), `fuel-fix-dtypes`,
 `fuel-canonicalize`, `plan`, then per pathfinder its name and each optimizer's
 (`fuel-fork-placements`, `fuel-converge-frontier`, `fuel-emit-decode-flash`, ...), `picked`
 (the winners stamped), `fuel-bake-variants`, `copies` (single-device edges),
-`fuel-insert-residency` (with a `budget`), `fuel-fix-layouts`. `fuel-opt --print-ir-after-all`
-and `--dump-dir` show the IR after each, `--time-passes` and `FUEL_LOG=info` their times.
+`fuel-insert-residency` (with a `budget`), `fuel-emit-dim-branches` (a same-device variant
+gated on a `?` dim where an op's best kernel at its symbol's low end is not the hint's),
+`fuel-fix-layouts`. `fuel-opt --print-ir-after-all` and `--dump-dir` show the IR after each,
+`--time-passes` and `FUEL_LOG=info` their times.
 
 Residency copies are `fuel.copy` pairs that evict tensors to the host and reload them, inserted
 only when a `budget` is set (`fuel-insert-residency`'s planner); an unreachable budget fails.
@@ -39,6 +41,7 @@ from passes.bake_variants import BakeVariantsPass
 from passes.canonicalize import canonicalize
 from passes.converge_frontier import converge
 from passes.emit_decode_flash import EmitDecodeFlashPass
+from passes.emit_dim_branches import EmitDimBranchesPass
 from passes.environment import PassEnvironment, environment, pass_context
 from passes.fork_placements import fork_placements
 from passes.fuse_patterns import fuse_patterns
@@ -271,7 +274,7 @@ def optimize_graph(
     env = env if env is not None else PassEnvironment()
     registry = registry if registry is not None else default_registry()
     lockstep = len(registry.pathfinders) * (1 + len(registry.optimizers))
-    expect(8 + lockstep + bool(options.budget if isinstance(options, OptimizeOptions) else 0))
+    expect(9 + lockstep + bool(options.budget if isinstance(options, OptimizeOptions) else 0))
     with stage("topology"):  # detected or read; the kernel tables and the Judge loaded
         plan_opts = options.plan_options(env)
         assert plan_opts.topology is not None
@@ -298,6 +301,10 @@ def optimize_graph(
     if budgets:
         with stage("fuel-insert-residency", module):
             residency = fit_residency(module, budgets, options, plan_opts.topology)
+    with stage("fuel-emit-dim-branches", module):  # after copies: the arms read what op did
+        opts = with_options(EmitDimBranchesPass, options)
+        replace(opts, placements=False).apply(pass_context(env), module)  # type: ignore[type-var]
+        plans = [live(p) for p in plans]
     with stage("fuel-fix-layouts", module):
         optional_pass("fuel-fix-layouts")(module, options, env)
     return OptimizedGraph(module, plans, residency)

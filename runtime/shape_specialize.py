@@ -5,8 +5,9 @@ shape in their ranges. On the first run of a new signature `SymbolicExecutor` bi
 symbol from the inputs (`bind_dims`: ranges and agreement checked, the dim named), clones the
 module with every `?` replaced by its value under the ops' shape rules (`specialize`:
 `fuel_dialect.shapes`; the clone is verified, so every check the rules left to run time is
-made here), and compiles a static `Executor` for it: its schedule, memory plan and prepared
-kernels (packed weights, native calls sized for this shape). Later runs of that signature run
+made here; a branch gated on dims takes the arm its sizes select), and compiles a static
+`Executor` for it: its schedule, memory plan and prepared kernels (packed weights, native
+calls sized for this shape). Later runs of that signature run
 that executor, so they cost what a static bundle of that shape costs. Between the clone and
 the executor a `finish` given by the compiler (`lowering.cpu.specialize.shape_finisher`) may
 lower the clone further for its concrete shape (the picker at the bound sizes, fused patterns
@@ -24,11 +25,12 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, TensorType
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FunctionType, IntegerAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from fuel_dialect.base import KernelOp
+from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch, static_choice
 from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, arg_symbols, function_dims, is_symbolic
 from fuel_dialect.dtypes import dtype_name
 from fuel_dialect.ops_movement import ConstantOp, WeightOp
@@ -100,6 +102,7 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
     f.function_type = FunctionType.from_lists(
         [a.type for a in f.body.block.args], [v.type for v in ret.operands]
     )
+    _collapse_gated(f)
     weights = _fold_iotas(f, env, dict(module.weights))
     _fold_derived(f, weights)
     f.attributes.pop(DIMS_ATTR, None)
@@ -115,6 +118,17 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
     except (DiagnosticException, ValueError) as e:
         raise InputError(f"at {label}: {e}") from None
     return FuelModule(op, weights, module.name)
+
+
+def _collapse_gated(f: func.FuncOp) -> None:
+    """Each branch whose picked arm's gate tests dims alone (`fuel-emit-dim-branches`: the
+    kernel that wins at this size) becomes the arm the bound shapes select."""
+    for b in reversed([op for op in f.walk() if isinstance(op, BranchOp)]):
+        picked = b.attributes.get(PICKED_ATTR)
+        if isinstance(picked, IntegerAttr) and picked.value.data > 0:
+            choice = static_choice(b, picked.value.data)
+            if choice is not None:
+                collapse_branch(b, choice)
 
 
 def _fold_iotas(

@@ -37,7 +37,7 @@ from fuel_dialect.attrs import KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import PIN_ATTR, CopyOp
 from fuel_dialect.dtypes import dtype_name
-from fuel_dialect.ops_movement import ReshapeOp
+from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from fuel_dialect.shapes import cost_shape, cost_shapes
 from passes.environment import bindings_generation, bindings_or_default
 from passes.picker.ranker import (
@@ -384,6 +384,37 @@ def _finish(
         if src is not None:
             total += p.topo.estimate_transfer_ns(src, p.opts.default_device, p.nbytes(v))
     return ExecutionPlan(order, decisions, residency, bindings_generation(), total)
+
+
+def ranked_at(
+    op: Operation, shapes: Mapping[SSAValue, tuple[int, ...]], options: PlanOptions = PlanOptions()
+) -> list[Candidate]:
+    """`op`'s feasible candidates on every device, priced with its values at `shapes` (e.g. a
+    dim symbol at another size than its hint) as if alone: computed inputs moved from the
+    default device and results back to it (transfers counted as inbound), best first (the
+    ranker's order). Raises PlanError if none."""
+    topo = options.topology or SystemTopology.cpu_only()
+    table, unavailable = _plan_table(options, topo)
+    p = _Planner(topo, table, options, unavailable, shapes=dict(shapes))
+    p.draft(op)
+    inputs = [
+        (
+            None if isinstance(v.owner, WeightOp | ConstantOp) else options.default_device,
+            p.nbytes(v),
+        )
+        for v in op.operands
+    ]
+    costed = apply_inbound_transfer_costs(p.drafts[op], [(d, float(b)) for d, b in inputs], topo)
+    out = sum(p.nbytes(r) for r in op.results)
+    back = [
+        replace(
+            c,
+            inbound_transfer_ns=c.inbound_transfer_ns
+            + topo.estimate_transfer_ns(c.device, options.default_device, out),
+        )
+        for c in costed
+    ]
+    return AlternativeSet(back, [], p.sizes[op]).rank().candidates
 
 
 def price_op(op: Operation, options: PlanOptions = PlanOptions()) -> dict[str, float]:

@@ -44,3 +44,35 @@ func.func @softmax_variant_not_applied(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   func.return %v : tensor<4xf32>
 }
+
+// A variant gated on a `?` dim (fuel-emit-dim-branches) is the run's choice: untouched.
+// CHECK-LABEL: func.func @dim_gated_variant
+// CHECK-SAME:    (%[[X:[^:]*]]: tensor<?x256xf32>
+// CHECK-NEXT:    %{{.*}} = fuel.branch variant (%[[X]] : tensor<?x256xf32>) -> tensor<?x256xf32> arm {
+// CHECK:         } arm if "dim($0, 0) <= 4" {
+func.func @dim_gated_variant(%x: tensor<?x256xf32> {fuel.dim_names = ["seq"]}) -> tensor<?x256xf32> attributes {fuel.dims = {seq = #fuel.dim<1, 64>}} {
+  %r = fuel.branch variant (%x : tensor<?x256xf32>) -> tensor<?x256xf32> arm {
+    %a = fuel.exp %x : tensor<?x256xf32>
+    fuel.yield %a : tensor<?x256xf32>
+  } arm if "dim($0, 0) <= 4" {
+    %b = fuel.exp %x : tensor<?x256xf32>
+    fuel.yield %b : tensor<?x256xf32>
+  } {fuel.picked = 1 : i64}
+  func.return %r : tensor<?x256xf32>
+}
+
+// The same gate on a static dim is decided here: arm 0 on a tie.
+// CHECK-LABEL: func.func @dim_gated_variant_not_applied
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x256xf32>)
+// CHECK-NEXT:    %[[A:.*]] = fuel.exp %[[X]] : tensor<2x256xf32>
+// CHECK-NEXT:    func.return %[[A]] : tensor<2x256xf32>
+func.func @dim_gated_variant_not_applied(%x: tensor<2x256xf32>) -> tensor<2x256xf32> {
+  %r = fuel.branch variant (%x : tensor<2x256xf32>) -> tensor<2x256xf32> arm {
+    %a = fuel.exp %x : tensor<2x256xf32>
+    fuel.yield %a : tensor<2x256xf32>
+  } arm if "dim($0, 0) <= 4" {
+    %b = fuel.exp %x : tensor<2x256xf32>
+    fuel.yield %b : tensor<2x256xf32>
+  } {fuel.picked = 1 : i64}
+  func.return %r : tensor<2x256xf32>
+}
