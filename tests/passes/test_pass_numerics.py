@@ -36,6 +36,7 @@ COVERED = {
     "fuel-fuse-casts",
     "fuel-fuse-patterns",
     "fuel-emit-decode-flash",
+    "fuel-emit-dim-branches",
     "fuel-bake-variants",
     "fuel-fork-placements",
     "fuel-converge-frontier",
