@@ -120,3 +120,16 @@ func.func @group_feeds_group(%x: tensor<8xf64>) -> tensor<8xf64> {
   %m = fuel.mul %g, %p : tensor<8xf64>, tensor<8xf64> -> tensor<8xf64>
   func.return %m : tensor<8xf64>
 }
+
+// Generated C bakes its loop bounds: a chain with a `?` dim keeps library kernels (a run's
+// specialisation to its shape generates the C: lowering/cpu/specialize.py).
+// CHECK-LABEL: func.func @dynamic_chain_not_applied
+// CHECK-NEXT:    fuel.exp
+// CHECK-NEXT:    fuel.add
+// CHECK-NEXT:    fuel.relu
+func.func @dynamic_chain_not_applied(%x: tensor<?x8xf32> {fuel.dim_names = ["seq"]}, %b: tensor<8xf32>) -> tensor<?x8xf32> attributes {fuel.dims = {seq = #fuel.dim<1, 64>}} {
+  %e = fuel.exp %x : tensor<?x8xf32>
+  %a = fuel.add %e, %b : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+  %r = fuel.relu %a : tensor<?x8xf32>
+  func.return %r : tensor<?x8xf32>
+}
