@@ -236,6 +236,9 @@ class SymbolicExecutor:
         self.specializations: list[tuple[Env, float]] = []
         """Every specialisation made: (signature, seconds to bind, clone, verify, finish,
         compile)."""
+        self.phases: list[dict[str, float]] = []
+        """Per specialisation, its seconds by phase: `clone` (bind, clone, verify, fold),
+        `lower` (the `finish`), `executor` (schedule, memory plan, prepared kernels)."""
         self._last: Any = None
 
     @property
@@ -261,8 +264,13 @@ class SymbolicExecutor:
         key: Env = tuple(sorted(env.items()))
         t0 = time.perf_counter()
         clone = specialize(self._module, env, self._function)
-        ex = self._make(clone if self._finish is None else self._finish(clone))
-        self.specializations.append((key, time.perf_counter() - t0))
+        t1 = time.perf_counter()
+        clone = clone if self._finish is None else self._finish(clone)
+        t2 = time.perf_counter()
+        ex = self._make(clone)
+        t3 = time.perf_counter()
+        self.specializations.append((key, t3 - t0))
+        self.phases.append({"clone": t1 - t0, "lower": t2 - t1, "executor": t3 - t2})
         self._cache[shapes] = (key, ex)
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)

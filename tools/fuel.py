@@ -273,9 +273,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_specializations(ex: Any) -> None:
     """What each new input shape of a module with dim symbols cost on its first run."""
-    for env, secs in getattr(ex, "specializations", ()):
+    phases = getattr(ex, "phases", [])
+    for i, (env, secs) in enumerate(getattr(ex, "specializations", ())):
         dims = ", ".join(f"{k}={v}" for k, v in env)
-        print(f"specialized for {dims}: {secs * 1e3:.1f} ms (first run of this shape)")
+        parts = ", ".join(
+            f"{k} {v * 1e3:.1f}" for k, v in (phases[i] if i < len(phases) else {}).items()
+        )
+        print(f"specialized for {dims}: {secs * 1e3:.1f} ms (first run of this shape: {parts} ms)")
 
 
 def _print_profile(rows: list[tuple[str, int, float]], top: int = 25) -> None:

@@ -109,7 +109,7 @@ def test_cli_bundle_runs_two_shapes_and_refuses_a_third(tmp_path: Path, capsys) 
         rc = fuel_main(["run", str(bundle), "--input", f"x={tmp_path / f'x{b}.npy'}", "--profile"])
         text = capsys.readouterr().out
         assert rc == 0 and f"y: [{b}, 8] f32" in text
-        assert f"specialized for batch={b}: " in text
+        assert f"specialized for batch={b}: " in text and "lower " in text
     np.save(tmp_path / "x9.npy", np.ones((9, 16), np.float32))
     assert fuel_main(["run", str(bundle), "--input", f"x={tmp_path / 'x9.npy'}"]) == 1
     assert (
