@@ -176,8 +176,10 @@ def test_onnx_legacy_export(name: str) -> None:
 
 def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
     """One import (`dynamic_axes` seq, ranged 1..64), one compile, two prompt lengths: each
-    matches PyTorch; a length outside the range is refused naming the dim."""
+    matches PyTorch, lowered for its shape as `fuel run` does (rope fused, generated C); a
+    length outside the range is refused naming the dim."""
     from lowering.bundle import compile_module
+    from lowering.cpu.specialize import shape_finisher
     from runtime.compiled import InputError
     from runtime.shape_specialize import make_executor
 
@@ -198,7 +200,7 @@ def test_onnx_legacy_export_with_dynamic_seq_runs_every_length() -> None:
         )
     proto = onnx.load_model_from_string(buf.getvalue())
     plan, _ = compile_module(import_onnx(proto, dims={"seq": (1, 64)}))
-    ex = make_executor(plan)
+    ex = make_executor(plan, finish=shape_finisher())
     gen = torch.Generator().manual_seed(2)
     outs = []
     for n in (1, 12, 1):
