@@ -5,12 +5,14 @@ A branch holds one region per **arm**; every arm computes the same result types 
 values from the enclosing block, never each other's. Two kinds:
 
 * `variant` — different kernels on one device (e.g. decomposed vs fused); baked at optimize
-  time by `fuel-bake-variants`, so none survives optimization.
+  time by `fuel-bake-variants`, so none survives optimization but those gated on a `?` dim.
 * `placement` — the same work on different devices; left for the runtime picker.
 
 An arm after arm 0 may carry a **gate**, a predicate the executor evaluates per run over the
 branch's operands (`$0`, `$1`, ...): `dim($0, 2) == 1`, `value($1) <= 4096`, joined by `&&`.
-A gated arm whose gate fails falls back to arm 0.
+A gated arm whose gate fails falls back to arm 0. A gate testing a `?` dim (a dim symbol's
+size: `fuel-emit-dim-branches`) is decided per input shape: a shape's specialisation collapses
+the branch to the arm its sizes select (`static_choice`), and `fuel-bake-variants` leaves it.
 
     %o = fuel.branch variant (%q, %n : tensor<1x8x1x64xf32>, tensor<i64>) -> tensor<1x8x1x64xf32>
       arm {
