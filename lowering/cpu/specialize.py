@@ -19,7 +19,7 @@ from typing import Any
 
 from xdsl.utils.exceptions import PassFailedException
 
-from fuel_dialect.dims import is_symbolic
+from fuel_dialect.dims import function_dims, is_symbolic
 from fuel_dialect.shapes import parse_hints, symbol_hints
 from lowering.backend import BackendError, KernelArtifact
 from lowering.cpu.backend import (
@@ -34,7 +34,7 @@ from passes.fused.patterns import known_weights
 from passes.optimize import optimize_graph
 from passes.picker.support import PickerOptions
 from runtime.binding_table import KernelBindingTable
-from runtime.compiled import ExecutionError
+from runtime.compiled import ExecutionError, InputError
 from runtime.module import FuelModule
 from runtime.shape_specialize import specialize
 
@@ -82,10 +82,18 @@ def hint_artifacts(
     """The library kernels (and fuel's native library) a specialisation of `module` (compiled,
     with dim symbols) at its symbols' hints stamps, that a bundle declares beside its own so
     its specialisations may pick them (a bundle runs only the kernels it declares); generated C
-    is left out (a specialisation builds its own). Empty for a module without symbols."""
+    is left out (a specialisation builds its own). Where the shapes do not fit at the hints (a
+    reshape that needs another size), the symbols' low ends; empty for a module without
+    symbols or where neither fits."""
     if not is_symbolic(module.entry):
         return []
     opts = CpuBackend().parse_options("cpu", dict(options or {}))
-    env = symbol_hints(module.entry, parse_hints(opts.hint))
-    clone = finish_shape(specialize(module, env), opts, PassEnvironment())
-    return [a for a in artifacts_stage(clone, {}) if a.meta.get("kind") != "c"]
+    hints = symbol_hints(module.entry, parse_hints(opts.hint))
+    lows = {name: lo for name, (lo, _) in function_dims(module.entry).items()}
+    for env in (hints, lows):
+        try:
+            clone = finish_shape(specialize(module, env), opts, PassEnvironment())
+        except (InputError, ExecutionError):
+            continue
+        return [a for a in artifacts_stage(clone, {}) if a.meta.get("kind") != "c"]
+    return []
