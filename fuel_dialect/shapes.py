@@ -440,18 +440,6 @@ def cost_shape(t: Any) -> tuple[int, ...]:
     return tuple(d if d >= 0 else DIM_HINT for d in t.get_shape())
 
 
-def parse_hints(text: str) -> dict[str, int]:
-    """`seq=128,batch=2` -> {"seq": 128, "batch": 2}; `ValueError` saying what is wrong."""
-    out: dict[str, int] = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        name, eq, value = part.partition("=")
-        name = name.strip()
-        if not eq or not name or not value.strip().isdigit() or int(value) < 1:
-            raise ValueError(f"bad hint '{part}' (expected NAME=SIZE, SIZE a positive integer)")
-        out[name] = int(value)
-    return out
-
-
 def symbol_hints(f: Any, given: Mapping[str, int] | None = None) -> dict[str, int]:
     """The size each dim symbol of `f` is priced at: `given[name]` (`--hint seq=128`) or
     `DIM_HINT`, clamped to the symbol's declared range (hints for symbols `f` does not
@@ -500,7 +488,6 @@ __all__ = [
     "cost_shapes",
     "evaluate",
     "infer",
-    "parse_hints",
     "symbol_hints",
     "unknown_hints",
 ]

@@ -53,14 +53,13 @@ from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.ops_cpu import CKernelOp
-from fuel_dialect.shapes import parse_hints
 from lowering.backend import BackendError, KernelArtifact, Stage
 from lowering.cpu.convert_fuel_to_c import ConvertFuelToCPass
 from passes import get_all_passes
 from passes.fused.patterns import known_weights
 from passes.optimize import optimize_graph
 from passes.picker.ranker import PrecisionRequirement
-from passes.picker.support import PickerOptions
+from passes.picker.support import PickerOptions, parse_hints
 from runtime import native
 from runtime.binding_table import NoKernelForOp
 from runtime.compiled import compile_node, kernel_id, kernel_ops

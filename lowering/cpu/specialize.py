@@ -20,7 +20,7 @@ from typing import Any
 from xdsl.utils.exceptions import PassFailedException
 
 from fuel_dialect.dims import function_dims, is_symbolic
-from fuel_dialect.shapes import parse_hints, symbol_hints
+from fuel_dialect.shapes import symbol_hints
 from lowering.backend import BackendError, KernelArtifact
 from lowering.cpu.backend import (
     CpuBackend,
@@ -32,7 +32,7 @@ from lowering.cpu.backend import (
 from passes.environment import PassEnvironment
 from passes.fused.patterns import known_weights
 from passes.optimize import optimize_graph
-from passes.picker.support import PickerOptions
+from passes.picker.support import PickerOptions, parse_hints
 from runtime.binding_table import KernelBindingTable
 from runtime.compiled import ExecutionError, InputError
 from runtime.module import FuelModule

@@ -19,7 +19,7 @@ from xdsl.utils.exceptions import PassFailedException
 from fuel_dialect.attrs import DEVICE_ATTR, KERNEL_ATTR, DeviceAttr, KernelRefAttr
 from fuel_dialect.base import KernelOp
 from fuel_dialect.dispatch import ALTERNATIVES_ATTR, CandidateAttr, placed_device
-from fuel_dialect.shapes import parse_hints, unknown_hints
+from fuel_dialect.shapes import unknown_hints
 from passes.environment import PassEnvironment, table_or_default
 from passes.picker.plan import (
     Decision,
@@ -34,6 +34,18 @@ from passes.picker.ranker import Candidate, PrecisionRequirement
 from runtime.judge import ProfileJudgeOracle, default_report_path, load_report
 from runtime.topology import SystemTopology, TopologyError
 from runtime.topology_file import load_file
+
+
+def parse_hints(text: str) -> dict[str, int]:
+    """`seq=128,batch=2` -> {"seq": 128, "batch": 2}; `ValueError` saying what is wrong."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if not eq or not name or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"bad hint '{part}' (expected NAME=SIZE, SIZE a positive integer)")
+        out[name] = int(value)
+    return out
 
 
 @dataclass(frozen=True)
