@@ -144,7 +144,14 @@ static void parallel_for(fuel_chunk fn, void *args, long chunks) {
     for (long c = 0; c < chunks; c++) fn(args, c);
     return;
   }
+  /* Close the ticket first (a generation of its own whose chunk index no task reaches): a
+   * worker still holding the last task's exhausted ticket (gen, c) would otherwise see the
+   * new fn, args and chunk count below while the ticket is still (gen, c), claim chunk c of
+   * the new task by CAS before it is published, and count it in `done` twice over; the
+   * caller then returns while a chunk still runs (wrong results on a busy machine). */
   uint64_t gen = (atomic_load(&ticket) >> 32) + 1;
+  atomic_store(&ticket, (gen << 32) | UINT32_MAX);
+  gen++;
   atomic_store(&task_fn, fn);
   atomic_store(&task_args, args);
   atomic_store(&task_chunks, chunks);
