@@ -565,7 +565,7 @@ int fuel_native_gemm_use_isa(int isa) {
 typedef struct {
   float *s;
   double *l;
-  const long *live; /* keys row r reads */
+  long *live; /* keys row r reads (the softmax trims it to the keys of nonzero weight) */
   long m, n;
   float scale;
   const float *mask; /* additive, or 0: row r's at mask + mrow[r], key j's at + j mj */
@@ -610,6 +610,11 @@ static void softmax_chunk(void *q, long chunk) {
       if ((double)s[j] > mx) mx = s[j];
     }
     if (mx == -INFINITY) live = 0; /* no live key, or every score NaN / -inf: adds nothing */
+    /* Trailing keys whose weight exp(s - mx) rounds to a float 0 (s - mx < -110; exp(-110)
+     * is below half the least subnormal) add nothing to the sum or to the weights times V:
+     * the product below stops before them (a masked-out future, e.g.). NaN stays. */
+    while (live > 0 && (double)s[live - 1] - mx < -110.0) live--;
+    a->live[r] = live;
     a->l[r] = live ? softmax_exp(s, mx, live) : 0.0;
     for (long j = live; j < a->n; j++) s[j] = 0.0f;
   }
@@ -645,7 +650,11 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
     long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
     for (long r = 0; r < m; r++) {
       live[r] = live_keys(r % sq, sq, kv_len, causal);
-      if (mask) mrow[r] = b * ms[0] + (kvh * g + r / sq) * ms[1] + r % sq * ms[2];
+      if (!mask) continue;
+      mrow[r] = b * ms[0] + (kvh * g + r / sq) * ms[1] + r % sq * ms[2];
+      /* trailing keys the mask sets to -inf: their logits are -inf, their weights 0 (a causal
+       * mask written out: the products skip them as they skip causal's) */
+      while (live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] == -INFINITY) live[r]--;
     }
     const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
     for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */

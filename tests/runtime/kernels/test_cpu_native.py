@@ -490,3 +490,25 @@ def test_attention_mask_against_float64(
     assert normwise(out, ref) < 1e-6
     if len(mshape) >= 2 and sq > 1:
         assert not out[:, :, 0].any()  # the all -inf row
+
+
+@pytest.mark.parametrize("fill", [-np.inf, np.finfo(np.float32).min])
+def test_attention_causal_mask_written_out_is_the_causal_flag(fill: float) -> None:
+    """A causal mask written out (0 on and below the diagonal, -inf or the least float above:
+    what exporters write) gives the bits of the `causal` flag: the masked future's weights are
+    0 and the products stop before it (-inf keys are not scored; finite ones are, then trimmed
+    because their weights round to 0). Scores with a wide spread trim keys of no weight inside
+    a row too: still float64's values."""
+    g = rng(12)
+    b, hq, hkv, s, d = 1, 8, 2, 48, 32
+    q = g.standard_normal((b, hq, s, d)).astype(F32)
+    k, v = (g.standard_normal((b, hkv, s, d)).astype(F32) for _ in range(2))
+    k[:, :, s // 2 :] *= 60.0  # later keys: weights that underflow next to the largest
+    mask = np.where(np.tril(np.ones((s, s), bool)), 0.0, fill).astype(F32)[None, None]
+    params = {"scale": 0.125, "causal": False}
+    written, flag = (np.full((b, hq, s, d), np.nan, F32) for _ in range(2))
+    nk._attention_native(False, with_mask=True)([q, k, v, mask], [written], params)
+    nk._attention_native(False)([q, k, v], [flag], {**params, "causal": True})
+    assert np.array_equal(written, flag)
+    ref = attention64(q, k, v, s, True, 0.125)
+    assert normwise(written, ref) < 1e-5  # scores ~40: f32 rounding of the logits, not trimming
