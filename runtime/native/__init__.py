@@ -207,7 +207,8 @@ def ptr(a: np.ndarray) -> int:
     OP_GEMM_PACKED,
     OP_GEMM_BATCHED,
     OP_GATED_PACKED,
-) = range(1, 12)
+    OP_ATTN,
+) = range(1, 13)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -222,6 +223,7 @@ ARITY = {
     OP_GEMM_PACKED: 8,
     OP_GEMM_BATCHED: 9,
     OP_GATED_PACKED: 12,
+    OP_ATTN: 16,
 }
 
 

@@ -664,6 +664,10 @@ int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batc
 int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, const float *wd,
                              float *g, float *u, float *y, long m, long k, long f, long n,
                              int packed);
+int fuel_native_attention_gemm(const float *q, const float *k, const float *v, float *out,
+                               long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
+                               long kv_len, int causal, double scale, const float *mask,
+                               const long *ms);
 
 /* -- programs: a run of kernels in one call --------------------------------------------------- */
 
@@ -683,7 +687,8 @@ enum {
   OP_CALL,
   OP_GEMM_PACKED,
   OP_GEMM_BATCHED,
-  OP_GATED_PACKED
+  OP_GATED_PACKED,
+  OP_ATTN
 };
 
 static double bits_f64(int64_t v) {
@@ -749,6 +754,20 @@ long fuel_native_program(const int64_t *prog, long records) {
                                    a[10], (int)a[11]))
         return r;
       a += 12;
+      break;
+    case OP_ATTN: /* q, k, v, out, part, bsz, hq, hkv, sq, sk, d, dv, causal, scale bits,
+                     additive mask (0: none), its element strides: every key live */
+      if (a[8] > 1) {
+        if (fuel_native_attention_gemm(P(0), P(1), P(2), P(3), a[5], a[6], a[7], a[8], a[9],
+                                       a[10], a[11], a[9], (int)a[12], bits_f64(a[13]), P(14),
+                                       P(15)))
+          return r;
+      } else {
+        fuel_native_flash_attention(P(0), P(1), P(2), P(3), P(4), a[5], a[6], a[7], a[8], a[9],
+                                    a[10], a[11], a[9], (int)a[12], bits_f64(a[13]), P(14),
+                                    P(15));
+      }
+      a += 16;
       break;
     case OP_CALL: /* a generated C kernel (lowering/cpu/codegen.py): fn(void **args) */
       ((void (*)(void **))P(0))((void **)P(1));

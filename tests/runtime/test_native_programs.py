@@ -170,3 +170,22 @@ def test_a_signed_bundle_runs_its_native_kernels_where_no_compiler_is(tmp_path: 
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)
     assert res.returncode != 0
     assert "is loaded only from a bundle signed by a key you trust" in res.stderr
+
+
+@pytest.mark.parametrize(("sq", "causal"), [(1, False), (6, True)])
+def test_a_masked_attention_record_computes_what_its_kernel_does(sq: int, causal: bool) -> None:
+    """The masked attention (a mask over keys and queries, broadcast over heads; GQA) as a
+    program record: decode on the flash kernel, prefill on the GEMM, the bits of the call."""
+    from runtime.kernels.cpu.native import _attention_native
+
+    kernel = _attention_native(False, with_mask=True)
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((1, 4, sq, HD)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 2, 9, HD)).astype(np.float32) for _ in range(2))
+    mask = np.where(rng.random((1, 1, sq, 9)) < 0.3, -np.inf, -rng.random((1, 1, sq, 9)))
+    ins, params = [q, k, v, mask.astype(np.float32)], {"scale": 0.25, "causal": causal}
+    want, got = np.full(q.shape, np.nan, np.float32), np.full(q.shape, np.nan, np.float32)
+    kernel(ins, [want], params)
+    fn, words, n = native.program([kernel.encode(ins, [got], params)])
+    assert fn(words.ctypes.data, n) == -1
+    assert got.tobytes() == want.tobytes() and np.isfinite(got).all()

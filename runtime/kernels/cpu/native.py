@@ -391,6 +391,8 @@ def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
         if y is not out:
             store(out, y)
 
+    if with_mask and not with_kv_len:
+        attention_native.encode = _encode_attention  # type: ignore[attr-defined]
     return attention_native
 
 
@@ -507,6 +509,21 @@ def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | 
         native.f64_bits(float(params["scale"])),
     ]
     return R(words, [part])
+
+
+def _encode_attention(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    """The masked attention (any query count) as one record: the mask read in place by its
+    broadcast strides, as `_attention_native` reads it."""
+    (q, k, v, mask), out = ins, outs[0]
+    if not native.contiguous_f32(q, k, v, mask, out):
+        return None
+    (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
+    _, ms = _mask_view(mask, (bsz, hq, sq, sk))
+    part = np.empty(bsz * hq * native.library().fuel_native_flash_splits(sk) * (dv + 2))
+    words = [native.OP_ATTN, *(_p(a) for a in (q, k, v, out, part)), bsz, hq, hkv, sq, sk, d]
+    scale = native.f64_bits(float(params["scale"]))
+    words += [dv, int(bool(params["causal"])), scale, _p(mask), _p(ms)]
+    return R(words, [part, ms])
 
 
 _UFUNC_OPS = {np.add: native.OP_ADD, np.multiply: native.OP_MUL}
