@@ -140,7 +140,9 @@ _SIGNATURES = {
     "fuel_native_gemm": ([_F, _F, _F, _L, _L, _L], ctypes.c_int),
     "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
     "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
-    "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
+    "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int, _L], None),
+    "fuel_native_permute": ([_F, _F, _L, _F, _F], None),
+    "fuel_native_concat": ([_F, _L, _L, _F, _F], None),
     "fuel_native_silu_mul": ([_F, _F, _L], None),
     "fuel_native_program": ([_F, _L], _L),
     "fuel_native_flash_splits": ([_L], _L),
@@ -208,14 +210,16 @@ def ptr(a: np.ndarray) -> int:
     OP_GEMM_BATCHED,
     OP_GATED_PACKED,
     OP_ATTN,
-) = range(1, 13)
+    OP_PERMUTE,
+    OP_CONCAT,
+) = range(1, 15)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
     OP_GEMM: 6,
     OP_GATED: 11,
     OP_RMS: 6,
-    OP_ROPE: 8,
+    OP_ROPE: 9,
     OP_FLASH: 13,
     OP_ADD: 4,
     OP_MUL: 4,
@@ -224,6 +228,8 @@ ARITY = {
     OP_GEMM_BATCHED: 9,
     OP_GATED_PACKED: 12,
     OP_ATTN: 16,
+    OP_PERMUTE: 5,
+    OP_CONCAT: 5,
 }
 
 

@@ -641,19 +641,69 @@ void fuel_native_flash_decode(const float *q, const float *k, const float *v, fl
 /* Rotary embedding of x [outer, s, d] by cos/sin [s, d/2]: pairs (x[i], x[i + d/2]), or
  * (x[2i], x[2i+1]) if interleaved, become (a c - b s, b c + a s), each computed in double
  * (the f32 products are exact there) and rounded once: the numpy kernel's arithmetic. */
+FUEL_CLONES
+static void rope_row(const float *restrict xr, const float *restrict c, const float *restrict sr,
+                     float *restrict yr, long h, long ia, long ib) {
+  if (ia == 1) { /* rotate-half: both halves contiguous, vectorized */
+    for (long i = 0; i < h; i++) {
+      const double a = xr[i], b = xr[i + h];
+      yr[i] = (float)(a * c[i] - b * sr[i]);
+      yr[i + h] = (float)(b * c[i] + a * sr[i]);
+    }
+    return;
+  }
+  for (long i = 0; i < h; i++) {
+    double a = xr[i * ia], b = xr[i * ia + ib];
+    yr[i * ia] = (float)(a * c[i] - b * sr[i]);
+    yr[i * ia + ib] = (float)(b * c[i] + a * sr[i]);
+  }
+}
+
+/* ldt: the tables' row stride in elements (their rows are contiguous; h when packed). */
 void fuel_native_rope(const float *x, const float *cs, const float *sn, float *out, long outer,
-                      long s, long d, int interleaved) {
+                      long s, long d, int interleaved, long ldt) {
   const long h = d / 2, ia = interleaved ? 2 : 1, ib = interleaved ? 1 : h;
   for (long o = 0; o < outer; o++)
-    for (long t = 0; t < s; t++) {
-      const float *xr = x + (o * s + t) * d, *c = cs + t * h, *sr = sn + t * h;
-      float *yr = out + (o * s + t) * d;
-      for (long i = 0; i < h; i++) {
-        double a = xr[i * ia], b = xr[i * ia + ib];
-        yr[i * ia] = (float)(a * c[i] - b * sr[i]);
-        yr[i * ia + ib] = (float)(b * c[i] + a * sr[i]);
-      }
+    for (long t = 0; t < s; t++)
+      rope_row(x + (o * s + t) * d, cs + t * ldt, sn + t * ldt, out + (o * s + t) * d, h, ia,
+               ib);
+}
+
+/* -- copies: transpose and concat (exact) ------------------------------------------------- */
+
+/* out (C-contiguous) = the view of x with `size` [rank] and x's element `stride` [rank]
+ * (rank 1..8): a transpose is x read by permuted strides. Rows of the last dim are copied
+ * whole where that dim is contiguous in x. */
+void fuel_native_permute(const float *x, float *out, long rank, const long *size,
+                         const long *stride) {
+  long idx[8] = {0}, rows = 1;
+  const long n = size[rank - 1], sn = stride[rank - 1];
+  for (long d = 0; d < rank - 1; d++) rows *= size[d];
+  for (long r = 0; r < rows; r++) {
+    long off = 0;
+    for (long d = 0; d < rank - 1; d++) off += idx[d] * stride[d];
+    const float *src = x + off;
+    float *dst = out + r * n;
+    if (sn == 1)
+      memcpy(dst, src, (size_t)n * sizeof(float));
+    else
+      for (long j = 0; j < n; j++) dst[j] = src[j * sn];
+    for (long d = rank - 2; d >= 0 && ++idx[d] == size[d]; d--) idx[d] = 0;
+  }
+}
+
+/* out [outer, sum inner] = the n inputs [outer, inner[i]] side by side (a concat of
+ * C-contiguous arrays along one axis: outer the product of the dims before it). */
+void fuel_native_concat(float *out, long outer, long n, const int64_t *src, const long *inner) {
+  long total = 0;
+  for (long i = 0; i < n; i++) total += inner[i];
+  for (long o = 0; o < outer; o++) {
+    float *dst = out + o * total;
+    for (long i = 0; i < n; i++) {
+      memcpy(dst, (const float *)(intptr_t)src[i] + o * inner[i], (size_t)inner[i] * 4);
+      dst += inner[i];
     }
+  }
 }
 
 /* fuel_gemm.c (compiled after this file, in the same unit) */
@@ -688,7 +738,9 @@ enum {
   OP_GEMM_PACKED,
   OP_GEMM_BATCHED,
   OP_GATED_PACKED,
-  OP_ATTN
+  OP_ATTN,
+  OP_PERMUTE,
+  OP_CONCAT
 };
 
 static double bits_f64(int64_t v) {
@@ -717,9 +769,9 @@ long fuel_native_program(const int64_t *prog, long records) {
       fuel_native_rms_norm(P(0), P(1), P(2), a[3], a[4], bits_f64(a[5]));
       a += 6;
       break;
-    case OP_ROPE:
-      fuel_native_rope(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7]);
-      a += 8;
+    case OP_ROPE: /* x, cos, sin, out, outer, s, d, interleaved, the tables' row stride */
+      fuel_native_rope(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7], a[8]);
+      a += 9;
       break;
     case OP_FLASH: { /* a[11]: the i64 live length's address (0: all sk keys) */
       long sk = a[8], n = a[11] ? *(const int64_t *)P(11) : sk;
@@ -768,6 +820,14 @@ long fuel_native_program(const int64_t *prog, long records) {
                                     P(15));
       }
       a += 16;
+      break;
+    case OP_PERMUTE: /* x, out, rank, sizes, x's strides */
+      fuel_native_permute(P(0), P(1), a[2], P(3), P(4));
+      a += 5;
+      break;
+    case OP_CONCAT: /* out, outer, n, input addresses, their inner sizes */
+      fuel_native_concat(P(0), a[1], a[2], P(3), P(4));
+      a += 5;
       break;
     case OP_CALL: /* a generated C kernel (lowering/cpu/codegen.py): fn(void **args) */
       ((void (*)(void **))P(0))((void **)P(1));

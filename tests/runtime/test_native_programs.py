@@ -189,3 +189,25 @@ def test_a_masked_attention_record_computes_what_its_kernel_does(sq: int, causal
     fn, words, n = native.program([kernel.encode(ins, [got], params)])
     assert fn(words.ctypes.data, n) == -1
     assert got.tobytes() == want.tobytes() and np.isfinite(got).all()
+
+
+def test_copy_records_are_numpys_copies() -> None:
+    """Transpose and concat records (the C row copies a program runs) give numpy's bytes."""
+    from runtime.kernels.cpu import native as nk
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    parts = [rng.standard_normal((2, 3, n, 4)).astype(np.float32) for n in (5, 1, 2)]
+    cases = [
+        (nk._encode_permute, [x], np.empty((2, 3, 5, 4), np.float32), {"perm": (0, 2, 1, 3)}),
+        (nk._encode_permute, [x], np.empty((4, 3, 5, 2), np.float32), {"perm": (3, 2, 1, 0)}),
+        (nk._encode_concat, parts, np.empty((2, 3, 8, 4), np.float32), {"axis": -2}),
+    ]
+    for encode, ins, out, params in cases:
+        fn, words, n = native.program([encode(ins, [out], params)])
+        assert fn(words.ctypes.data, n) == -1
+        if "perm" in params:
+            want = ins[0].transpose(params["perm"])
+        else:
+            want = np.concatenate(ins, axis=params["axis"])
+        assert out.tobytes() == np.ascontiguousarray(want).tobytes()

@@ -61,6 +61,8 @@ from runtime.kernels.cpu._common import (
     Params,
     Shapes,
     add,
+    copy_cost,
+    exact,
     measured,
     numel,
     operand_bytes,
@@ -408,13 +410,30 @@ def _attention_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> Co
     )
 
 
+def _row_strided(t: np.ndarray) -> int | None:
+    """The row stride (elements) of a 2-D f32 table whose rows are contiguous, else None."""
+    ok = t.dtype == F32 and t.ndim == 2 and (t.strides[1] == 4 or t.shape[1] <= 1)
+    return t.strides[0] // 4 if ok and t.strides[0] % 4 == 0 and t.strides[0] > 0 else None
+
+
+def _rope_tables(c: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """cos and sin as the C kernel reads them: in place where both have contiguous rows at one
+    stride (a slice of a wider table), else packed copies."""
+    ld = _row_strided(c)
+    if ld is not None and ld == _row_strided(s):
+        return c, s, ld
+    c, s = np.ascontiguousarray(c), np.ascontiguousarray(s)
+    return c, s, c.shape[-1]
+
+
 def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-    """x (..., S, D) rotated by cos/sin (S, D/2) in C: the numpy kernel's f64 arithmetic."""
-    x, c, s = (np.ascontiguousarray(a) for a in inputs)
-    out = outputs[0]
-    if not (x.dtype == c.dtype == s.dtype == F32):
+    """x (..., S, D) rotated by cos/sin (S, D/2) in C: the numpy kernel's f64 arithmetic. The
+    tables are read in place when their rows are contiguous (a slice of a full-width table)."""
+    x, out = np.ascontiguousarray(inputs[0]), outputs[0]
+    if not (x.dtype == inputs[1].dtype == inputs[2].dtype == F32):
         _numpy_rope(inputs, outputs, params)
         return
+    c, s, ld = _rope_tables(inputs[1], inputs[2])
     y = out if _writable(out) else np.empty(out.shape, F32)
     p = native.ptr
     native.library().fuel_native_rope(
@@ -426,9 +445,70 @@ def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         x.shape[-2],
         x.shape[-1],
         int(bool(params["interleaved"])),
+        ld,
     )
     if y is not out:
         np.copyto(out, y)
+
+
+RECORD_NS = 300.0
+"""A copy's overhead as a program record (between native kernels a run is one C call); alone
+it is a ctypes call, about numpy's own copy call."""
+
+
+def _permute_args(x: np.ndarray, perm: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The sizes and element strides of `x.transpose(perm)` (x C-contiguous f32)."""
+    view = x.transpose(perm)
+    return (
+        np.array(view.shape, np.int64),
+        np.array([st // F32.itemsize for st in view.strides], np.int64),
+    )
+
+
+def _copyable(x: np.ndarray, out: np.ndarray) -> bool:
+    return native.contiguous_f32(x, out) and 0 < x.ndim <= 8 and x.size > 0
+
+
+def _transpose_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """out = x.transpose(perm). Called alone it is numpy's copy (building the C call's
+    arguments costs more than the copy); in a native program, its record
+    (`fuel_native_permute`: the output's rows gathered by x's permuted strides). Exact."""
+    np.copyto(outputs[0], inputs[0].transpose(params["perm"]))
+
+
+def _encode_permute(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    x, out = ins[0], outs[0]
+    if not _copyable(x, out):
+        return None
+    size, stride = _permute_args(x, params["perm"])
+    return R([native.OP_PERMUTE, _p(x), _p(out), x.ndim, _p(size), _p(stride)], [size, stride])
+
+
+def _concat_args(ins: Arrays, out: np.ndarray, axis: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(outer, input addresses, inner sizes) of a concat of C-contiguous arrays on `axis`."""
+    axis %= out.ndim
+    outer = math.prod(out.shape[:axis])
+    inner = np.array([math.prod(a.shape[axis:]) for a in ins], np.int64)
+    return outer, np.array([_p(a) for a in ins], np.int64), inner
+
+
+def _concat_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """numpy concatenate. Called alone it is numpy's; in a native program, its record
+    (`fuel_native_concat`: row copies of C-contiguous f32 arrays). Exact."""
+    np.concatenate(inputs, axis=params["axis"], out=outputs[0])
+
+
+def _encode_concat(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    out = outs[0]
+    if not (native.contiguous_f32(*ins, out) and out.ndim and out.size):
+        return None
+    outer, src, inner = _concat_args(ins, out, params["axis"])
+    return R([native.OP_CONCAT, _p(out), outer, len(ins), _p(src), _p(inner)], [src, inner])
+
+
+def _copy_native_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """`copy_cost`'s bytes, the overhead of a program record (`RECORD_NS`)."""
+    return CostEstimate(0.0, copy_cost(shapes, dtypes, params).bytes_moved, RECORD_NS)
 
 
 # -- program records: the same calls, encoded for `native.program` (see the executor) --------
@@ -477,11 +557,12 @@ def _encode_rms(ins: Arrays, outs: Arrays, params: Params) -> native.Record | No
 
 def _encode_rope(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (x, c, s), out = ins, outs[0]
-    if not native.contiguous_f32(x, c, s, out):
+    ld = _row_strided(c) if isinstance(c, np.ndarray) else None
+    if not native.contiguous_f32(x, out) or ld is None or ld != _row_strided(s):
         return None
     outer, seq, d = _rows(x) // x.shape[-2], x.shape[-2], x.shape[-1]
     flag = int(bool(params["interleaved"]))
-    return R([native.OP_ROPE, _p(x), _p(c), _p(s), _p(out), outer, seq, d, flag])
+    return R([native.OP_ROPE, _p(x), _p(c), _p(s), _p(out), outer, seq, d, flag, ld])
 
 
 def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
@@ -564,6 +645,8 @@ _matmul_native.encode = _encode_matmul  # type: ignore[attr-defined]
 _gated_mlp_native.encode = _encode_gated  # type: ignore[attr-defined]
 _rms_norm_native.encode = _encode_rms  # type: ignore[attr-defined]
 _rope_native.encode = _encode_rope  # type: ignore[attr-defined]
+_transpose_native.encode = _encode_permute  # type: ignore[attr-defined]
+_concat_native.encode = _encode_concat  # type: ignore[attr-defined]
 
 
 # -- prepare: a kernel specialised to its constant operands when the executor is built ------
@@ -795,10 +878,26 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
             "rounding, then the final one (the numpy kernel's operations)",
         ),
         _rope_cost,
-        also=(_numpy_rope,),
+        also=(_numpy_rope, _row_strided, _rope_tables),
         source=NATIVE,
         code=code,
     )
+    copy = exact("exact copy (C row copies)")
+    for op, kernel, helpers in (
+        ("transpose", _transpose_native, (_copyable, _permute_args, _encode_permute)),
+        ("concat", _concat_native, (_concat_args, _encode_concat)),
+    ):
+        add(
+            table,
+            op,
+            (t, t),
+            kernel,
+            copy,
+            _copy_native_cost,
+            also=helpers,
+            source=NATIVE,
+            code=code,
+        )
     attn = measured("softmax-weighted sums (cancellation): exponentials and sums in f64")
     for key, with_kv_len in (((t,) * 4, False), ((t, t, t, "i64", t), True)):
         add(

@@ -422,6 +422,16 @@ def test_rope_is_the_numpy_kernel_bit_for_bit(interleaved: bool) -> None:
         nk._rope_native([x, c, s], [got], params)
         _rope(np.dtype(np.float64))([x, c, s], [want], params)
         assert np.array_equal(got, want)
+        # tables as slices of full-width ones (the exporters' cos/sin): read in place, and so
+        # as a program record
+        wide = [np.concatenate([t, t], axis=-1) for t in (c, s)]
+        halves = [t[:, : shape[-1] // 2] for t in wide]
+        got[...] = np.nan
+        nk._rope_native([x, *halves], [got], params)
+        assert np.array_equal(got, want)
+        got[...] = np.nan
+        fn, words, n = native.program([nk._encode_rope([x, *halves], [got], params)])
+        assert fn(words.ctypes.data, n) == -1 and np.array_equal(got, want)
 
 
 def _child_gemv(q: object) -> None:
