@@ -23,7 +23,11 @@ elsewhere.
   of a plan wakes numpy's or torch's BLAS pool (`runtime.native.blas`). A vector operand runs
   the numpy kernel's code, priced 0.5 us above it (one more Python frame).
 * `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
-  every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
+  every f32 shape (bit-identical to the numpy kernel: the same f64 operations; its cos/sin
+  tables read in place when their rows are contiguous, as slices of full-width tables are).
+* `transpose` and `concat` (f32): numpy's copy when called alone; in a native program, a record
+  of row copies in C (exact), so the layout changes between an attention's products and
+  around rope no longer cut a prefill layer's program into Python calls.
 * `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
   reading only the first `kv_len` keys; decode shapes only (`Sq == 1`: any other raises and is
   priced infeasible, like `numpy-flashdecode`), so `fuel-emit-decode-flash` offers it as its
