@@ -571,7 +571,11 @@ typedef struct {
   const float *mask; /* additive, or 0: row r's at mask + mrow[r], key j's at + j mj */
   const long *mrow;
   long mj;
+  const long *full; /* keys row r has before the masked-out tail was cut (see below) */
 } softmax_args;
+
+/* The lowest float: what exporters fill a mask with (torch.finfo(float32).min), or -inf. */
+#define MASK_LOWEST (-0x1.fffffep+127f)
 
 /* p[j] = exp(p[j] - mx) (p: the row's scaled scores, f32) rounded to f32 for j < n (below
  * -700: 0), their sum in double over 8 lanes in a fixed order (lane c sums j = c mod 8, then
@@ -609,6 +613,16 @@ static void softmax_chunk(void *q, long chunk) {
       if (mr) s[j] += mr[j * a->mj];
       if ((double)s[j] > mx) mx = s[j];
     }
+    if (mr && live < a->full[r] && !(mx >= -1e38)) {
+      /* every kept key is masked out too: the cut keys count after all. Their logits are
+       * their mask values exactly (scale q . k is below 2^100 here, under half an ulp of the
+       * lowest float), as the uncut row would have them. */
+      for (long j = live; j < a->full[r]; j++) {
+        s[j] = mr[j * a->mj];
+        if ((double)s[j] > mx) mx = s[j];
+      }
+      live = a->full[r];
+    }
     if (mx == -INFINITY) live = 0; /* no live key, or every score NaN / -inf: adds nothing */
     /* Trailing keys whose weight exp(s - mx) rounds to a float 0 (s - mx < -110; exp(-110)
      * is below half the least subnormal) add nothing to the sum or to the weights times V:
@@ -618,6 +632,25 @@ static void softmax_chunk(void *q, long chunk) {
     a->l[r] = live ? softmax_exp(s, mx, live) : 0.0;
     for (long j = live; j < a->n; j++) s[j] = 0.0f;
   }
+}
+
+/* The largest squared norm of `rows` rows of length d, in double over 8 lanes; NaN if any
+ * element is NaN (inf if any is infinite). */
+FUEL_CLONES
+static double max_norm2(const float *restrict x, long rows, long d) {
+  double mx = 0.0;
+  for (long r = 0; r < rows; r++) {
+    const float *restrict xr = x + r * d;
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    long i = 0;
+    for (; i + 8 <= d; i += 8)
+      for (int c = 0; c < 8; c++) lane[c] += (double)xr[i + c] * xr[i + c];
+    for (int c = 0; i < d; i++, c++) lane[c] += (double)xr[i] * xr[i];
+    const double t =
+        ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    if (t > mx || t != t) mx = t; /* a NaN sticks: no later t compares above it */
+  }
+  return mx;
 }
 
 static float *att_scratch;
@@ -634,7 +667,7 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
   int rc = 0;
   pthread_mutex_lock(&call_mu);
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 6 * m + 2) : 0;
+  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 8 * m + 2) : 0;
   if (n && !kp) rc = -1;
   for (long grp = 0; grp < bsz * hkv && !rc; grp++) {
     const long b = grp / hkv, kvh = grp % hkv;
@@ -648,15 +681,22 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
     double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
     long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
     long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
+    long *full = mrow + m;
+    const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
+    /* A row's trailing keys the mask sets to the lowest float or -inf (a causal mask written
+     * out) are cut before scoring when every |scale q . k| is below 2^100 (by Cauchy-Schwarz
+     * on the largest norms; a NaN or inf operand: nothing is cut): their logits are then the
+     * mask value exactly, whose weight is 0 next to any key not masked out (the softmax puts
+     * them back for a row whose kept keys are all masked out too). */
+    const int cut = mask && fabs(scale) * sqrt(max_norm2(qg, m, d)) *
+                                   sqrt(max_norm2(kb, n, d)) * 1.01 <
+                               0x1p100;
     for (long r = 0; r < m; r++) {
-      live[r] = live_keys(r % sq, sq, kv_len, causal);
+      full[r] = live[r] = live_keys(r % sq, sq, kv_len, causal);
       if (!mask) continue;
       mrow[r] = b * ms[0] + (kvh * g + r / sq) * ms[1] + r % sq * ms[2];
-      /* trailing keys the mask sets to -inf: their logits are -inf, their weights 0 (a causal
-       * mask written out: the products skip them as they skip causal's) */
-      while (live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] == -INFINITY) live[r]--;
+      while (cut && live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] <= MASK_LOWEST) live[r]--;
     }
-    const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
     for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
       for (long i = 0; i < d; i++)
         for (long c = 0; c < PK_NR; c++)
@@ -665,7 +705,7 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
       rc = -1;
       break;
     }
-    softmax_args sa = {s, l, live, m, n, (float)scale, mask, mrow, mask ? ms[3] : 0};
+    softmax_args sa = {s, l, live, m, n, (float)scale, mask, mrow, mask ? ms[3] : 0, full};
     parallel_for(softmax_chunk, &sa, (m + 15) / 16);
     if (gemm_limited_locked(s, vb, 0, 0, og, m, n, dv, 0, live, 1)) {
       rc = -1;

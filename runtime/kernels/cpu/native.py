@@ -37,10 +37,11 @@ elsewhere.
   the scores and the weights times V on the packed GEMM, the softmax in double between them
   (0.6-0.8x torch's time on 64-512 queries). A prefill whose products run on fuel's pool then
   does not wake torch's as well (two pools spinning on the same cores slow both). A row's
-  trailing keys of weight 0 are skipped by both products: those its mask sets to -inf (not
-  scored) and those whose weight rounds to 0 (scored, then trimmed), so a causal mask
-  written out (-inf or the least float above the diagonal) costs what the `causal` flag does,
-  with its bits.
+  trailing keys of weight 0 are skipped by both products: those its mask sets to -inf or the
+  lowest float (not scored, when every |scale q . k| is provably below 2^100; a row whose
+  kept keys are all masked out gets them back) and those whose weight rounds to 0 (scored,
+  then trimmed), so a causal mask written out costs what the `causal` flag does, with its
+  bits.
 
 Results are bit-stable on any machine and thread count (see `fuel_native.c`, `fuel_gemm.c`):
 for a given shape the path, the summation order and every rounding are fixed.

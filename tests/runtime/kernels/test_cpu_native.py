@@ -504,11 +504,10 @@ def test_attention_mask_against_float64(
 
 @pytest.mark.parametrize("fill", [-np.inf, np.finfo(np.float32).min])
 def test_attention_causal_mask_written_out_is_the_causal_flag(fill: float) -> None:
-    """A causal mask written out (0 on and below the diagonal, -inf or the least float above:
-    what exporters write) gives the bits of the `causal` flag: the masked future's weights are
-    0 and the products stop before it (-inf keys are not scored; finite ones are, then trimmed
-    because their weights round to 0). Scores with a wide spread trim keys of no weight inside
-    a row too: still float64's values."""
+    """A causal mask written out (0 on and below the diagonal, -inf or the lowest float above:
+    what exporters write) gives the bits of the `causal` flag: the masked future is cut before
+    scoring and its weights are 0. Scores with a wide spread trim keys of no weight inside a
+    row too: still float64's values."""
     g = rng(12)
     b, hq, hkv, s, d = 1, 8, 2, 48, 32
     q = g.standard_normal((b, hq, s, d)).astype(F32)
@@ -522,3 +521,29 @@ def test_attention_causal_mask_written_out_is_the_causal_flag(fill: float) -> No
     assert np.array_equal(written, flag)
     ref = attention64(q, k, v, s, True, 0.125)
     assert normwise(written, ref) < 1e-5  # scores ~40: f32 rounding of the logits, not trimming
+
+
+def test_attention_lowest_fill_keeps_fully_masked_rows_and_nans() -> None:
+    """A padded causal mask filled with the lowest float (torch.finfo.min): rows whose keys
+    are all masked out are uniform over every key, as the unfused graph's softmax makes them
+    (the cut future is put back); a NaN query (its logits all NaN: the NaN guard's zeros)
+    spoils its own row only, and the rows of its kv group keep their bits uncut."""
+    g = rng(13)
+    b, hq, hkv, s, d = 1, 4, 2, 12, 16
+    q = g.standard_normal((b, hq, s, d)).astype(F32)
+    k, v = (g.standard_normal((b, hkv, s, d)).astype(F32) for _ in range(2))
+    keep = np.tril(np.ones((s, s), bool)) & (np.arange(s) >= 3)  # keys 0-2 padded
+    mask = np.where(keep, 0.0, np.finfo(F32).min).astype(F32)[None, None]
+    params = {"scale": 0.25, "causal": False}
+    out = np.full(q.shape, np.nan, F32)
+    kernel = nk._attention_native(False, with_mask=True)
+    kernel([q, k, v, mask], [out], params)
+    ref = attention64(q, k, v, s, False, 0.25, mask.astype(np.float64))
+    assert normwise(out, ref) < 1e-6
+    uniform = np.repeat(v.astype(np.float64).mean(axis=2, keepdims=True), hq // hkv, axis=1)
+    assert np.allclose(out[:, :, :3], uniform, atol=1e-6)
+    q[0, 1, 5] = np.nan
+    spoiled = np.full(q.shape, np.nan, F32)
+    kernel([q, k, v, mask], [spoiled], params)
+    assert not spoiled[0, 1, 5].any()
+    assert np.array_equal(spoiled[:, 2:], out[:, 2:]) and np.array_equal(spoiled[:, 0], out[:, 0])
