@@ -126,11 +126,26 @@ def threads() -> int:
     return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
 
 
+EPILOGUE_HELPERS = (
+    "fuel_vm_gelu",
+    "fuel_vm_gelu_tanh",
+    "fuel_vm_silu",
+    "fuel_vm_sigmoid",
+    "fuel_vm_tanh",
+)
+"""The c-vecmath functions (`runtime.kernels.cpu.vecmath`) the products' activation epilogues
+(`act_cols` in fuel_native.c) call."""
+
+
 @functools.cache
 def source() -> str:
-    """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `SOURCE_PATHS`."""
+    """The compiled text: <math.h>, <stdint.h>, the codegen's `fuel_silu` helper, the c-vecmath
+    functions of the epilogues, then `SOURCE_PATHS`."""
+    from runtime.kernels.cpu import vecmath  # imports this module: not at the top
+
     files = "\n".join(p.read_text() for p in SOURCE_PATHS)
-    return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + files
+    head = "#include <math.h>\n#include <stdint.h>\n" + helper_source("fuel_silu")
+    return head + "\n" + vecmath.source(EPILOGUE_HELPERS) + "\n" + files
 
 
 _F = ctypes.c_void_p
@@ -138,6 +153,8 @@ _L = ctypes.c_long
 _SIGNATURES = {
     "fuel_native_threads": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm": ([_F, _F, _F, _L, _L, _L], ctypes.c_int),
+    "fuel_native_gemm_bias_act": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
+    "fuel_native_bias_act": ([_F, _F, _L, _L, ctypes.c_int], None),
     "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
     "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
     "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
@@ -207,7 +224,8 @@ def ptr(a: np.ndarray) -> int:
     OP_GEMM_PACKED,
     OP_GEMM_BATCHED,
     OP_GATED_PACKED,
-) = range(1, 12)
+    OP_GEMM_ACT,
+) = range(1, 13)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -222,7 +240,11 @@ ARITY = {
     OP_GEMM_PACKED: 8,
     OP_GEMM_BATCHED: 9,
     OP_GATED_PACKED: 12,
+    OP_GEMM_ACT: 8,
 }
+ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4, "sigmoid": 5, "tanh": 6}
+"""A product's activation epilogue (`ACT_*` in fuel_native.c): the `act` word of OP_GEMM_ACT and
+OP_GEMM_PACKED records."""
 
 
 def f64_bits(x: float) -> int:
