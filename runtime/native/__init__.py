@@ -157,6 +157,7 @@ _SIGNATURES = {
     "fuel_native_bias_act": ([_F, _F, _L, _L, ctypes.c_int], None),
     "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
     "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
+    "fuel_native_layer_norm": ([_F] * 4 + [_L, _L, ctypes.c_double], None),
     "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], None),
     "fuel_native_silu_mul": ([_F, _F, _L], None),
     "fuel_native_program": ([_F, _L], _L),
@@ -225,7 +226,8 @@ def ptr(a: np.ndarray) -> int:
     OP_GEMM_BATCHED,
     OP_GATED_PACKED,
     OP_GEMM_ACT,
-) = range(1, 13)
+    OP_LN,
+) = range(1, 14)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -241,6 +243,7 @@ ARITY = {
     OP_GEMM_BATCHED: 9,
     OP_GATED_PACKED: 12,
     OP_GEMM_ACT: 8,
+    OP_LN: 7,
 }
 ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4, "sigmoid": 5, "tanh": 6}
 """A product's activation epilogue (`ACT_*` in fuel_native.c): the `act` word of OP_GEMM_ACT and

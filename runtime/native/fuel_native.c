@@ -544,6 +544,66 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
   pthread_mutex_unlock(&call_mu);
 }
 
+/* -- layer_norm ------------------------------------------------------------------------- */
+
+/* y[r] = (x[r] - mean) / sqrt(var + eps) * w + b for each of `rows` rows of length d, all in
+ * double from the exact f32 inputs and rounded once: the corrected two-pass mean (the first
+ * pass's mean plus the mean of the residuals, like the numpy kernel: a constant row's mean is
+ * exactly its value, so it gives exactly the bias), the biased variance of the residuals. Four
+ * partial sums per pass, added in a fixed order: the bits do not depend on the threads. */
+FUEL_CLONES
+static void ln_rows(const float *restrict x, const float *restrict w, const float *restrict b,
+                    float *restrict y, long r0, long r1, long d, double eps) {
+  for (long r = r0; r < r1; r++) {
+    const float *restrict xr = x + r * d;
+    float *restrict yr = y + r * d;
+    double s[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0}, v[4] = {0, 0, 0, 0};
+    long j = 0;
+    for (; j + 4 <= d; j += 4)
+      for (int q = 0; q < 4; q++) s[q] += (double)xr[j + q];
+    for (; j < d; j++) s[0] += (double)xr[j];
+    double m = ((s[0] + s[1]) + (s[2] + s[3])) / (double)d;
+    for (j = 0; j + 4 <= d; j += 4)
+      for (int q = 0; q < 4; q++) c[q] += (double)xr[j + q] - m;
+    for (; j < d; j++) c[0] += (double)xr[j] - m;
+    m += ((c[0] + c[1]) + (c[2] + c[3])) / (double)d;
+    for (j = 0; j + 4 <= d; j += 4)
+      for (int q = 0; q < 4; q++) {
+        const double t = (double)xr[j + q] - m;
+        v[q] += t * t;
+      }
+    for (; j < d; j++) {
+      const double t = (double)xr[j] - m;
+      v[0] += t * t;
+    }
+    const double inv = 1.0 / sqrt(((v[0] + v[1]) + (v[2] + v[3])) / (double)d + eps);
+    for (j = 0; j < d; j++) yr[j] = (float)(((double)xr[j] - m) * inv * (double)w[j] + (double)b[j]);
+  }
+}
+
+typedef struct {
+  const float *x, *w, *b;
+  float *y;
+  long rows, d, per;
+  double eps;
+} ln_args;
+
+static void ln_chunk(void *p, long chunk) {
+  ln_args *a = p;
+  long r0 = chunk * a->per, r1 = r0 + a->per < a->rows ? r0 + a->per : a->rows;
+  ln_rows(a->x, a->w, a->b, a->y, r0, r1, a->d, a->eps);
+}
+
+/* Row blocks of about PARALLEL_BYTES each. */
+void fuel_native_layer_norm(const float *x, const float *w, const float *b, float *y, long rows,
+                            long d, double eps) {
+  long per = PARALLEL_BYTES / (4 * d) > 1 ? PARALLEL_BYTES / (4 * d) : 1;
+  ln_args a = {x, w, b, y, rows, d, per, eps};
+  pthread_mutex_lock(&call_mu);
+  parallel_for(ln_chunk, &a, (rows + per - 1) / per);
+  pthread_mutex_unlock(&call_mu);
+}
+
 /* -- flash attention: each query over its live keys, split-KV ------------------------------ */
 
 /* out[b, h, i] = softmax(scale * q[b, h, i] . k[b, h / g, j] for j < L_i) @ v[b, h / g] with
@@ -745,7 +805,8 @@ enum {
   OP_GEMM_PACKED,
   OP_GEMM_BATCHED,
   OP_GATED_PACKED,
-  OP_GEMM_ACT
+  OP_GEMM_ACT,
+  OP_LN
 };
 
 static double bits_f64(int64_t v) {
@@ -800,6 +861,10 @@ long fuel_native_program(const int64_t *prog, long records) {
     case OP_GEMM_ACT: /* x, w, bias (0: none), y, m, k, n, act */
       if (fuel_native_gemm_bias_act(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7])) return r;
       a += 8;
+      break;
+    case OP_LN: /* x, w, b, y, rows, d, eps bits */
+      fuel_native_layer_norm(P(0), P(1), P(2), P(3), a[4], a[5], bits_f64(a[6]));
+      a += 7;
       break;
     case OP_GEMM_PACKED: /* x, packed w, bias (0: none), y, m, k, n, act */
       if (fuel_native_gemm_packed(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7])) return r;

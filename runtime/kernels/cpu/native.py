@@ -67,7 +67,7 @@ from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.flash import flash_cost
 from runtime.kernels.cpu.fused import _gated_cost, _gated_mlp, _mba_cost, _part_costs
 from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
-from runtime.kernels.cpu.nn import _rms_norm, _rope, attention_cost
+from runtime.kernels.cpu.nn import _layer_norm, _rms_norm, _rope, attention_cost
 from runtime.rounding import store
 
 NATIVE = "native"
@@ -86,6 +86,7 @@ FRAME_NS = 500.0
 
 _numpy_gated = _gated_mlp("f32")
 _numpy_rms = _rms_norm(F32)
+_numpy_ln = _layer_norm(F32)
 _numpy_rope = _rope(F64)
 
 
@@ -345,6 +346,27 @@ def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         np.copyto(out, y)
 
 
+def _ln_shape(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> bool:
+    return x.dtype == w.dtype == b.dtype == F32 and w.shape == b.shape == x.shape[-1:] and x.size
+
+
+def _layer_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """(x - mean) / sqrt(var + eps) * w + b, each row in C: in f64 from the f32 inputs, rounded
+    once (`fuel_native_layer_norm`); other shapes (broadcast weights) in the numpy kernel."""
+    x, w, b = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not _ln_shape(x, w, b):
+        _numpy_ln(inputs, outputs, params)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p = native.ptr
+    native.library().fuel_native_layer_norm(
+        p(x), p(w), p(b), p(y), _rows(x), x.shape[-1], float(params["eps"])
+    )
+    if y is not out:
+        np.copyto(out, y)
+
+
 def _flash_decode_native(with_kv_len: bool) -> Kernel:
     attention = _attention_native(with_kv_len)
 
@@ -502,6 +524,14 @@ def _encode_rms(ins: Arrays, outs: Arrays, params: Params) -> native.Record | No
     return R([native.OP_RMS, _p(x), _p(w), _p(out), _rows(x), x.shape[-1], eps])
 
 
+def _encode_ln(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, w, b), out = ins, outs[0]
+    if not (native.contiguous_f32(x, w, b, out) and _ln_shape(x, w, b)):
+        return None
+    eps = native.f64_bits(float(params["eps"]))
+    return R([native.OP_LN, _p(x), _p(w), _p(b), _p(out), _rows(x), x.shape[-1], eps])
+
+
 def _encode_rope(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (x, c, s), out = ins, outs[0]
     if not native.contiguous_f32(x, c, s, out):
@@ -585,6 +615,7 @@ _matmul_native.encode = _encode_matmul  # type: ignore[attr-defined]
 _matmul_bias_act_vecmath.encode = _encode_mba_vecmath  # type: ignore[attr-defined]
 _gated_mlp_native.encode = _encode_gated  # type: ignore[attr-defined]
 _rms_norm_native.encode = _encode_rms  # type: ignore[attr-defined]
+_layer_norm_native.encode = _encode_ln  # type: ignore[attr-defined]
 _rope_native.encode = _encode_rope  # type: ignore[attr-defined]
 
 
@@ -802,6 +833,10 @@ def _rms_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEsti
     return CostEstimate(4.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
 
 
+def _ln_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    return CostEstimate(8.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
+
+
 def register_native(table: KernelBindingTable, force: bool = False) -> None:
     """Register the native f32 kernels (after numpy's at each key); no-op where they are
     disabled or no C compiler exists (`native.enabled`), unless `force` (a bundle that ships
@@ -872,6 +907,17 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         measured("positive sum of squares, then products: ulp and rel measured", with_ulp=True),
         _rms_cost,
         also=(_numpy_rms,),
+        source=NATIVE,
+        code=code,
+    )
+    add(
+        table,
+        "layer_norm",
+        (t,) * 4,
+        _layer_norm_native,
+        measured("mean, variance and the affine map in f64, rounded once: rel measured"),
+        _ln_cost,
+        also=(_numpy_ln, _ln_shape, _encode_ln),
         source=NATIVE,
         code=code,
     )
