@@ -49,6 +49,7 @@ from runtime.loaders.c import (
     register_prebuilt,
     source_key,
 )
+from runtime.native import vecmath
 from runtime.native.helpers import helper_source
 
 SOURCE_PATHS = tuple(
@@ -133,7 +134,7 @@ EPILOGUE_HELPERS = (
     "fuel_vm_sigmoid",
     "fuel_vm_tanh",
 )
-"""The c-vecmath functions (`runtime.kernels.cpu.vecmath`) the products' activation epilogues
+"""The c-vecmath functions (`runtime.native.vecmath`) the products' activation epilogues
 (`act_cols` in fuel_native.c) call."""
 
 
@@ -141,8 +142,6 @@ EPILOGUE_HELPERS = (
 def source() -> str:
     """The compiled text: <math.h>, <stdint.h>, the codegen's `fuel_silu` helper, the c-vecmath
     functions of the epilogues, then `SOURCE_PATHS`."""
-    from runtime.kernels.cpu import vecmath  # imports this module: not at the top
-
     files = "\n".join(p.read_text() for p in SOURCE_PATHS)
     head = "#include <math.h>\n#include <stdint.h>\n" + helper_source("fuel_silu")
     return head + "\n" + vecmath.source(EPILOGUE_HELPERS) + "\n" + files
