@@ -13,8 +13,13 @@ elsewhere.
   once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
   chain per output in k order (AVX-512 or AVX2 micro-kernel; the portable one gives the same
   bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
-  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` adds the
-  bias (and relu) as the products are stored; `gated_mlp` on many rows runs silu * up in one
+  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` (kernel
+  source `native`) adds the bias (and relu) as the packed products are stored and runs other
+  activations as the numpy kernel does (f64); its `native-vecmath` sibling runs the whole
+  epilogue in C on each output tile as it is finished (GEMV tiles, packed panels): `+ b` in
+  f32, then the activation by c-vecmath (`runtime.native.vecmath`, 1 ulp; relu exact), priced
+  at c-vecmath's FLOPs, so the default (no floor) picks it for gelu / silu and a BERT or GPT-2
+  MLP runs as products without a numpy pass. `gated_mlp` on many rows runs silu * up in one
   vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs).
   `matmul` by batched weights (attention written out as products, [1, h, 1, d] x
   [1, h, d, s]; numpy's broadcast of the batch dims) runs in C too (`fuel_native_gemm_batched`):
@@ -22,7 +27,9 @@ elsewhere.
   the weight in place for more), one pool chunk per matrix (or matrix x panel), so no product
   of a plan wakes numpy's or torch's BLAS pool (`runtime.native.blas`). A vector operand runs
   the numpy kernel's code, priced 0.5 us above it (one more Python frame).
-* `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
+* `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `layer_norm`
+  for every shape with 1-D weight and bias (mean, variance and the affine map in f64, rounded
+  once: within 1 ulp of float64, a constant row gives exactly the bias), `rope` for
   every f32 shape (bit-identical to the numpy kernel: the same f64 operations).
 * `attention` (kernel_source `native-flashdecode`): flash decoding, split-KV over threads,
   reading only the first `kv_len` keys; decode shapes only (`Sq == 1`: any other raises and is
