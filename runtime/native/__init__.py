@@ -4,19 +4,20 @@ with too many calls or too little reuse.
 `fuel_native.c` (beside this file) holds f32 products of a few rows by a weight (decode's
 GEMVs: `fuel_native_gemm`; `fuel_native_gemm_bias_act` with the bias and an activation applied
 to each tile as it is finished, by the c-vecmath functions of `runtime.native.vecmath`
-prepended to the unit), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up
-in one pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
-`fuel_native_layer_norm`, `fuel_native_rope`, flash attention (`fuel_native_flash_attention`: each query over its live
-keys, split-KV; `fuel_native_flash_decode` for one query) and native programs (a run of kernel
-calls in one C call). `fuel_gemm.c` holds the packed FMA GEMM for products of many rows
-(`fuel_native_gemm_packed` / `_fma`, weights packed once by `fuel_native_pack`; AVX-512, AVX2
-or portable micro-kernels computing the same bits; the same epilogue per finished panel). A persistent thread pool splits output
-columns (or rows), never a sum, so results do not depend on the thread count. Why: on the
-reference 2-core VM a decode step's products read weights at 12-18 GB/s through numpy's
-OpenBLAS GEMV plus several numpy calls per fused op; one C call per op reads them at the
-machine's bandwidth, and a prefill whose products and attention all run on this one pool
-does not wake a second library's. It is the process's one pool: the BLAS libraries fuel's other
-kernels call run on the calling thread (`runtime.native.blas`).
+prepended to the unit), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up in one
+pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
+`fuel_native_layer_norm`, `fuel_native_rope`, flash attention (`fuel_native_flash_attention`:
+each query over its live keys, split-KV; `fuel_native_flash_decode` for one query) and native
+programs (a run of kernel calls in one C call). `fuel_gemm.c` holds the packed FMA GEMM for
+products of many rows (`fuel_native_gemm_packed` / `_fma`, weights packed once by
+`fuel_native_pack`; AVX-512, AVX2 or portable micro-kernels computing the same bits; the same
+epilogue per finished panel). A persistent thread pool splits output columns (or rows), never a
+sum, so results do not depend on the thread count. Why: on the reference 2-core VM a decode
+step's products read weights at 12-18 GB/s through numpy's OpenBLAS GEMV plus several numpy
+calls per fused op; one C call per op reads them at the machine's bandwidth, and a prefill
+whose products and attention all run on this one pool does not wake a second library's. It is
+the process's one pool: the BLAS libraries fuel's other kernels call run on the calling thread
+(`runtime.native.blas`).
 
 The library is compiled from source by the system C compiler on first use (`-O3`, no
 fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
