@@ -143,9 +143,10 @@ def native_program_item(fn: Any, words: int, n: int, kernels: list[str]) -> None
 def fuse_native_runs(
     items: list[tuple[Any, list[Any]]], names: list[str], encoded: Mapping[int, Any], keep: list
 ) -> tuple[list[tuple[Any, list[Any]]], list[str]]:
-    """Each run of >= 2 consecutive items that have native records (at least one of them a
-    native kernel's, not only ufunc adds or generated C calls) becomes one item calling the
-    native program of their records, in order: the same calls, one Python call. The program
+    """Each run of consecutive items that have native records (at least one of them a native
+    kernel's, not only ufunc adds or generated C calls) becomes one item calling the native
+    program of their records, in order: the same calls, one Python call (a run of one native
+    kernel too: its record skips the kernel's per-call checks and pointer reads). The program
     reaches every array only through raw pointers, so the replaced items' arguments (weights,
     planned buffers), the records' scratch arrays and the program's words are kept alive in
     `keep`."""
@@ -156,7 +157,7 @@ def fuse_native_runs(
     def flush() -> None:
         recs = [encoded[id(items[i][1])] for i in run]
         ufunc = (native.OP_ADD, native.OP_MUL, native.OP_CALL)  # alone: no native kernel yet
-        if len(run) >= 2 and any(r.words[0] not in ufunc for r in recs):
+        if any(r.words[0] not in ufunc for r in recs):
             fn, words, n = native.program(recs)
             keep.extend([words, *(r.keep for r in recs), *(items[i][1] for i in run)])
             kernels = [names[i] for i in run]

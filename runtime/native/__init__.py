@@ -2,19 +2,22 @@
 with too many calls or too little reuse.
 
 `fuel_native.c` (beside this file) holds f32 products of a few rows by a weight (decode's
-GEMVs: `fuel_native_gemm`), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up
-in one pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
-`fuel_native_rope`, flash attention (`fuel_native_flash_attention`: each query over its live
-keys, split-KV; `fuel_native_flash_decode` for one query) and native programs (a run of kernel
-calls in one C call). `fuel_gemm.c` holds the packed FMA GEMM for products of many rows
-(`fuel_native_gemm_packed` / `_fma`, weights packed once by `fuel_native_pack`; AVX-512, AVX2
-or portable micro-kernels computing the same bits). A persistent thread pool splits output
-columns (or rows), never a sum, so results do not depend on the thread count. Why: on the
-reference 2-core VM a decode step's products read weights at 12-18 GB/s through numpy's
-OpenBLAS GEMV plus several numpy calls per fused op; one C call per op reads them at the
-machine's bandwidth, and a prefill whose products and attention all run on this one pool
-does not wake a second library's. It is the process's one pool: the BLAS libraries fuel's other
-kernels call run on the calling thread (`runtime.native.blas`).
+GEMVs: `fuel_native_gemm`; `fuel_native_gemm_bias_act` with the bias and an activation applied
+to each tile as it is finished, by the c-vecmath functions of `runtime.native.vecmath`
+prepended to the unit), the SiLU-gated MLP on them (`fuel_native_gated_mlp`: gate and up in one
+pass over their weights, silu * up, then the down product), `fuel_native_rms_norm`,
+`fuel_native_layer_norm`, `fuel_native_rope`, flash attention (`fuel_native_flash_attention`:
+each query over its live keys, split-KV; `fuel_native_flash_decode` for one query) and native
+programs (a run of kernel calls in one C call). `fuel_gemm.c` holds the packed FMA GEMM for
+products of many rows (`fuel_native_gemm_packed` / `_fma`, weights packed once by
+`fuel_native_pack`; AVX-512, AVX2 or portable micro-kernels computing the same bits; the same
+epilogue per finished panel). A persistent thread pool splits output columns (or rows), never a
+sum, so results do not depend on the thread count. Why: on the reference 2-core VM a decode
+step's products read weights at 12-18 GB/s through numpy's OpenBLAS GEMV plus several numpy
+calls per fused op; one C call per op reads them at the machine's bandwidth, and a prefill
+whose products and attention all run on this one pool does not wake a second library's. It is
+the process's one pool: the BLAS libraries fuel's other kernels call run on the calling thread
+(`runtime.native.blas`).
 
 The library is compiled from source by the system C compiler on first use (`-O3`, no
 fast-math, no FMA contraction; cached by content hash next to the C codegen's kernels, see
@@ -49,6 +52,7 @@ from runtime.loaders.c import (
     register_prebuilt,
     source_key,
 )
+from runtime.native import vecmath
 from runtime.native.helpers import helper_source
 
 SOURCE_PATHS = tuple(
@@ -126,11 +130,24 @@ def threads() -> int:
     return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
 
 
+EPILOGUE_HELPERS = (
+    "fuel_vm_gelu",
+    "fuel_vm_gelu_tanh",
+    "fuel_vm_silu",
+    "fuel_vm_sigmoid",
+    "fuel_vm_tanh",
+)
+"""The c-vecmath functions (`runtime.native.vecmath`) the products' activation epilogues
+(`act_cols` in fuel_native.c) call."""
+
+
 @functools.cache
 def source() -> str:
-    """The compiled text: <math.h>, the codegen's `fuel_silu` helper, then `SOURCE_PATHS`."""
+    """The compiled text: <math.h>, <stdint.h>, the codegen's `fuel_silu` helper, the c-vecmath
+    functions of the epilogues, then `SOURCE_PATHS`."""
     files = "\n".join(p.read_text() for p in SOURCE_PATHS)
-    return "#include <math.h>\n" + helper_source("fuel_silu") + "\n" + files
+    head = "#include <math.h>\n#include <stdint.h>\n" + helper_source("fuel_silu")
+    return head + "\n" + vecmath.source(EPILOGUE_HELPERS) + "\n" + files
 
 
 _F = ctypes.c_void_p
@@ -138,8 +155,11 @@ _L = ctypes.c_long
 _SIGNATURES = {
     "fuel_native_threads": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm": ([_F, _F, _F, _L, _L, _L], ctypes.c_int),
+    "fuel_native_gemm_bias_act": ([_F] * 4 + [_L] * 3 + [ctypes.c_int], ctypes.c_int),
+    "fuel_native_bias_act": ([_F, _F, _L, _L, ctypes.c_int], None),
     "fuel_native_gated_mlp": ([_F] * 7 + [_L] * 4, ctypes.c_int),
     "fuel_native_rms_norm": ([_F, _F, _F, _L, _L, ctypes.c_double], None),
+    "fuel_native_layer_norm": ([_F] * 4 + [_L, _L, ctypes.c_double], None),
     "fuel_native_rope": ([_F] * 4 + [_L] * 3 + [ctypes.c_int, _L], None),
     "fuel_native_permute": ([_F, _F, _L, _F, _F], None),
     "fuel_native_concat": ([_F, _L, _L, _F, _F], None),
@@ -212,7 +232,9 @@ def ptr(a: np.ndarray) -> int:
     OP_ATTN,
     OP_PERMUTE,
     OP_CONCAT,
-) = range(1, 15)
+    OP_GEMM_ACT,
+    OP_LN,
+) = range(1, 17)
 """Program record opcodes (`fuel_native_program` in fuel_native.c); OP_CALL calls a generated
 C kernel (`lowering.cpu.codegen`) on its prebuilt pointer array."""
 ARITY = {
@@ -230,7 +252,12 @@ ARITY = {
     OP_ATTN: 16,
     OP_PERMUTE: 5,
     OP_CONCAT: 5,
+    OP_GEMM_ACT: 8,
+    OP_LN: 7,
 }
+ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4, "sigmoid": 5, "tanh": 6}
+"""A product's activation epilogue (`ACT_*` in fuel_native.c): the `act` word of OP_GEMM_ACT and
+OP_GEMM_PACKED records."""
 
 
 def f64_bits(x: float) -> int:

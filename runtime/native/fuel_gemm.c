@@ -85,6 +85,7 @@ typedef struct {
   int relu, packed; /* w: panels (ldb PK_NR), or the row-major weight itself (ldb n) */
   const long *limit; /* or null: row r needs only columns (limit_k: k terms) < limit[r] */
   int limit_k;
+  int act; /* an ACT_* past relu: run on each finished panel (act_cols), bias already added */
 } pk_args;
 
 /* The height of the block that starts with `rest` rows left: 12 while at least 12 are (but
@@ -317,6 +318,7 @@ static void pk_chunk(void *q, long panel) {
       pk_block_portable(a, xb, wb, ldb, r0, R, mr, c0, len, i0, i1b);
     }
   }
+  if (a->act > ACT_RELU) act_cols(a->y, a->n, a->m, c0, c0 + len, 0, a->act);
 }
 
 /* Scratch for packed operands (grown, never shrunk; guarded by call_mu). */
@@ -369,13 +371,13 @@ static void pack_rows_pool(const float *x, float *xp, long m, long k) {
 /* With call_mu held: x packed into scratch, then the panels of w (`packed`: in panels, else
  * read in place, row-major). */
 static int gemm_limited_locked(const float *x, const float *w, int packed, const float *bias,
-                               float *y, long m, long k, long n, int relu, const long *limit,
+                               float *y, long m, long k, long n, int act, const long *limit,
                                int limit_k) {
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
   float *xp = pk_floats((m + PK_MR - 1) * k);
   if (!xp) return -1;
   pack_rows_pool(x, xp, m, k);
-  pk_args a = {xp, w, bias, y, m, k, n, relu, packed, limit, limit_k};
+  pk_args a = {xp, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act};
   const long panels = (n + PK_NR - 1) / PK_NR;
   if (2 * m * k * n < 4 * PARALLEL_BYTES) {
     for (long c = 0; c < panels; c++) pk_chunk(&a, c);
@@ -386,25 +388,26 @@ static int gemm_limited_locked(const float *x, const float *w, int packed, const
 }
 
 static int gemm_packed_locked(const float *x, const float *w, int packed, const float *bias,
-                              float *y, long m, long k, long n, int relu) {
-  return gemm_limited_locked(x, w, packed, bias, y, m, k, n, relu, 0, 0);
+                              float *y, long m, long k, long n, int act) {
+  return gemm_limited_locked(x, w, packed, bias, y, m, k, n, act, 0, 0);
 }
 
-/* y [m, n] = x [m, k] @ (packed w) (+ bias [n] unless null) (relu if relu). 0, or -1 when out
+/* y [m, n] = act(x [m, k] @ (packed w) (+ bias [n] unless null)), act an ACT_* (relu in the
+ * micro-kernel's stores, the others by act_cols on each finished panel). 0, or -1 when out
  * of memory. */
 int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, float *y, long m,
-                            long k, long n, int relu) {
+                            long k, long n, int act) {
   pthread_mutex_lock(&call_mu);
-  int rc = gemm_packed_locked(x, wp, 1, bias, y, m, k, n, relu);
+  int rc = gemm_packed_locked(x, wp, 1, bias, y, m, k, n, act);
   pthread_mutex_unlock(&call_mu);
   return rc;
 }
 
 /* The same product reading w [k, n] in place (a weight that is not a constant): same bits. */
 int fuel_native_gemm_fma(const float *x, const float *w, const float *bias, float *y, long m,
-                         long k, long n, int relu) {
+                         long k, long n, int act) {
   pthread_mutex_lock(&call_mu);
-  int rc = gemm_packed_locked(x, w, 0, bias, y, m, k, n, relu);
+  int rc = gemm_packed_locked(x, w, 0, bias, y, m, k, n, act);
   pthread_mutex_unlock(&call_mu);
   return rc;
 }
@@ -532,13 +535,14 @@ int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batc
 
 /* The same chain written plainly (one thread, no packing): what the tests compare against. */
 void fuel_native_gemm_fma_ref(const float *x, const float *w, const float *bias, float *y, long m,
-                              long k, long n, int relu) {
+                              long k, long n, int act) {
   for (long r = 0; r < m; r++)
     for (long j = 0; j < n; j++) {
       float acc = 0.0f;
       for (long i = 0; i < k; i++) acc = fmaf(x[r * k + i], w[i * n + j], acc);
-      y[r * n + j] = pk_finish(acc, bias, j, 1, relu);
+      y[r * n + j] = pk_finish(acc, bias, j, 1, act == ACT_RELU);
     }
+  if (act > ACT_RELU) act_cols(y, n, m, 0, n, 0, act);
 }
 
 /* Run the micro-kernel `isa` (2 AVX-512, 1 AVX2, 0 portable; capped at this CPU's), or this

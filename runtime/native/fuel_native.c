@@ -168,6 +168,54 @@ static void parallel_for(fuel_chunk fn, void *args, long chunks) {
  * costs more than it saves. */
 static const long PARALLEL_BYTES = 128 * 1024;
 
+/* -- activation epilogues ---------------------------------------------------------------- */
+/* What a fused product applies to its outputs as it finishes them (`matmul_bias_act`, kernel
+ * source native-vecmath): ACT_RELU exactly (np.maximum(y, 0): +0 for y <= 0, NaN kept), the
+ * others by runtime/kernels/cpu/vecmath.py's c-vecmath functions (prepended to this unit):
+ * double inside from the exact f32 input, rounded once (1 ulp; verified into the ledger).
+ * Elementwise and fixed per element, so the bits do not depend on the tiling or threads. */
+enum { ACT_NONE = 0, ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_SIGMOID, ACT_TANH };
+
+/* y[r, c0:c1] (rows n floats apart, r < m) += bias[c0:c1] (unless null: numpy's `out += b`,
+ * one f32 rounding), then y = act(y). */
+FUEL_VM_CLONES
+static void act_cols(float *restrict y, long n, long m, long c0, long c1,
+                     const float *restrict bias, int act) {
+  for (long r = 0; r < m; r++) {
+    float *restrict yr = y + r * n;
+    if (bias)
+      for (long j = c0; j < c1; j++) yr[j] = yr[j] + bias[j];
+    switch (act) {
+    case ACT_RELU:
+      for (long j = c0; j < c1; j++) yr[j] = (yr[j] > 0.0f || yr[j] != yr[j]) ? yr[j] : 0.0f;
+      break;
+    case ACT_GELU:
+      for (long j = c0; j < c1; j++) yr[j] = (float)fuel_vm_gelu((double)yr[j]);
+      break;
+    case ACT_GELU_TANH:
+      for (long j = c0; j < c1; j++) yr[j] = (float)fuel_vm_gelu_tanh((double)yr[j]);
+      break;
+    case ACT_SILU:
+      for (long j = c0; j < c1; j++) yr[j] = (float)fuel_vm_silu((double)yr[j]);
+      break;
+    case ACT_SIGMOID:
+      for (long j = c0; j < c1; j++) yr[j] = (float)fuel_vm_sigmoid((double)yr[j]);
+      break;
+    case ACT_TANH:
+      for (long j = c0; j < c1; j++) yr[j] = (float)fuel_vm_tanh((double)yr[j]);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+/* y [m, n] = act(y + bias) in place (bias [n] or null): a fused product's epilogue where the
+ * product itself ran elsewhere (batched weights). */
+void fuel_native_bias_act(float *y, const float *bias, long m, long n, int act) {
+  act_cols(y, n, m, 0, n, bias, act);
+}
+
 /* -- products --------------------------------------------------------------------------- */
 /* y [m, n] = x [m, k] @ w [k, n] (row-major, f32) for a few rows m: memory-bound, so the plan
  * is about reading w in long sequential runs. w is cut into tiles of KB rows by CW columns
@@ -271,43 +319,63 @@ typedef struct {
   gemm_plan p;
   const float *x, *w;
   float *y, *part;
-  long rw; /* columns per reduction chunk */
+  long rw;           /* columns per reduction chunk */
+  const float *bias; /* the epilogue (act_cols) on finished columns: bias or null, ACT_* */
+  int act;
 } gemm_args;
+
+static int has_epilogue(const gemm_args *a) { return a->bias || a->act != ACT_NONE; }
 
 /* Columns per chunk of a pass over the [m, n] partials: all of them when small. */
 static long reduce_width(long m, long n, long kt) {
   return m * n * kt < 65536 ? n : 1024;
 }
 
+/* One tile; with one K block it is finished, so its epilogue runs on it while it is in cache. */
 static void gemm_chunk(void *q, long chunk) {
   gemm_args *a = q;
   gemm_run_tile(&a->p, a->x, a->w, a->y, a->part, chunk);
+  if (a->p.kt == 1 && has_epilogue(a)) {
+    long c0 = (chunk % a->p.ct) * a->p.cw, c1 = c0 + a->p.cw < a->p.n ? c0 + a->p.cw : a->p.n;
+    act_cols(a->y, a->p.n, a->p.m, c0, c1, a->bias, a->act);
+  }
 }
 
 static void reduce_chunk(void *q, long chunk) {
   gemm_args *a = q;
   long c0 = chunk * a->rw, c1 = c0 + a->rw < a->p.n ? c0 + a->rw : a->p.n;
   gemm_reduce(&a->p, a->part, a->y, c0, c1);
+  if (has_epilogue(a)) act_cols(a->y, a->p.n, a->p.m, c0, c1, a->bias, a->act);
 }
 
-/* The product of a plan: tiles on the pool, then the K-order sums (1024-column chunks). */
+/* The product of a plan: tiles on the pool, then the K-order sums (1024-column chunks), each
+ * finished column range through the epilogue (bias, act) where one is asked. */
 static int gemm_execute(const gemm_plan *p, const float *x, const float *w, float *y,
-                        float *part) {
-  gemm_args a = {*p, x, w, y, part, reduce_width(p->m, p->n, p->kt)};
+                        float *part, const float *bias, int act) {
+  gemm_args a = {*p, x, w, y, part, reduce_width(p->m, p->n, p->kt), bias, act};
   parallel_for(gemm_chunk, &a, p->ct * p->kt);
   if (p->kt > 1) parallel_for(reduce_chunk, &a, (p->n + a.rw - 1) / a.rw);
   return 0;
 }
 
-/* y [m, n] = x [m, k] @ w [k, n]; all C-contiguous f32; meant for m <= 8 (w read once).
- * Returns 0, or -1 if the partials' scratch cannot be allocated. */
-int fuel_native_gemm(const float *x, const float *w, float *y, long m, long k, long n) {
+/* y [m, n] = act(x [m, k] @ w [k, n] + bias [n]) (bias: null for none; act: ACT_*); all
+ * C-contiguous f32; meant for m <= 8 (w read once). The product's bits are
+ * `fuel_native_gemm`'s; then `+ bias` in f32 and the activation (act_cols). Returns 0, or -1
+ * if the partials' scratch cannot be allocated. */
+int fuel_native_gemm_bias_act(const float *x, const float *w, const float *bias, float *y,
+                              long m, long k, long n, int act) {
   gemm_plan p = plan_gemm(m, k, n);
   pthread_mutex_lock(&call_mu);
   float *part = p.kt > 1 ? scratch_floats(p.kt * m * n) : 0;
-  int rc = p.kt > 1 && !part ? -1 : gemm_execute(&p, x, w, y, part);
+  int rc = p.kt > 1 && !part ? -1 : gemm_execute(&p, x, w, y, part, bias, act);
   pthread_mutex_unlock(&call_mu);
   return rc;
+}
+
+/* y [m, n] = x [m, k] @ w [k, n]; all C-contiguous f32; meant for m <= 8 (w read once).
+ * Returns 0, or -1 if the partials' scratch cannot be allocated. */
+int fuel_native_gemm(const float *x, const float *w, float *y, long m, long k, long n) {
+  return fuel_native_gemm_bias_act(x, w, 0, y, m, k, n, ACT_NONE);
 }
 
 /* -- SiLU-gated MLP --------------------------------------------------------------------- */
@@ -360,7 +428,7 @@ int fuel_native_gated_mlp(const float *x, const float *wg, const float *wu, cons
     gate_args a = {up, x, wg, wu, g, u, part, part + up_part, reduce_width(m, f, 2 * up.kt)};
     parallel_for(gate_chunk, &a, 2 * up.ct * up.kt);
     parallel_for(gate_finish, &a, (f + a.rw - 1) / a.rw);
-    rc = gemm_execute(&down, g, wd, y, part + 2 * up_part);
+    rc = gemm_execute(&down, g, wd, y, part + 2 * up_part, 0, ACT_NONE);
   }
   pthread_mutex_unlock(&call_mu);
   return rc;
@@ -480,6 +548,66 @@ void fuel_native_rms_norm(const float *x, const float *w, float *y, long rows, l
   rms_args a = {x, w, y, rows, d, per, eps};
   pthread_mutex_lock(&call_mu);
   parallel_for(rms_chunk, &a, (rows + per - 1) / per);
+  pthread_mutex_unlock(&call_mu);
+}
+
+/* -- layer_norm ------------------------------------------------------------------------- */
+
+/* y[r] = (x[r] - mean) / sqrt(var + eps) * w + b for each of `rows` rows of length d, all in
+ * double from the exact f32 inputs and rounded once: the corrected two-pass mean (the first
+ * pass's mean plus the mean of the residuals, like the numpy kernel: a constant row's mean is
+ * exactly its value, so it gives exactly the bias), the biased variance of the residuals. Four
+ * partial sums per pass, added in a fixed order: the bits do not depend on the threads. */
+FUEL_CLONES
+static void ln_rows(const float *restrict x, const float *restrict w, const float *restrict b,
+                    float *restrict y, long r0, long r1, long d, double eps) {
+  for (long r = r0; r < r1; r++) {
+    const float *restrict xr = x + r * d;
+    float *restrict yr = y + r * d;
+    double s[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0}, v[4] = {0, 0, 0, 0};
+    long j = 0;
+    for (; j + 4 <= d; j += 4)
+      for (int q = 0; q < 4; q++) s[q] += (double)xr[j + q];
+    for (; j < d; j++) s[0] += (double)xr[j];
+    double m = ((s[0] + s[1]) + (s[2] + s[3])) / (double)d;
+    for (j = 0; j + 4 <= d; j += 4)
+      for (int q = 0; q < 4; q++) c[q] += (double)xr[j + q] - m;
+    for (; j < d; j++) c[0] += (double)xr[j] - m;
+    m += ((c[0] + c[1]) + (c[2] + c[3])) / (double)d;
+    for (j = 0; j + 4 <= d; j += 4)
+      for (int q = 0; q < 4; q++) {
+        const double t = (double)xr[j + q] - m;
+        v[q] += t * t;
+      }
+    for (; j < d; j++) {
+      const double t = (double)xr[j] - m;
+      v[0] += t * t;
+    }
+    const double inv = 1.0 / sqrt(((v[0] + v[1]) + (v[2] + v[3])) / (double)d + eps);
+    for (j = 0; j < d; j++) yr[j] = (float)(((double)xr[j] - m) * inv * (double)w[j] + (double)b[j]);
+  }
+}
+
+typedef struct {
+  const float *x, *w, *b;
+  float *y;
+  long rows, d, per;
+  double eps;
+} ln_args;
+
+static void ln_chunk(void *p, long chunk) {
+  ln_args *a = p;
+  long r0 = chunk * a->per, r1 = r0 + a->per < a->rows ? r0 + a->per : a->rows;
+  ln_rows(a->x, a->w, a->b, a->y, r0, r1, a->d, a->eps);
+}
+
+/* Row blocks of about PARALLEL_BYTES each. */
+void fuel_native_layer_norm(const float *x, const float *w, const float *b, float *y, long rows,
+                            long d, double eps) {
+  long per = PARALLEL_BYTES / (4 * d) > 1 ? PARALLEL_BYTES / (4 * d) : 1;
+  ln_args a = {x, w, b, y, rows, d, per, eps};
+  pthread_mutex_lock(&call_mu);
+  parallel_for(ln_chunk, &a, (rows + per - 1) / per);
   pthread_mutex_unlock(&call_mu);
 }
 
@@ -708,7 +836,7 @@ void fuel_native_concat(float *out, long outer, long n, const int64_t *src, cons
 
 /* fuel_gemm.c (compiled after this file, in the same unit) */
 int fuel_native_gemm_packed(const float *x, const float *wp, const float *bias, float *y, long m,
-                            long k, long n, int relu);
+                            long k, long n, int act);
 int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batch, long m,
                              long k, long n, const long *xoff, const long *woff);
 int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, const float *wd,
@@ -740,7 +868,9 @@ enum {
   OP_GATED_PACKED,
   OP_ATTN,
   OP_PERMUTE,
-  OP_CONCAT
+  OP_CONCAT,
+  OP_GEMM_ACT,
+  OP_LN
 };
 
 static double bits_f64(int64_t v) {
@@ -792,7 +922,15 @@ long fuel_native_program(const int64_t *prog, long records) {
       a += 4;
       break;
     }
-    case OP_GEMM_PACKED: /* x, packed w, bias (0: none), y, m, k, n, relu */
+    case OP_GEMM_ACT: /* x, w, bias (0: none), y, m, k, n, act */
+      if (fuel_native_gemm_bias_act(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7])) return r;
+      a += 8;
+      break;
+    case OP_LN: /* x, w, b, y, rows, d, eps bits */
+      fuel_native_layer_norm(P(0), P(1), P(2), P(3), a[4], a[5], bits_f64(a[6]));
+      a += 7;
+      break;
+    case OP_GEMM_PACKED: /* x, packed w, bias (0: none), y, m, k, n, act */
       if (fuel_native_gemm_packed(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7])) return r;
       a += 8;
       break;

@@ -50,7 +50,12 @@ HAND, CONTRACTS, SIBLINGS = _hand(), _contracts(), _siblings()
 SOURCES = [d.name for d in (*vendor_dirs(), *PROVIDER_DIRS)]
 VENDOR = {d.name for d in vendor_dirs()}  # torch-blas where torch is installed: sibling 0
 HAND_ONLY_OPS = {"concat", "matmul_bias_act", "gated_mlp"}  # see runtime/kernels/cpu/contracts
-NATIVE_SOURCES = {"native", "native-flashdecode", "c-vecmath"}  # C kernels, hand-registered last
+NATIVE_SOURCES = {
+    "native",
+    "native-flashdecode",
+    "native-vecmath",
+    "c-vecmath",
+}  # C, registered last
 SIBLING_KEYS = sorted((key, e.kernel_source) for key, e in SIBLINGS.iter_entries())
 MIGRATED_OPS = sorted({op for op, _, _ in CONTRACTS.iter_keys()})
 KEYS = sorted(CONTRACTS.iter_keys())

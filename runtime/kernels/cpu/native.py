@@ -13,8 +13,13 @@ elsewhere.
   once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
   chain per output in k order (AVX-512 or AVX2 micro-kernel; the portable one gives the same
   bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
-  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` adds the
-  bias (and relu) as the products are stored; `gated_mlp` on many rows runs silu * up in one
+  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` (kernel
+  source `native`) adds the bias (and relu) as the packed products are stored and runs other
+  activations as the numpy kernel does (f64); its `native-vecmath` sibling runs the whole
+  epilogue in C on each output tile as it is finished (GEMV tiles, packed panels): `+ b` in
+  f32, then the activation by c-vecmath (`runtime.native.vecmath`, 1 ulp; relu exact), priced
+  at c-vecmath's FLOPs, so the default (no floor) picks it for gelu / silu and a BERT or GPT-2
+  MLP runs as products without a numpy pass. `gated_mlp` on many rows runs silu * up in one
   vectorized C pass that rounds exactly like numpy's f64 silu (checked on 2M inputs).
   `matmul` by batched weights (attention written out as products, [1, h, 1, d] x
   [1, h, d, s]; numpy's broadcast of the batch dims) runs in C too (`fuel_native_gemm_batched`):
@@ -22,9 +27,11 @@ elsewhere.
   the weight in place for more), one pool chunk per matrix (or matrix x panel), so no product
   of a plan wakes numpy's or torch's BLAS pool (`runtime.native.blas`). A vector operand runs
   the numpy kernel's code, priced 0.5 us above it (one more Python frame).
-* `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `rope` for
-  every f32 shape (bit-identical to the numpy kernel: the same f64 operations; its cos/sin
-  tables read in place when their rows are contiguous, as slices of full-width tables are).
+* `rms_norm` takes the C path for every shape with a 1-D weight over the last dim, `layer_norm`
+  for every shape with 1-D weight and bias (mean, variance and the affine map in f64, rounded
+  once: within 1 ulp of float64, a constant row gives exactly the bias), `rope` for every f32
+  shape (bit-identical to the numpy kernel: the same f64 operations; its cos/sin tables read in
+  place when their rows are contiguous, as slices of full-width tables are).
 * `transpose` and `concat` (f32): numpy's copy when called alone; in a native program, a record
   of row copies in C (exact), so the layout changes between an attention's products and
   around rope no longer cut a prefill layer's program into Python calls.
@@ -58,6 +65,7 @@ import numpy as np
 from runtime import native
 from runtime.binding_table import Kernel, KernelBindingTable
 from runtime.cost import CostEstimate, CostFn
+from runtime.kernels.cpu import vecmath
 from runtime.kernels.cpu._common import (
     F32,
     F64,
@@ -77,10 +85,13 @@ from runtime.kernels.cpu.activations import f32_activations
 from runtime.kernels.cpu.flash import flash_cost
 from runtime.kernels.cpu.fused import _gated_cost, _gated_mlp, _mba_cost, _part_costs
 from runtime.kernels.cpu.linalg import matmul_claim, matmul_cost
-from runtime.kernels.cpu.nn import _rms_norm, _rope, attention_cost
+from runtime.kernels.cpu.nn import _layer_norm, _rms_norm, _rope, attention_cost
 from runtime.rounding import store
 
 NATIVE = "native"
+NATIVE_VECMATH = "native-vecmath"
+"""`matmul_bias_act` with its bias and activation in C (c-vecmath): the default's fast sibling;
+the `native` one (activation in numpy, f64) stays for a stated floor it does not meet."""
 NATIVE_FLASH = "native-flashdecode"
 """The flash-decoding attention's kernel_source: `fuel-emit-decode-flash` offers it as arm 1."""
 GEMV_ROWS = 8
@@ -93,6 +104,7 @@ FRAME_NS = 500.0
 
 _numpy_gated = _gated_mlp("f32")
 _numpy_rms = _rms_norm(F32)
+_numpy_ln = _layer_norm(F32)
 _numpy_rope = _rope(F64)
 
 
@@ -147,18 +159,19 @@ def _fma_gemm(
     packed: np.ndarray | None,
     bias: np.ndarray | None,
     out: np.ndarray,
-    relu: bool = False,
+    act: int = 0,
 ) -> None:
-    """out = x @ w (+ bias) (relu) on the packed FMA GEMM: C-contiguous f32 x [..., k], the
-    weight `w` [k, n] (packed per call) or its `packed` form, bias [n] or None."""
+    """out = act(x @ w (+ bias)) on the packed FMA GEMM: C-contiguous f32 x [..., k], the
+    weight `w` [k, n] (packed per call) or its `packed` form, bias [n] or None, `act` an
+    epilogue code (`native.ACT_CODES`; 0: none, 1: relu)."""
     k, n = x.shape[-1], out.shape[-1]
     y = out if _writable(out) else np.empty(out.shape, F32)
     p, lib = native.ptr, native.library()
     b = 0 if bias is None else p(bias)
     if packed is not None:
-        rc = lib.fuel_native_gemm_packed(p(x), p(packed), b, p(y), _rows(x), k, n, int(relu))
+        rc = lib.fuel_native_gemm_packed(p(x), p(packed), b, p(y), _rows(x), k, n, act)
     else:
-        rc = lib.fuel_native_gemm_fma(p(x), p(w), b, p(y), _rows(x), k, n, int(relu))
+        rc = lib.fuel_native_gemm_fma(p(x), p(w), b, p(y), _rows(x), k, n, act)
     if rc:
         raise MemoryError("fuel native gemm: out of memory for its packed operands")
     if y is not out:
@@ -244,7 +257,7 @@ def _matmul_bias_act_native(
     y = out if _writable(out) else np.empty(out.shape, F32)
     if _fma_shape(x, w) and _bias_1d(b, w.shape[1]):
         relu = act == "relu"
-        _fma_gemm(x, w, packed, b, y, relu)
+        _fma_gemm(x, w, packed, b, y, int(relu))
         if not relu and act != "none":
             f32_activations()[act](y, y)
     else:
@@ -252,6 +265,34 @@ def _matmul_bias_act_native(
         y += b
         if act != "none":
             f32_activations()[act](y, y)
+    if y is not out:
+        store(out, y)
+
+
+def _matmul_bias_act_vecmath(
+    inputs: Arrays, outputs: Arrays, params: Params, packed: np.ndarray | None = None
+) -> None:
+    """`matmul_bias_act` (f32) with its whole epilogue in C: the product's bits are the
+    `native` sibling's (GEMV tiles or the packed GEMM), then `+ b` in f32 (numpy's `out += b`)
+    and the activation by the c-vecmath functions (1 ulp; relu exact) on each output tile as
+    it is finished (`act_cols` in fuel_native.c). Batched weights: the product in C, then the
+    same epilogue in one more C call."""
+    x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
+    out, code = outputs[0], native.ACT_CODES[params["act"]]
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    n, p, lib = y.shape[-1], native.ptr, native.library()
+    bias = _bias_1d(b, n)
+    if bias and _gemv_shape(x, w):
+        rc = lib.fuel_native_gemm_bias_act(p(x), p(w), p(b), p(y), _rows(x), x.shape[-1], n, code)
+        if rc:
+            raise MemoryError("fuel native gemm: out of memory for its partial sums")
+    elif bias and _fma_shape(x, w):
+        _fma_gemm(x, w, packed, b, y, code)
+    else:
+        _matmul(x, w, y, packed)
+        if not bias:
+            y += b
+        lib.fuel_native_bias_act(p(y), p(b) if bias else 0, y.size // max(n, 1), n, code)
     if y is not out:
         store(out, y)
 
@@ -318,6 +359,27 @@ def _rms_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     y = out if _writable(out) else np.empty(out.shape, F32)
     native.library().fuel_native_rms_norm(
         native.ptr(x), native.ptr(w), native.ptr(y), _rows(x), x.shape[-1], float(params["eps"])
+    )
+    if y is not out:
+        np.copyto(out, y)
+
+
+def _ln_shape(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> bool:
+    return x.dtype == w.dtype == b.dtype == F32 and w.shape == b.shape == x.shape[-1:] and x.size
+
+
+def _layer_norm_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+    """(x - mean) / sqrt(var + eps) * w + b, each row in C: in f64 from the f32 inputs, rounded
+    once (`fuel_native_layer_norm`); other shapes (broadcast weights) in the numpy kernel."""
+    x, w, b = (np.ascontiguousarray(v) for v in inputs)
+    out = outputs[0]
+    if not _ln_shape(x, w, b):
+        _numpy_ln(inputs, outputs, params)
+        return
+    y = out if _writable(out) else np.empty(out.shape, F32)
+    p = native.ptr
+    native.library().fuel_native_layer_norm(
+        p(x), p(w), p(b), p(y), _rows(x), x.shape[-1], float(params["eps"])
     )
     if y is not out:
         np.copyto(out, y)
@@ -560,6 +622,14 @@ def _encode_rms(ins: Arrays, outs: Arrays, params: Params) -> native.Record | No
     return R([native.OP_RMS, _p(x), _p(w), _p(out), _rows(x), x.shape[-1], eps])
 
 
+def _encode_ln(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, w, b), out = ins, outs[0]
+    if not (native.contiguous_f32(x, w, b, out) and _ln_shape(x, w, b)):
+        return None
+    eps = native.f64_bits(float(params["eps"]))
+    return R([native.OP_LN, _p(x), _p(w), _p(b), _p(out), _rows(x), x.shape[-1], eps])
+
+
 def _encode_rope(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (x, c, s), out = ins, outs[0]
     ld = _row_strided(c) if isinstance(c, np.ndarray) else None
@@ -628,7 +698,7 @@ def encode_ufunc(fn: object, arrays: Arrays) -> native.Record | None:
 
 
 def _encode_packed(
-    x: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray, relu: bool
+    x: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray, act: int
 ) -> native.Record | None:
     if not native.contiguous_f32(x, out, *(() if bias is None else (bias,))):
         return None
@@ -641,14 +711,25 @@ def _encode_packed(
         _rows(x),
         x.shape[-1],
         out.shape[-1],
-        int(relu),
+        act,
     ]
     return R(words, [packed])
 
 
+def _encode_mba_vecmath(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+    (x, w, b), out = ins, outs[0]
+    if not (native.contiguous_f32(x, w, b, out) and _gemv_shape(x, w) and _bias_1d(b, w.shape[1])):
+        return None
+    code = native.ACT_CODES[params["act"]]
+    words = [native.OP_GEMM_ACT, _p(x), _p(w), _p(b), _p(out), _rows(x), x.shape[-1]]
+    return R([*words, w.shape[1], code])
+
+
 _matmul_native.encode = _encode_matmul  # type: ignore[attr-defined]
+_matmul_bias_act_vecmath.encode = _encode_mba_vecmath  # type: ignore[attr-defined]
 _gated_mlp_native.encode = _encode_gated  # type: ignore[attr-defined]
 _rms_norm_native.encode = _encode_rms  # type: ignore[attr-defined]
+_layer_norm_native.encode = _encode_ln  # type: ignore[attr-defined]
 _rope_native.encode = _encode_rope  # type: ignore[attr-defined]
 _transpose_native.encode = _encode_permute  # type: ignore[attr-defined]
 _concat_native.encode = _encode_concat  # type: ignore[attr-defined]
@@ -693,7 +774,7 @@ def _prepare_matmul(
         (a, b), out = ins, outs[0]
         if not (isinstance(a, np.ndarray) and _fma_shape(a, b)):
             return None
-        return _encode_packed(a, packed, None, out, False)
+        return _encode_packed(a, packed, None, out, 0)
 
     matmul_packed.encode = encode  # type: ignore[attr-defined]
     return matmul_packed
@@ -719,10 +800,35 @@ def _prepare_mba(
             and _bias_1d(b, w.shape[1])
         ):
             return None
-        return _encode_packed(x, packed, b, out, act == "relu")
+        return _encode_packed(x, packed, b, out, int(act == "relu"))
 
     matmul_bias_act_packed.encode = encode  # type: ignore[attr-defined]
     return matmul_bias_act_packed
+
+
+def _prepare_mba_vecmath(
+    constants: Sequence[np.ndarray | None], shapes: Shapes, params: Params, cache: dict
+) -> Prepared | None:
+    packed = _packed_weight(constants, shapes, cache)
+    if packed is None:
+        return None
+
+    def matmul_bias_act_vecmath_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        _matmul_bias_act_vecmath(inputs, outputs, params, packed)
+
+    def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
+        (x, w, b), out = ins, outs[0]
+        if not (
+            isinstance(x, np.ndarray)
+            and _fma_shape(x, w)
+            and isinstance(b, np.ndarray)
+            and _bias_1d(b, w.shape[1])
+        ):
+            return None
+        return _encode_packed(x, packed, b, out, native.ACT_CODES[params["act"]])
+
+    matmul_bias_act_vecmath_packed.encode = encode  # type: ignore[attr-defined]
+    return matmul_bias_act_vecmath_packed
 
 
 def _prepare_gated(
@@ -748,6 +854,7 @@ def _prepare_gated(
 
 _matmul_native.prepare = _prepare_matmul  # type: ignore[attr-defined]
 _matmul_bias_act_native.prepare = _prepare_mba  # type: ignore[attr-defined]
+_matmul_bias_act_vecmath.prepare = _prepare_mba_vecmath  # type: ignore[attr-defined]
 _gated_mlp_native.prepare = _prepare_gated  # type: ignore[attr-defined]
 
 
@@ -792,6 +899,33 @@ def _mba_native_cost(costs: dict) -> CostFn:
     return cost
 
 
+def _act_flops(act: str) -> float:
+    """FLOPs per element of a c-vecmath epilogue (the standalone kernels' declared figures;
+    gelu's tanh form scaled from gelu's by their measured times)."""
+    if act in ("none", "relu"):
+        return 1.0
+    if act in vecmath.FLOPS:
+        return vecmath.FLOPS[act]
+    ns = vecmath.NS_PER_ELEMENT
+    return vecmath.FLOPS["gelu"] * ns[act] / ns["gelu"]
+
+
+def _mba_vecmath_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """The product's roofline, the bias and the activation's FLOPs (c-vecmath's declared
+    ones), the boundary operands' bytes, one C call (two for batched weights)."""
+    x, w, _, out = shapes
+    base = matmul_cost([x, w, out], [dtypes[0], dtypes[1], dtypes[3]], params)
+    n, act = numel(out), params.get("act", "none")
+    epilogue = n * (1.0 + _act_flops(act))
+    if len(w) != 2:
+        est = _product_cost(base, x[-2] if len(x) >= 2 else 1)
+        overhead = est.overhead_ns + CALL_NS + (FRAME_NS if len(x) < 2 else 0.0)
+    else:
+        est = _product_cost(base, numel(x[:-1]))
+        overhead = est.overhead_ns
+    return CostEstimate(est.flops + epilogue, operand_bytes(shapes, dtypes), overhead)
+
+
 def _gated_native_cost(costs: dict) -> CostFn:
     composed = _gated_cost(costs)
 
@@ -813,6 +947,10 @@ def _rope_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEst
 
 def _rms_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
     return CostEstimate(4.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
+
+
+def _ln_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    return CostEstimate(8.0 * numel(shapes[0]), operand_bytes(shapes, dtypes), CALL_NS)
 
 
 def register_native(table: KernelBindingTable, force: bool = False) -> None:
@@ -851,6 +989,22 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
     )
     add(
         table,
+        "matmul_bias_act",
+        (t,) * 4,
+        _matmul_bias_act_vecmath,
+        measured(
+            "matmul accumulation (cancellation): normwise relative error measured; the "
+            "epilogue's activation by c-vecmath (1 ulp, relu exact)",
+            with_ulp=False,
+        ),
+        _mba_vecmath_cost,
+        also=(*packed, _gemv_shape, _matmul, _bias_1d, _prepare_mba_vecmath)
+        + (_encode_mba_vecmath, _batched_shape, _batched),
+        source=NATIVE_VECMATH,
+        code=code,
+    )
+    add(
+        table,
         "gated_mlp",
         (t,) * 5,
         _gated_mlp_native,
@@ -869,6 +1023,17 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         measured("positive sum of squares, then products: ulp and rel measured", with_ulp=True),
         _rms_cost,
         also=(_numpy_rms,),
+        source=NATIVE,
+        code=code,
+    )
+    add(
+        table,
+        "layer_norm",
+        (t,) * 4,
+        _layer_norm_native,
+        measured("mean, variance and the affine map in f64, rounded once: rel measured"),
+        _ln_cost,
+        also=(_numpy_ln, _ln_shape, _encode_ln),
         source=NATIVE,
         code=code,
     )
@@ -940,4 +1105,12 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
     )
 
 
-__all__ = ["GEMV_ROWS", "NATIVE", "NATIVE_FLASH", "encode_ufunc", "pack", "register_native"]
+__all__ = [
+    "GEMV_ROWS",
+    "NATIVE",
+    "NATIVE_FLASH",
+    "NATIVE_VECMATH",
+    "encode_ufunc",
+    "pack",
+    "register_native",
+]

@@ -78,9 +78,11 @@ FAMILY_SOURCES = (
     "torch-blas",
     "native",
     "native-flashdecode",
+    "native-vecmath",
     "c-vecmath",
 )  # the flash kernel: tests/passes/test_decode_flash.py; the others in tests/runtime/kernels/:
-# torch-blas: test_cpu_kernels.py; native: test_cpu_native.py; c-vecmath: test_cpu_vecmath.py
+# torch-blas: test_cpu_kernels.py; native: test_cpu_native.py; native-vecmath:
+# test_cpu_native_epilogue.py; c-vecmath: test_cpu_vecmath.py
 ALTS = sorted(
     (op, d, e.kernel_source)
     for (op, d, _), e in TABLE.iter_entries()

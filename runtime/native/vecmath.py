@@ -1,0 +1,157 @@
+"""The C text of `c-vecmath` (`runtime.kernels.cpu.vecmath`): branch-free double math for
+f32 results, shared by the standalone vecmath kernels, the generated C kernels
+(`lowering.cpu.codegen`) and fuel's native library (the products' activation epilogues), which
+is why it lives under `runtime.native`: the library's source is assembled here without
+importing the kernel modules. The algorithms and their error claims are described in
+`runtime.kernels.cpu.vecmath`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from runtime import special
+
+PRAGMA = '#pragma GCC optimize ("tree-vectorize", "no-trapping-math")'
+"""What lets GCC vectorize the loops at `-O2`: the vectorizer itself, and if-conversion of the
+selects (trapping math keeps each `?:` on a NaN-comparing double a branch). Neither changes a
+result: no contraction, no reassociation, only FP exception flags (never read) may differ.
+Other compilers ignore it (clang vectorizes at -O2). With GCC on x86-64 the loops are also
+cloned for AVX-512 and AVX2 (`FUEL_VM_CLONES`, chosen at load time by the CPU): the same
+IEEE double operations on 8 or 4 lanes instead of 2, no FMA (`-ffp-contract=off`), so the
+same bits."""
+CLONES = "FUEL_VM_CLONES"
+"""The attribute macro (defined with the helpers) a loop calling these functions carries."""
+
+
+def _hex(v: float) -> str:
+    return float(v).hex()
+
+
+def _horner(var: str, coeffs: Sequence[float]) -> str:
+    """`c0 + var * (c1 + var * (...))` with exact hex literals."""
+    text = _hex(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        text = f"{_hex(c)} + {var} * ({text})"
+    return text
+
+
+_EXP_TAYLOR = [1.0 / math.factorial(k) for k in range(11)]
+_LOG_ATANH = [1.0 / (2 * k + 1) for k in range(9)]
+_ERF_TERMS = special._ERF_SERIES[:16]
+_ERFCX = special._ERFCX_T_POLY
+_INLINE = "static inline __attribute__((always_inline)) double"
+
+HELPERS: dict[str, str] = {
+    "fuel_vm_bits": """
+/* c-vecmath (runtime/kernels/cpu/vecmath.py): branch-free double math for f32 results */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* AVX-512 and AVX2 clones picked at load time by the CPU: 8 or 4 doubles a vector, the same
+   IEEE operations (no FMA: -ffp-contract=off), so the same bits */
+#define FUEL_VM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FUEL_VM_CLONES
+#endif
+typedef union { double d; uint64_t u; } fuel_vm_u64;
+static inline __attribute__((always_inline)) uint64_t fuel_vm_as_u64(double d) {
+  fuel_vm_u64 v = {d}; return v.u;
+}
+static inline __attribute__((always_inline)) double fuel_vm_as_f64(uint64_t u) {
+  fuel_vm_u64 v; v.u = u; return v.d;
+}""",
+    "fuel_vm_exp": f"""
+/* e^x: x = n ln2 + r, Taylor(r) to degree 10, 2^n in the exponent bits */
+{_INLINE} fuel_vm_exp(double x) {{
+  double c = x < -160.0 ? -160.0 : (x > 160.0 ? 160.0 : x);
+  double t = c * 0x1.71547652b82fep+0 + 0x1.8p52, n = t - 0x1.8p52;
+  double r = (c - n * 0x1.62e42feep-1) - n * 0x1.a39ef35793c76p-33;
+  double p = {_horner("r", _EXP_TAYLOR)};
+  double e = p * fuel_vm_as_f64((fuel_vm_as_u64(t) + 1023u) << 52);
+  return x != x ? x : e;
+}}""",
+    "fuel_vm_log": f"""
+/* log x = e ln2 + 2 atanh((m - 1) / (m + 1)), m in [sqrt(1/2), sqrt(2)) */
+{_INLINE} fuel_vm_log(double x) {{
+  uint64_t u = fuel_vm_as_u64(x);
+  double e = fuel_vm_as_f64(0x4330000000000000u | (u >> 52)) - 0x1p52 - 1023.0;
+  double m = fuel_vm_as_f64((u & 0x000fffffffffffffu) | 0x3ff0000000000000u);
+  double big = m > 0x1.6a09e667f3bcdp+0 ? 1.0 : 0.0;
+  m = m * (1.0 - 0.5 * big);
+  e = e + big;
+  double f = (m - 1.0) / (m + 1.0), f2 = f * f;
+  double r = e * 0x1.62e42fefa39efp-1 + 2.0 * f * ({_horner("f2", _LOG_ATANH)});
+  r = x > 0.0 ? r : (x == 0.0 ? -INFINITY : NAN);
+  return x == INFINITY ? x : r;
+}}""",
+    "fuel_vm_tanh": """
+/* tanh: 1 - 2 / (e^2|x| + 1) with the sign of x; a - a^3/3 + 2a^5/15 below |x| = 0.03 */
+static inline __attribute__((always_inline)) double fuel_vm_tanh(double x) {
+  double a = fabs(x), s = a * a;
+  double small = a + a * s * (-0x1.5555555555555p-2 + s * 0x1.1111111111111p-3);
+  double e = fuel_vm_exp(2.0 * (a > 20.0 ? 20.0 : a));
+  return copysign(a < 0.03 ? small : 1.0 - 2.0 / (e + 1.0), x);
+}""",
+    "fuel_vm_sigmoid": """
+/* 1 / (1 + e^-x) with e^-|x| only */
+static inline __attribute__((always_inline)) double fuel_vm_sigmoid(double x) {
+  double e = fuel_vm_exp(-fabs(x));
+  return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
+}""",
+    "fuel_vm_silu": """
+/* x sigmoid(x); -0.0 below -200 (its f32 value; the clamped exp would not give it) */
+static inline __attribute__((always_inline)) double fuel_vm_silu(double x) {
+  return x < -200.0 ? -0.0 : x * fuel_vm_sigmoid(x);
+}""",
+    "fuel_vm_gelu_tanh": f"""
+/* special.gelu_tanh: x sigmoid(x (K0 + K1 x^2)); -0.0 below -200 */
+{_INLINE} fuel_vm_gelu_tanh(double x) {{
+  double v = x * ({_hex(special._TANH_K0)} + {_hex(special._TANH_K1)} * (x * x));
+  return x < -200.0 ? -0.0 : x * fuel_vm_sigmoid(v);
+}}""",
+    "fuel_vm_erfcx": f"""
+/* special.erfcx: exp(z^2) erfc(z), z >= 0: a polynomial in t = 1 - 6 / (z + 3) */
+{_INLINE} fuel_vm_erfcx(double z) {{
+  double t = 1.0 - 6.0 / (z + 3.0);
+  return ({_horner("t", _ERFCX)}) / (1.0 + 2.0 * z);
+}}""",
+    "fuel_vm_erf": f"""
+/* erf: odd Maclaurin series below |x| = 1, else sign(x) (1 - e^-x^2 erfcx(|x|)) */
+{_INLINE} fuel_vm_erf(double x) {{
+  double a = fabs(x), as = a < 1.0 ? a : 1.0, ac = a > 6.0 ? 6.0 : a, s = as * as;
+  double series = as * ({_horner("s", _ERF_TERMS)});
+  double tail = 1.0 - fuel_vm_erfcx(ac) * fuel_vm_exp(-(ac * ac));
+  return copysign(a < 1.0 ? series : tail, x);
+}}""",
+    "fuel_vm_gelu": f"""
+/* special.gelu_erf: relu(x) - |x|/2 e^-z^2 erfcx(z), z = |x| / sqrt 2 */
+{_INLINE} fuel_vm_gelu(double x) {{
+  double a = fabs(x), ac = a > 40.0 ? 40.0 : a, z = ac * {_hex(special._SQRT_HALF)};
+  double tail = 0.5 * ac * fuel_vm_erfcx(z) * fuel_vm_exp(-(z * z));
+  return ((x > 0.0 || x != x) ? x : 0.0) - tail;
+}}""",
+}
+"""Helper name -> C text (each after the helpers it calls: `DEPS`)."""
+
+DEPS: dict[str, tuple[str, ...]] = {
+    "fuel_vm_exp": ("fuel_vm_bits",),
+    "fuel_vm_log": ("fuel_vm_bits",),
+    "fuel_vm_tanh": ("fuel_vm_bits", "fuel_vm_exp"),
+    "fuel_vm_sigmoid": ("fuel_vm_bits", "fuel_vm_exp"),
+    "fuel_vm_silu": ("fuel_vm_bits", "fuel_vm_exp", "fuel_vm_sigmoid"),
+    "fuel_vm_gelu_tanh": ("fuel_vm_bits", "fuel_vm_exp", "fuel_vm_sigmoid"),
+    "fuel_vm_erfcx": (),
+    "fuel_vm_erf": ("fuel_vm_bits", "fuel_vm_exp", "fuel_vm_erfcx"),
+    "fuel_vm_gelu": ("fuel_vm_bits", "fuel_vm_exp", "fuel_vm_erfcx"),
+}
+"""Helper -> the helpers it calls, in emission order."""
+
+
+def ordered(helpers: set[str] | Sequence[str]) -> list[str]:
+    """`helpers` with the helpers they call, in an order where each follows its callees."""
+    want = {d for h in helpers for d in (*DEPS.get(h, ()), h)}
+    return [h for h in HELPERS if h in want]
+
+
+def source(helpers: set[str] | Sequence[str]) -> str:
+    """The C text of `helpers` and their callees (needs <math.h> and <stdint.h>)."""
+    return "\n".join(HELPERS[h] for h in ordered(helpers))
