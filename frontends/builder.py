@@ -528,6 +528,27 @@ class GraphBuilder:
             axis=IntegerAttr(axis, i64),
         )
 
+    def index_copy(
+        self,
+        dest: Value,
+        source: Value,
+        index: Value,
+        axis: int,
+        offsets: Sequence[int] | None = None,
+    ) -> Value:
+        """`dest` with `source`'s rows along `axis` written at `index` (`fuel.index_copy`)."""
+        s = shape_of(dest.type)
+        if not -len(s) <= axis < len(s):
+            raise BuilderError(f"index_copy axis {axis} out of range for {dest.type}")
+        return self._make(
+            mv.IndexCopyOp,
+            [dest, source, index],
+            s,
+            dtype_name(dest.type),
+            axis=IntegerAttr(axis % len(s), i64),
+            offsets=_ints(offsets if offsets is not None else [0] * len(s)),
+        )
+
     # -- finishing -------------------------------------------------------------------------
 
     def _arg_attrs(self, name: str) -> DictionaryAttr:
