@@ -105,7 +105,8 @@ def _index_copy() -> Kernel:
                 f"index_copy: index {index.tolist()} out of range for axis {axis} of size {n} "
                 f"(valid: 0 .. {n - 1})"
             )
-        block: list[object] = [slice(o, o + d) for o, d in zip(params["offsets"], source.shape)]
+        offsets = params["offsets"]
+        block: list[object] = [slice(o, o + d) for o, d in zip(offsets, source.shape, strict=True)]
         i = int(index[0]) if index.size == 1 else None
         block[axis] = slice(i, i + 1) if i is not None else index
         out[tuple(block)] = source
