@@ -27,6 +27,7 @@ from xdsl.ir import Operation, OpResult, SSAValue
 
 import frontends.torch_export.aten_movement  # noqa: F401 (fills the op table)
 import frontends.torch_export.aten_nn  # noqa: F401 (fills the op table)
+import frontends.torch_export.aten_update  # noqa: F401 (fills the op table)
 from frontends.builder import BuilderError, GraphBuilder
 from frontends.emit import (
     Emitter,
@@ -193,6 +194,7 @@ class _ProgramImport:
         self.input_names, self.output_names = input_names, output_names
         self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.dim_names: dict[str, dict[int, str]] = {}
+        self.user_name: dict[str, str] = {}
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -209,6 +211,10 @@ class _ProgramImport:
         if len(names) != len(users):
             raise TorchImportError(f"{len(names)} input names given for {len(users)} inputs")
         user_name = dict(zip([s.arg.name for s in users], names, strict=True))
+        self.user_name = user_name
+        mutated = {
+            o.target for o in sig.output_specs if o.kind == OutputKind.USER_INPUT_MUTATION
+        }
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
@@ -218,7 +224,12 @@ class _ProgramImport:
                 if not isinstance(val, torch.Tensor):
                     raise TorchImportError(f"input '{node.name}' is not a tensor ({val!r})")
                 shape = self._input_shape(user_name[node.name], val)
-                self.env[node] = self.b.input(user_name[node.name], shape, self._dtype(val, node))
+                self.env[node] = self.b.input(
+                    user_name[node.name],
+                    shape,
+                    self._dtype(val, node),
+                    donate=node.name in mutated,  # updated in place: the caller's buffer
+                )
             else:
                 self.env[node] = self._constant(spec)
 
@@ -312,22 +323,33 @@ class _ProgramImport:
     def _outputs(self) -> FuelModule:
         self.em.loc = UnknownLoc()
         sig = self.ep.graph_signature
-        bad = [s for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT]
+        mut = OutputKind.USER_INPUT_MUTATION
+        bad = [s for s in sig.output_specs if s.kind not in (OutputKind.USER_OUTPUT, mut)]
         if bad:
             what = ", ".join(f"{s.kind.name.lower()} of '{s.target}'" for s in bad)
             raise TorchImportError(
-                f"the program mutates state ({what}); fuel imports pure "
-                "functions (return the new value instead)"
+                f"the program mutates state ({what}); fuel imports pure functions and "
+                "updates of inputs (return the new value, or update an input in place)"
             )
         out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
         values = list(out_node.args[0])
+        user = [k for k, o in enumerate(sig.output_specs) if o.kind == OutputKind.USER_OUTPUT]
         names = (
-            list(self.output_names) if self.output_names else [s.arg.name for s in sig.output_specs]
+            list(self.output_names)
+            if self.output_names
+            else [sig.output_specs[k].arg.name for k in user]
         )
-        if len(names) != len(values):
-            raise TorchImportError(f"{len(names)} output names given for {len(values)} outputs")
+        if len(names) != len(user):
+            raise TorchImportError(f"{len(names)} output names given for {len(user)} outputs")
+        # the user outputs, then each updated input's new value, named like the input (its
+        # input is donated: the executor writes the update into the caller's array)
+        order = [(n, values[k]) for n, k in zip(names, user, strict=True)] + [
+            (self.user_name[o.target], values[k])
+            for k, o in enumerate(sig.output_specs)
+            if o.kind == mut
+        ]
         results: dict[str, SSAValue] = {}
-        for n, v in zip(names, values, strict=True):
+        for n, v in order:
             t = self.env.get(v) if isinstance(v, fx.Node) else None
             if t is None or not (isinstance(t, np.ndarray) or isinstance(t, SSAValue)):
                 raise TorchImportError(f"output '{n}' is not a tensor")
