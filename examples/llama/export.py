@@ -74,7 +74,8 @@ def example_inputs(model: Llama, prompt_len: int, seed: int = 0) -> Example:
 
 
 class _Functional(torch.nn.Module):
-    """A graph whose caches are new outputs, not updated inputs (for ONNX)."""
+    """A graph whose caches are new outputs, not updated inputs (for ONNX): the model writes
+    into per-layer copies (`model.write_rows`' ONNX form), stacked into the outputs."""
 
     def __init__(self, inner: torch.nn.Module):
         super().__init__()
@@ -82,8 +83,8 @@ class _Functional(torch.nn.Module):
 
     def forward(self, *args: torch.Tensor):
         *rest, kc, vc = args
-        kc, vc = kc.clone(), vc.clone()
-        return self.inner(*rest, kc, vc), kc, vc
+        ks, vs = ([c[i].clone() for i in range(c.shape[0])] for c in (kc, vc))
+        return self.inner(*rest, ks, vs), torch.stack(ks), torch.stack(vs)
 
 
 def _module(model: Llama, graph: str) -> torch.nn.Module:

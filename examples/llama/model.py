@@ -81,6 +81,18 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
+def write_rows(cache: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`cache[:, :, positions] = rows` in place, as HF's static cache writes (`index_copy_`).
+
+    ONNX has no in-place update: under `torch.onnx.export` the rows are spread over the slots
+    by a one-hot product and selected with a `where` (that graph computes the whole cache)."""
+    if not torch.onnx.is_in_onnx_export():
+        return cache.index_copy_(2, positions, rows)
+    hit = positions.view(-1, 1) == torch.arange(cache.shape[2]).view(1, -1)  # (T, slots)
+    spread = rows if rows.shape[2] == 1 else torch.matmul(hit.T.to(rows.dtype), rows)
+    return cache.copy_(torch.where(hit.any(0).view(1, 1, -1, 1), spread, cache))
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
@@ -107,8 +119,8 @@ class Attention(nn.Module):
         """Causal attention over the prompt; its k/v written into the layer's cache slots
         `positions` (`k_cache`, `v_cache`: this layer's `(1, Hkv, max_seq, D)`, updated)."""
         q, k, v = self._qkv(x, cos, sin)
-        k_cache.index_copy_(2, positions, k)
-        v_cache.index_copy_(2, positions, v)
+        write_rows(k_cache, positions, k)
+        write_rows(v_cache, positions, v)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return self._out(o)
 
@@ -116,8 +128,7 @@ class Attention(nn.Module):
         """One query; the new k/v written at slot `pos` of the layer's cache (in place); keys
         `0..pos` attended."""
         q, k, v = self._qkv(x, cos, sin)
-        k_cache.index_copy_(2, pos, k)
-        v_cache.index_copy_(2, pos, v)
+        k_cache, v_cache = write_rows(k_cache, pos, k), write_rows(v_cache, pos, v)
         slots = torch.arange(self.cfg.max_seq, dtype=torch.int64)
         live = (slots <= pos).view(1, 1, 1, -1)
         o = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=live, enable_gqa=True)
