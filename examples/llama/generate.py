@@ -21,7 +21,6 @@ import torch
 
 from examples.llama.export import IMPORTERS, example_inputs, import_graph
 from examples.llama.model import CONFIGS, Llama, LlamaConfig, cache_shape, new_cache
-from runtime.executor import Executor
 from runtime.module import FuelModule
 from runtime.shape_specialize import make_executor
 

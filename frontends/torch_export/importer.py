@@ -212,9 +212,7 @@ class _ProgramImport:
             raise TorchImportError(f"{len(names)} input names given for {len(users)} inputs")
         user_name = dict(zip([s.arg.name for s in users], names, strict=True))
         self.user_name = user_name
-        mutated = {
-            o.target for o in sig.output_specs if o.kind == OutputKind.USER_INPUT_MUTATION
-        }
+        mutated = {o.target for o in sig.output_specs if o.kind == OutputKind.USER_INPUT_MUTATION}
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
