@@ -4,7 +4,11 @@ Before any IR is built: every call's aten overload must be in the op table (othe
 lists them all, sorted, with node counts) and every shape static (a symbolic dim is refused,
 naming the input). Parameters, buffers and lifted constants become numpy constants named by
 their state-dict key (weights in the IR once a traced op reads them); user inputs become the
-function's arguments, named like `forward()`'s parameters; user outputs its results. The
+function's arguments, named like `forward()`'s parameters; user outputs its results. State the
+program updates (an input mutated in place, or a buffer: a static KV cache) is a donated
+argument (`fuel.donate`; a buffer's named by its state-dict key, its value the caller's), and
+its new value a result named like it, after the user outputs: writes of rows into it
+(`aten_update`) run in the caller's array. The
 program is imported as exported, without `run_decompositions()`: the exported ATen set keeps
 `scaled_dot_product_attention`, `linear` and `silu` whole, which map to single fuel ops, while
 the core-ATen decomposition would split attention into a dozen primitives (`decompose=True`
@@ -213,11 +217,20 @@ class _ProgramImport:
         user_name = dict(zip([s.arg.name for s in users], names, strict=True))
         self.user_name = user_name
         mutated = {o.target for o in sig.output_specs if o.kind == OutputKind.USER_INPUT_MUTATION}
+        state = {o.target for o in sig.output_specs if o.kind == OutputKind.BUFFER_MUTATION}
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
             spec = specs[node.name]
-            if spec.kind == InputKind.USER_INPUT:
+            if spec.kind == InputKind.BUFFER and spec.target in state:
+                # state the program updates (a static KV cache registered as buffers): a
+                # donated input named by its state-dict key; the caller holds its value
+                val = node.meta["val"]
+                self.user_name[spec.target] = spec.target
+                shape = self._input_shape(spec.target, val)
+                dtype = self._dtype(val, node)
+                self.env[node] = self.b.input(spec.target, shape, dtype, donate=True)
+            elif spec.kind == InputKind.USER_INPUT:
                 val = node.meta["val"]
                 if not isinstance(val, torch.Tensor):
                     raise TorchImportError(f"input '{node.name}' is not a tensor ({val!r})")
@@ -321,8 +334,8 @@ class _ProgramImport:
     def _outputs(self) -> FuelModule:
         self.em.loc = UnknownLoc()
         sig = self.ep.graph_signature
-        mut = OutputKind.USER_INPUT_MUTATION
-        bad = [s for s in sig.output_specs if s.kind not in (OutputKind.USER_OUTPUT, mut)]
+        mut = (OutputKind.USER_INPUT_MUTATION, OutputKind.BUFFER_MUTATION)
+        bad = [s for s in sig.output_specs if s.kind not in (OutputKind.USER_OUTPUT, *mut)]
         if bad:
             what = ", ".join(f"{s.kind.name.lower()} of '{s.target}'" for s in bad)
             raise TorchImportError(
@@ -344,7 +357,7 @@ class _ProgramImport:
         order = [(n, values[k]) for n, k in zip(names, user, strict=True)] + [
             (self.user_name[o.target], values[k])
             for k, o in enumerate(sig.output_specs)
-            if o.kind == mut
+            if o.kind in mut
         ]
         results: dict[str, SSAValue] = {}
         for n, v in order:

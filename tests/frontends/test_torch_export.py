@@ -479,21 +479,41 @@ def test_a_ranged_dim_stays_a_dim_symbol() -> None:
         import_exported_program(unbounded)
 
 
-def test_buffer_mutation_is_refused() -> None:
-    class Counter(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.register_buffer("n", torch.zeros(4))
+class StaticCache(nn.Module):
+    """HF's static cache in miniature: per-layer cache buffers, `index_copy_` at the positions."""
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.n.add_(1)
-            return x + self.n
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("keys_0", torch.zeros(1, 2, 8, 4))
+        self.register_buffer("keys_1", torch.zeros(1, 2, 8, 4))
 
-    ep = export(Counter(), ROW)
-    with pytest.raises(TorchImportError, match=r"mutates state \(buffer_mutation of 'n'\)"):
-        import_exported_program(ep)
-    with pytest.raises(TorchImportError, match="mutates state .*buffer_mutation of 'n'"):
-        import_exported_program(ep, decompose=True)
+    def forward(self, k: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        self.keys_0.index_copy_(2, positions, k)
+        self.keys_1.index_copy_(2, positions, k * 2)
+        return self.keys_0.sum(2) + self.keys_1.sum(2)
+
+
+def test_a_mutated_buffer_is_donated_state() -> None:
+    """A buffer the program updates is a donated input named by its state-dict key (the caller
+    holds its value), and its new value an output of that name: a static cache's row writes
+    run in the caller's arrays. (decompose=True imports the same.)"""
+    k, positions = rand(1, 2, 3, 4), torch.tensor([5, 1, 6])
+    for decompose in (False, True):
+        module = import_exported_program(export(StaticCache(), k, positions), decompose=decompose)
+        ex = Executor(module)
+        assert ex.input_names == ["keys_0", "keys_1", "k", "positions"]
+        assert ex.output_names[1:] == ["keys_0", "keys_1"] and len(ex.in_place) == 2
+        mine = {n: rand(1, 2, 8, 4).numpy() for n in ("keys_0", "keys_1")}
+        eager = StaticCache()
+        for n, a in mine.items():
+            getattr(eager, n).copy_(torch.from_numpy(a))
+        got = ex.run({**mine, "k": k.numpy(), "positions": positions.numpy()})
+        with torch.no_grad():
+            want = eager(k, positions)
+        np.testing.assert_allclose(got[ex.output_names[0]], want.numpy(), atol=ATOL, rtol=RTOL)
+        for n, a in mine.items():
+            assert got[n] is a
+            np.testing.assert_array_equal(a, getattr(eager, n).numpy())
 
 
 def test_unsupported_argument_names_the_node() -> None:
