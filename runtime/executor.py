@@ -216,12 +216,12 @@ class _Compiler(ViewPlanner, InPlacePlanner):
     native: bool = False
     """fuel's native library may run programs here (`runtime.native.available()`)."""
     prepared: dict[Any, Any] = field(default_factory=dict)
+    """What kernels derived once from constant operands (`prepare`: packed weights), shared
+    by every op that reads the same constant; held for the executor's life."""
     donated: set[SSAValue] = field(default_factory=set)
     """Donated graph inputs and the in-place updates of them (`runtime.in_place`)."""
     in_place: list[str] = field(default_factory=list)
     view_last: dict[SSAValue, int] = field(default_factory=dict)
-    """What kernels derived once from constant operands (`prepare`: packed weights), shared
-    by every op that reads the same constant; held for the executor's life."""
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan

@@ -50,6 +50,8 @@ class InPlacePlanner:
     donated: set
     in_place: list
     view_last: dict
+    into: dict
+    operand_list: Any
 
     def plan_in_place(self, ops: Sequence[Operation], last_use: dict[SSAValue, int]) -> None:
         """`view_last[v]`: the last top-level op reading `v` or a value that may view it."""
@@ -67,6 +69,7 @@ class InPlacePlanner:
             or placed_device(op) not in (None, HOST)
             or dest in self.where
             or dest in self.anywhere
+            or op.result in self.into  # planned into a concat's block (`plan_concats`)
             or self.view_last.get(dest, -1) > self.top_index
             or any(isinstance(u.operation, BranchOp) for u in dest.uses)
         ):
@@ -93,5 +96,3 @@ class InPlacePlanner:
         self.names.append(op.name)
         self.in_place.append(op.name)
         return True
-
-    operand_list: Any
