@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from fuel_dialect import ops_elementwise as ew
 from fuel_dialect import ops_movement as mv
 from fuel_dialect import ops_nn as nn
-from fuel_dialect.attrs import NAME_ATTR
+from fuel_dialect.attrs import DONATE_ATTR, NAME_ATTR
 from fuel_dialect.base import dims_differ
 from fuel_dialect.dialect import fuel_context
 from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, DimAttr
@@ -99,6 +99,7 @@ class GraphBuilder:
         self.dims: dict[str, tuple[int, int]] = {}
         """Dim symbols declared with `dim`: name -> inclusive range."""
         self._dim_names: dict[str, tuple[str, ...]] = {}
+        self._donated: set[str] = set()
         self._sym: dict[SSAValue, Shape] = {}
         """Each value's shape over the dim symbols (kept once a dim is declared)."""
 
@@ -181,8 +182,13 @@ class GraphBuilder:
         op = IotaOp.create(properties=props, result_types=[tensor_type(static, dtype)])
         return self._add(op)
 
-    def input(self, name: str, shape: Sequence[int | str], dtype: str = "f32") -> Value:
-        """A graph input; a dim given as a name is that (declared) dim symbol, `?` in its type."""
+    def input(
+        self, name: str, shape: Sequence[int | str], dtype: str = "f32", *, donate: bool = False
+    ) -> Value:
+        """A graph input; a dim given as a name is that (declared) dim symbol, `?` in its type.
+        `donate`: the run may update its buffer in place (`fuel.donate`: a KV cache)."""
+        if donate:
+            self._donated.add(name)
         for d in shape:
             if isinstance(d, str) and d not in self.dims:
                 raise BuilderError(f"input '{name}': dim '{d}' is not declared (GraphBuilder.dim)")
@@ -528,10 +534,33 @@ class GraphBuilder:
             axis=IntegerAttr(axis, i64),
         )
 
+    def index_copy(
+        self,
+        dest: Value,
+        source: Value,
+        index: Value,
+        axis: int,
+        offsets: Sequence[int] | None = None,
+    ) -> Value:
+        """`dest` with `source`'s rows along `axis` written at `index` (`fuel.index_copy`)."""
+        s = shape_of(dest.type)
+        if not -len(s) <= axis < len(s):
+            raise BuilderError(f"index_copy axis {axis} out of range for {dest.type}")
+        return self._make(
+            mv.IndexCopyOp,
+            [dest, source, index],
+            s,
+            dtype_name(dest.type),
+            axis=IntegerAttr(axis % len(s), i64),
+            offsets=_ints(offsets if offsets is not None else [0] * len(s)),
+        )
+
     # -- finishing -------------------------------------------------------------------------
 
     def _arg_attrs(self, name: str) -> DictionaryAttr:
         attrs: dict[str, Attribute] = {NAME_ATTR: StringAttr(name)}
+        if name in self._donated:
+            attrs[DONATE_ATTR] = UnitAttr()
         if name in self._dim_names:
             attrs[DIM_NAMES_ATTR] = ArrayAttr([StringAttr(d) for d in self._dim_names[name]])
         return DictionaryAttr(attrs)

@@ -38,6 +38,10 @@ DEVICE_ATTR = "fuel.device"
 """Discardable attribute name under which the picker records the op's device."""
 NAME_ATTR = "fuel.name"
 """Argument / result attribute naming a graph input or output."""
+DONATE_ATTR = "fuel.donate"
+"""Argument attribute (unit): the run may write the input's buffer. An op updating it where
+nothing reads the old value afterwards (a KV-cache `fuel.index_copy`) writes into the caller's
+array in place, and that array is handed back, uncopied, as the output holding the update."""
 WEIGHTS_ATTR = "fuel.weights"
 """Module attribute: the safetensors file (relative to the IR file) holding the weights."""
 WEIGHTS_SHA256_ATTR = "fuel.weights_sha256"

@@ -1,5 +1,5 @@
-"""Data-movement and value ops: reshape, transpose, broadcast, slice, concat, gather, constant,
-weight."""
+"""Data-movement and value ops: reshape, transpose, broadcast, slice, concat, gather,
+index_copy, constant, weight."""
 
 from __future__ import annotations
 
@@ -261,6 +261,74 @@ class GatherOp(IRDLOperation, KernelOp):
 
     def kernel_params(self) -> dict[str, Any]:
         return {"axis": axis_in_range(self, self.axis.value.data, len(shape(self.data)))}
+
+
+@irdl_op_definition
+class IndexCopyOp(IRDLOperation, KernelOp):
+    """Write rows of `source` into `dest` at run-time positions along `axis` (torch's
+    `index_copy`, into the block of `dest` that starts at the static `offsets`).
+
+    `source` has `dest`'s rank; `index` is a 1-D i64/i32 tensor with one entry per row of
+    `source` along `axis`: `result[o + (index[j] at axis)] = source[..., j, ...]`, each other
+    dim `d` spanning `offsets[d] .. offsets[d] + source.shape[d]` (`offsets[axis]` is 0).
+    Everything else is `dest`. A KV-cache write is the use: one row at slot `pos`, in layer
+    `offsets[0]` of a stacked cache. When `dest` dies here (its last use, no live view), or is
+    a donated graph input (`fuel.donate`), the executor writes the rows into `dest`'s buffer:
+    the op touches `source`'s bytes, never the whole of `dest`. An index outside `dest` is a
+    run-time error.
+
+    Example: `%c2 = fuel.index_copy %c, %k, %pos axis = 3 offsets = [1, 0, 0, 0, 0]
+    : tensor<4x1x2x256x64xf32>, tensor<1x1x2x1x64xf32>, tensor<1xi64> -> tensor<4x1x2x256x64xf32>`
+    """
+
+    name = "fuel.index_copy"
+    KERNEL_OP: ClassVar[str] = "index_copy"
+    dest = operand_def(TensorType)
+    source = operand_def(TensorType)
+    index = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    offsets = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$dest `,` $source `,` $index `axis` `=` $axis `offsets` `=` $offsets attr-dict `:` "
+        "type($dest) `,` type($source) `,` type($index) `->` type($result)"
+    )
+
+    def verify_(self) -> None:
+        check_ranked(self)
+        require_same_elem(self, self.dest, self.source, self.result)
+        if elem(self.index) not in INDEX_NAMES:
+            raise fail(self, f"index must be i64 or i32, got {elem(self.index)}")
+        d, s, ix = shape(self.dest), shape(self.source), shape(self.index)
+        if len(ix) != 1:
+            raise fail(self, f"index must be 1-D, got {fmt_shape(ix)}")
+        if len(s) != len(d):
+            raise fail(self, f"source rank {len(s)} differs from dest rank {len(d)}")
+        axis = axis_in_range(self, self.axis.value.data, len(d))
+        offsets = tuple(self.offsets.get_values())
+        if len(offsets) != len(d) or offsets[axis] != 0 or min(offsets, default=0) < 0:
+            raise fail(
+                self,
+                f"offsets must be {len(d)} entries >= 0 with offsets[{axis}] = 0, got "
+                f"{list(offsets)}",
+            )
+        if dims_differ(s[axis], ix[0]):
+            raise fail(self, f"source has {s[axis]} rows along axis {axis}, index {ix[0]}")
+        for k, (o, a, b) in enumerate(zip(offsets, s, d, strict=True)):
+            if k != axis and a >= 0 and b >= 0 and o + a > b:
+                raise fail(
+                    self,
+                    f"source block {fmt_shape(s)} at offsets {list(offsets)} does not fit "
+                    f"dest {fmt_shape(d)} (dim {k})",
+                )
+        require_shape(self, shape(self.result), d, "result")
+
+    def kernel_params(self) -> dict[str, Any]:
+        return {
+            "axis": axis_in_range(self, self.axis.value.data, len(shape(self.dest))),
+            "offsets": tuple(self.offsets.get_values()),
+        }
 
 
 @irdl_op_definition

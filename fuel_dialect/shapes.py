@@ -299,6 +299,17 @@ def _gather(op: Any, ins: Sequence[Shape]) -> list[Shape]:
     return [(*d[:axis], *idx, *d[axis + 1 :])]
 
 
+def _index_copy(op: Any, ins: Sequence[Shape]) -> list[Shape]:
+    d, s, ix = ins[0], ins[1], ins[2]
+    axis = normalize_axis(op.axis.value.data, len(d))
+    assert axis is not None
+    _require_equal(s[axis], ix[0], "index_copy source rows and index length")
+    for k, (o, a, b) in enumerate(zip(op.offsets.get_values(), s, d, strict=True)):
+        if k != axis and isinstance(a, int) and isinstance(b, int) and o + a > b:
+            raise ShapeError(f"index_copy source dim {k} ({a} at offset {o}) exceeds dest ({b})")
+    return [tuple(d)]
+
+
 def _attention(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
     q, k, v = ins[0], ins[1], ins[2]
     _require_equal(k[2], v[2], "attention key and value lengths")
@@ -338,6 +349,7 @@ RULES: dict[str, Callable[[Any, Sequence[Shape]], list[Shape]]] = {
     "fuel.slice": _slice,
     "fuel.concat": _concat,
     "fuel.gather": _gather,
+    "fuel.index_copy": _index_copy,
     "fuel.attention": _attention,
     "fuel.matmul_bias_act": _linear,
     "fuel.gated_mlp": _linear,

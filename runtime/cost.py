@@ -284,6 +284,14 @@ def _select(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstima
     return CostEstimate(0.0, 2.0 * out_bytes + indices, _OH["movement"])
 
 
+def _write_rows(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """index_copy: the source rows and the index read, the rows written (run in place: the
+    dest's other rows are not touched)."""
+    moved = io_bytes(shapes[1:3], dtypes[1:3]) if len(dtypes) == len(shapes) else 0.0
+    src = numel(shapes[1]) * dtype_bytes(_dtype_of(shapes, dtypes, 1))
+    return CostEstimate(0.0, moved + src, _OH["movement"])
+
+
 def _free(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
     return CostEstimate()
 
@@ -332,6 +340,7 @@ COST_TABLE: Mapping[str, CostFn] = {
     "concat": _copy,
     "slice": _select,
     "gather": _select,
+    "index_copy": _write_rows,
     "reshape": _free,  # a row-major reshape is a view
     "constant": _free,
     "weight": _free,

@@ -53,6 +53,7 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import SymbolTable
 
+from fuel_dialect.attrs import DONATE_ATTR
 from fuel_dialect.base import KernelOp
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, YieldOp, parse_gate
 from fuel_dialect.dispatch import CopyOp, placed_device
@@ -61,6 +62,7 @@ from fuel_dialect.ops_cpu import CKernelOp, CLaunchOp
 from fuel_dialect.ops_movement import (
     ConstantOp,
     GatherOp,
+    IndexCopyOp,
     ReshapeOp,
     SliceOp,
     TransposeOp,
@@ -79,6 +81,7 @@ from runtime.devices import (
     make_runtime,
 )
 from runtime.dtypes import to_numpy
+from runtime.in_place import InPlacePlanner
 from runtime.judge import JudgeOracle
 from runtime.kernels import ensure_backend_kernels, global_bindings
 from runtime.kernels.cpu.native import encode_ufunc
@@ -154,7 +157,7 @@ class _Devices:
 
 
 @dataclass
-class _Compiler(ViewPlanner):
+class _Compiler(ViewPlanner, InPlacePlanner):
     """Walks the entry function once, building the schedule and the memory plans."""
 
     table: KernelBindingTable
@@ -215,6 +218,10 @@ class _Compiler(ViewPlanner):
     prepared: dict[Any, Any] = field(default_factory=dict)
     """What kernels derived once from constant operands (`prepare`: packed weights), shared
     by every op that reads the same constant; held for the executor's life."""
+    donated: set[SSAValue] = field(default_factory=set)
+    """Donated graph inputs and the in-place updates of them (`runtime.in_place`)."""
+    in_place: list[str] = field(default_factory=list)
+    view_last: dict[SSAValue, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.plans[HOST] = self.plan
@@ -326,6 +333,8 @@ class _Compiler(ViewPlanner):
         elif isinstance(op, GatherOp | SliceOp) and self.select_view(op):
             pass
         elif op in self.elided:  # its inputs were written into its output
+            pass
+        elif isinstance(op, IndexCopyOp) and self.index_copy_in_place(op):
             pass
         elif isinstance(op, CopyOp):
             self.copy(op)
@@ -629,6 +638,11 @@ def _nbytes(v: SSAValue) -> int:
     return math.prod(shape_of(v.type)) * to_numpy(dtype_name(v.type)).itemsize
 
 
+def _donated(fn: func.FuncOp, i: int) -> bool:
+    """Argument `i` carries `fuel.donate` (the run may update its buffer in place)."""
+    return fn.arg_attrs is not None and DONATE_ATTR in fn.arg_attrs.data[i].data
+
+
 def _weight(weights: Mapping[str, np.ndarray], op: WeightOp) -> np.ndarray:
     name = op.sym_name.data
     if name not in weights:
@@ -700,6 +714,8 @@ class Executor:
         for a in args:
             c.patches[a] = []
         c.input_views.update(args)
+        self._donated = [_donated(fn, i) for i in range(len(args))]
+        c.donated.update(a for a, d in zip(args, self._donated, strict=True) if d)
         self._compile_body(c, fn)
         self.call_names = list(c.names)
         """The op of every call a run makes, in order (`op_names` per schedule item: a native
@@ -711,6 +727,8 @@ class Executor:
         self.wait_set = c.wait_set
         """Ops whose completion a copy waits on (one entry per copy of a device value)."""
         self._input_patches = [c.patches[a] for a in args]
+        self.in_place = c.in_place
+        """The ops that write into their operand's buffer (`runtime.in_place`)."""
         self._keep = c.keep
         self._held, self._used = c.held, [self._devices.get(d) for d in sorted(c.used)]
         self._trace, self._marks, self._resident = c.trace, c.marks, c.resident
@@ -734,6 +752,7 @@ class Executor:
         assert isinstance(ret, func.ReturnOp)
         dying: dict[int, list[SSAValue]] = {}
         c.plan_concats(ops)
+        c.plan_in_place(ops, last_use)
         for v, i in last_use.items():
             if i < len(ops) - 1:
                 dying.setdefault(i, []).append(v)
@@ -750,6 +769,8 @@ class Executor:
         self._out_static = [False] * len(ret.operands)
         self._out_where = [c.where.get(v, HOST) for v in ret.operands]
         self._out_alias = [v in c.input_views for v in ret.operands]
+        self.donated_outputs = [v in c.donated for v in ret.operands]
+        """Outputs that are a donated input's array, updated in place: handed back uncopied."""
         for i, v in enumerate(ret.operands):
             if v in c.anywhere:
                 self._out_where[i] = HOST
@@ -768,7 +789,8 @@ class Executor:
         """Run once. Outputs are fresh copies unless `copy_outputs=False`, in which case host
         outputs are the executor's own buffers, valid until the next run (outputs resident on
         a device are always read back into fresh arrays; a view of an input is always copied:
-        an output never aliases the caller's input)."""
+        an output never aliases the caller's input, except a donated input's in-place update,
+        which is the caller's array: `donated_outputs`)."""
         self._bind(inputs)
         with blas.one_thread():  # one pool: numpy's BLAS on the calling thread (blas.py)
             if self._pipelined:
@@ -781,8 +803,8 @@ class Executor:
         """Host outputs as handed back: copies, or (`copy_outputs=False`) the executor's own
         buffers; a view of an input is always copied."""
         return [
-            np.array(a, copy=True) if copy_outputs or alias else a
-            for a, alias in zip(outs, self._out_alias, strict=True)
+            np.array(a, copy=True) if (copy_outputs or alias) and not mine else a
+            for a, alias, mine in zip(outs, self._out_alias, self.donated_outputs, strict=True)
         ]
 
     def profile_items(
@@ -832,9 +854,12 @@ class Executor:
             self._walk()
             self._drain()
             outs: list[Any] = []
-            for a, at, alias in zip(self._outputs, self._out_where, self._out_alias, strict=True):
+            for a, at, alias, mine in zip(
+                self._outputs, self._out_where, self._out_alias, self.donated_outputs, strict=True
+            ):
                 if at == HOST:
-                    outs.append(np.array(a, copy=True) if copy_outputs or alias else a)
+                    copy = (copy_outputs or alias) and not mine
+                    outs.append(np.array(a, copy=True) if copy else a)
                 else:
                     outs.append(self._read_back(a, at))
         except BaseException:
@@ -909,8 +934,13 @@ class Executor:
                     f"expected {len(self.input_names)} inputs "
                     f"({', '.join(self.input_names)}), got {len(arrays)}"
                 )
-        for name, arr, (dt, shape), patches in zip(
-            self.input_names, arrays, self.input_specs, self._input_patches, strict=False
+        for name, arr, (dt, shape), patches, donated in zip(
+            self.input_names,
+            arrays,
+            self.input_specs,
+            self._input_patches,
+            self._donated,
+            strict=False,
         ):
             if not isinstance(arr, np.ndarray) or arr.dtype != dt or arr.shape != shape:
                 got = (
@@ -919,6 +949,11 @@ class Executor:
                     else type(arr).__name__
                 )  # noqa: E501
                 raise InputError(f"input '{name}' must be {dt}{list(shape)}, got {got}")
+            if donated and not (arr.flags.writeable and arr.flags.c_contiguous):
+                raise InputError(
+                    f"input '{name}' is donated (updated in place): it must be a writable "
+                    "C-contiguous array"
+                )
             for lst, j, contiguous in patches:
                 lst[j] = np.ascontiguousarray(arr) if contiguous else arr
 

@@ -1,5 +1,7 @@
 """The Llama-style decoder end to end (TINY config): export both graphs through ONNX and
-torch.export, import, run with fuel, compare with PyTorch; greedy tokens; flash decoding.
+torch.export, import, run with fuel, compare with PyTorch; greedy tokens; flash decoding; the
+torch.export prefill at several prompt lengths (one module, dim `seq`); the decode step's KV
+cache write done in place (one row per layer, into the caller's arrays).
 
 Tolerances (f32): logits within atol 1e-4, KV caches within atol 1e-5 of eager PyTorch.
 """
@@ -16,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 from examples.llama.export import GRAPHS, IMPORTERS, Example, example_inputs, import_graph
 from examples.llama.export import max_errors as graph_errors
 from examples.llama.generate import FuelDecoder, generate_torch
-from examples.llama.model import TINY, Llama
+from examples.llama.model import TINY, Llama, new_cache
 from fuel_dialect.branch import BranchOp
 from fuel_dialect.ops_nn import AttentionOp
 from passes.emit_decode_flash import is_flash_source
@@ -29,6 +31,7 @@ from passes.optimize import (
 )
 from runtime.executor import Executor
 from runtime.module import FuelModule
+from runtime.shape_specialize import make_executor
 
 LOGITS_ATOL, CACHE_ATOL = 1e-4, 1e-5
 PROMPT, STEPS = 6, 6
@@ -152,3 +155,45 @@ def test_saved_ir_round_trips(
     again = Executor(FuelModule.load(path)).run(ex.feeds("decode"))
     want = Executor(imported["decode"]).run(ex.feeds("decode"))
     np.testing.assert_array_equal(again["logits"], want["logits"])
+
+
+def test_one_prefill_module_serves_every_prompt_length(llama: tuple[Llama, Example]) -> None:
+    """torch.export's prefill keeps the prompt length a dim symbol: lengths 3 and 11 run from
+    the same module (logits and written caches against PyTorch), and generation from an
+    11-token prompt gives PyTorch's tokens."""
+    import torch
+
+    model, _ = llama
+    prefill = modules("torch", llama)["prefill"]
+    assert "seq = #fuel.dim<1, 32>" in prefill.text()
+    ex = make_executor(prefill)
+    for n in (3, 11):
+        tokens = torch.randint(0, TINY.vocab, (1, n), generator=torch.Generator().manual_seed(n))
+        kc, vc = new_cache(TINY)
+        with torch.no_grad():
+            want = model.prefill(tokens, torch.arange(n), kc, vc).numpy()
+        feeds = {"tokens": tokens.numpy(), "positions": np.arange(n, dtype=np.int64)}
+        caches = {c: np.zeros(kc.shape, np.float32) for c in ("k_cache", "v_cache")}
+        got = ex.run({**feeds, **caches})
+        np.testing.assert_allclose(got["logits"], want, atol=LOGITS_ATOL, rtol=0)
+        np.testing.assert_allclose(caches["k_cache"], kc.numpy(), atol=CACHE_ATOL, rtol=0)
+        np.testing.assert_allclose(caches["v_cache"], vc.numpy(), atol=CACHE_ATOL, rtol=0)
+    dec = FuelDecoder(ex, Executor(modules("torch", llama)["decode"]))
+    assert dec.generate(tokens.numpy(), STEPS).tokens == generate_torch(model, tokens, STEPS).tokens
+
+
+def test_decode_step_writes_one_row_per_layer_in_place(llama: tuple[Llama, Example]) -> None:
+    """The torch.export decode step updates the caller's caches: one `fuel.index_copy` per layer
+    and cache runs in place, no planned buffer holds a cache, the returned caches are the
+    arrays passed in, and only slot `pos` changed."""
+    _, ex = llama
+    dec = Executor(modules("torch", llama)["decode"])
+    assert dec.in_place == ["fuel.index_copy"] * (2 * TINY.layers)
+    feeds = ex.feeds("decode")
+    before = feeds["k_cache"].copy()
+    assert dec.memory.planned_bytes < before.nbytes
+    out = dec.run(feeds)
+    assert out["k_cache"] is feeds["k_cache"] and out["v_cache"] is feeds["v_cache"]
+    pos = int(feeds["pos"][0])
+    changed = np.nonzero((out["k_cache"] != before).any(axis=(0, 1, 2, 4)))[0]
+    assert changed.tolist() == [pos]

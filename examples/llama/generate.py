@@ -14,14 +14,15 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from examples.llama.export import IMPORTERS, example_inputs, import_graph
-from examples.llama.model import CONFIGS, Llama, LlamaConfig, cache_shape
-from runtime.executor import Executor
+from examples.llama.model import CONFIGS, Llama, LlamaConfig, cache_shape, new_cache
 from runtime.module import FuelModule
+from runtime.shape_specialize import make_executor
 
 
 @dataclass
@@ -45,31 +46,53 @@ def optimize(module: FuelModule) -> FuelModule:
 
 
 class FuelDecoder:
-    """The two imported graphs as a greedy generator."""
+    """The two imported graphs as a greedy generator over one KV cache pair it owns."""
 
-    def __init__(self, prefill: FuelModule | Executor, decode: FuelModule | Executor):
-        """From the two modules, or from ready executors (e.g. a kernel bundle's)."""
+    def __init__(self, prefill: Any, decode: Any, cache: tuple[int, ...] | None = None):
+        """From the two modules, or from ready executors (e.g. a kernel bundle's, which may
+        be shape-specialising: anything with `run`); `cache`: the KV cache shape (default:
+        the decode step's `k_cache` input)."""
         self.prefill, self.decode = (
-            g if isinstance(g, Executor) else Executor(g) for g in (prefill, decode)
+            make_executor(g) if isinstance(g, FuelModule) else g for g in (prefill, decode)
         )
+        if cache is None:
+            names, specs = self.decode.input_names, self.decode.input_specs
+            cache = specs[names.index("k_cache")][1]
+        self.k_cache, self.v_cache = np.zeros(cache, np.float32), np.zeros(cache, np.float32)
+
+    def _caches(self, out: dict[str, np.ndarray]) -> None:
+        """The updated caches: the arrays passed in (updated in place, handed back), or a
+        functional graph's new `*_out` arrays."""
+        self.k_cache = out.get("k_cache", out.get("k_cache_out"))
+        self.v_cache = out.get("v_cache", out.get("v_cache_out"))
 
     def generate(self, prompt: np.ndarray, steps: int) -> Generation:
+        n = prompt.shape[1]
+        self.k_cache[...] = 0  # a new sequence (its slots are written before they are read)
+        self.v_cache[...] = 0
         t0 = time.perf_counter()
-        out = self.prefill.run({"tokens": prompt})
+        out = self.prefill.run(
+            {
+                "tokens": prompt,
+                "positions": np.arange(n, dtype=np.int64),
+                "k_cache": self.k_cache,
+                "v_cache": self.v_cache,
+            }
+        )
         tokens = [int(out["logits"][0, -1].argmax())]
-        kc, vc = out["k_cache"], out["v_cache"]
+        self._caches(out)
         t1 = time.perf_counter()
-        pos = prompt.shape[1]
+        pos = n
         for _ in range(steps - 1):
             feeds = {
                 "token": np.array([[tokens[-1]]], np.int64),
                 "pos": np.array([pos]),
-                "k_cache": kc,
-                "v_cache": vc,
+                "k_cache": self.k_cache,
+                "v_cache": self.v_cache,
             }
             out = self.decode.run(feeds)
             tokens.append(int(out["logits"][0, -1].argmax()))
-            kc, vc = out["k_cache_out"], out["v_cache_out"]
+            self._caches(out)
             pos += 1
         return Generation(tokens, t1 - t0, time.perf_counter() - t1)
 
@@ -77,13 +100,14 @@ class FuelDecoder:
 @torch.no_grad()
 def generate_torch(model: Llama, prompt: torch.Tensor, steps: int) -> Generation:
     """The same loop in eager PyTorch (the reference tokens and speed)."""
+    kc, vc = new_cache(model.cfg)
     t0 = time.perf_counter()
-    logits, kc, vc = model.prefill(prompt)
+    logits = model.prefill(prompt, torch.arange(prompt.shape[1]), kc, vc)
     tokens = [int(logits[0, -1].argmax())]
     t1 = time.perf_counter()
     pos = prompt.shape[1]
     for _ in range(steps - 1):
-        logits, kc, vc = model.decode(torch.tensor([[tokens[-1]]]), torch.tensor([pos]), kc, vc)
+        logits = model.decode(torch.tensor([[tokens[-1]]]), torch.tensor([pos]), kc, vc)
         tokens.append(int(logits[0, -1].argmax()))
         pos += 1
     return Generation(tokens, t1 - t0, time.perf_counter() - t1)

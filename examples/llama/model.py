@@ -3,15 +3,23 @@
 RMSNorm, rotary embeddings (rotate-half), grouped-query attention over a KV cache, SiLU-gated
 MLP, and an lm head (tied to the embedding or not). Weights are random with a fixed seed.
 
-The KV cache has a fixed size (`max_seq` slots) so both graphs have static shapes:
+The KV cache is a static buffer of `max_seq` slots per layer, `(layers, 1, kv_heads, max_seq,
+head_dim)`, that the caller allocates once and both graphs update in place, as HF's static cache
+does (`index_copy_` at the token positions):
 
-- **prefill**: `tokens (1, T) i64 -> logits (1, T, V), k_cache, v_cache` with the caches
-  `(layers, 1, kv_heads, max_seq, head_dim)`, slots `T..` zero.
-- **decode step**: `token (1, 1) i64, pos (1,) i64, k_cache, v_cache -> logits (1, 1, V),
-  k_cache, v_cache`. The new key/value is written at slot `pos` with a `where` over a
-  one-hot row (no scatter), and attention reads the first `pos + 1` slots through the mask
-  `arange(max_seq) <= pos`; importers turn that mask into `fuel.attention`'s `kv_len`, which
-  is the shape `fuel-emit-decode-flash` needs (one query, a live length).
+- **prefill**: `tokens (1, T) i64, positions (T,) i64, k_cache, v_cache -> logits (1, T, V)`,
+  the prompt's keys/values written at slots `positions` (`0..T-1`: causal attention over the
+  prompt itself). `T` may be any length up to `max_seq`: nothing in the graph computes with
+  it (rotary angles are gathered at `positions`, views use `-1`), so torch.export keeps it one
+  dynamic dim.
+- **decode step**: `token (1, 1) i64, pos (1,) i64, k_cache, v_cache -> logits (1, 1, V)`.
+  The new key/value is written at slot `pos` (one row per layer), and attention reads the
+  first `pos + 1` slots through the mask `arange(max_seq) <= pos`; importers turn that mask
+  into `fuel.attention`'s `kv_len`, which is the shape `fuel-emit-decode-flash` needs (one
+  query, a live length).
+
+Exported, each in-place write is an input mutation: fuel imports it as a `fuel.index_copy` of
+the donated cache, which its executor runs in the caller's buffer (one row per decode step).
 """
 
 from __future__ import annotations
@@ -73,6 +81,18 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
+def write_rows(cache: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`cache[:, :, positions] = rows` in place, as HF's static cache writes (`index_copy_`).
+
+    ONNX has no in-place update: under `torch.onnx.export` the rows are spread over the slots
+    by a one-hot product and selected with a `where` (that graph computes the whole cache)."""
+    if not torch.onnx.is_in_onnx_export():
+        return cache.index_copy_(2, positions, rows)
+    hit = positions.view(-1, 1) == torch.arange(cache.shape[2]).view(1, -1)  # (T, slots)
+    spread = rows if rows.shape[2] == 1 else torch.matmul(hit.T.to(rows.dtype), rows)
+    return cache.copy_(torch.where(hit.any(0).view(1, 1, -1, 1), spread, cache))
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
@@ -84,35 +104,35 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(cfg.heads * hd, cfg.hidden, bias=False)
 
     def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        b, t, _ = x.shape
         hd, c = self.cfg.head_dim, self.cfg
-        q = self.q_proj(x).view(b, t, c.heads, hd).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, c.kv_heads, hd).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, c.kv_heads, hd).transpose(1, 2)
+        q = self.q_proj(x).view(1, -1, c.heads, hd).transpose(1, 2)
+        k = self.k_proj(x).view(1, -1, c.kv_heads, hd).transpose(1, 2)
+        v = self.v_proj(x).view(1, -1, c.kv_heads, hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         return q, k, v
 
     def _out(self, o: torch.Tensor) -> torch.Tensor:
-        b, _, t, _ = o.shape
-        return self.o_proj(o.transpose(1, 2).reshape(b, t, self.cfg.hidden))
+        return self.o_proj(o.transpose(1, 2).reshape(1, -1, self.cfg.hidden))
 
-    def prefill(self, x, cos, sin):
-        """Causal attention over the prompt; returns (out, k, v) with k, v `(1, Hkv, T, D)`."""
+    def prefill(self, x, cos, sin, positions, k_cache, v_cache):
+        """Causal attention over the prompt; its k/v written into the layer's cache slots
+        `positions` (`k_cache`, `v_cache`: this layer's `(1, Hkv, max_seq, D)`, updated)."""
         q, k, v = self._qkv(x, cos, sin)
+        write_rows(k_cache, positions, k)
+        write_rows(v_cache, positions, v)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        return self._out(o), k, v
+        return self._out(o)
 
     def decode(self, x, cos, sin, pos, k_cache, v_cache):
-        """One query; the new k/v written at slot `pos`; keys `0..pos` attended."""
+        """One query; the new k/v written at slot `pos` of the layer's cache (in place); keys
+        `0..pos` attended."""
         q, k, v = self._qkv(x, cos, sin)
+        k_cache, v_cache = write_rows(k_cache, pos, k), write_rows(v_cache, pos, v)
         slots = torch.arange(self.cfg.max_seq, dtype=torch.int64)
-        write = (slots == pos).view(1, 1, -1, 1)
-        k_cache = torch.where(write, k, k_cache)
-        v_cache = torch.where(write, v, v_cache)
         live = (slots <= pos).view(1, 1, 1, -1)
         o = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=live, enable_gqa=True)
-        return self._out(o), k_cache, v_cache
+        return self._out(o)
 
 
 class Block(nn.Module):
@@ -159,34 +179,34 @@ class Llama(nn.Module):
         w = self.embed.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(x, w)
 
-    def prefill(self, tokens: torch.Tensor):
-        """tokens (1, T) -> logits (1, T, V), k_cache, v_cache (layers, 1, Hkv, max_seq, D)."""
-        cfg, t = self.cfg, tokens.shape[1]
-        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
+    def prefill(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+    ) -> torch.Tensor:
+        """tokens (1, T), positions (T,) -> logits (1, T, V); the prompt's keys and values
+        written into k_cache, v_cache (layers, 1, Hkv, max_seq, D) at slots `positions`."""
+        cos = torch.index_select(self.rope_cos, 0, positions)
+        sin = torch.index_select(self.rope_sin, 0, positions)
         x = self.embed(tokens)
-        pad = torch.zeros(1, cfg.kv_heads, cfg.max_seq - t, cfg.head_dim)
-        ks, vs = [], []
-        for blk in self.blocks:
-            o, k, v = blk.attn.prefill(blk.attn_norm(x), cos, sin)
-            x = blk.mlp(x + o)
-            ks.append(torch.cat([k, pad], dim=2))
-            vs.append(torch.cat([v, pad], dim=2))
-        return self._logits(x), torch.stack(ks), torch.stack(vs)
+        for i, blk in enumerate(self.blocks):
+            h = blk.attn_norm(x)
+            x = blk.mlp(x + blk.attn.prefill(h, cos, sin, positions, k_cache[i], v_cache[i]))
+        return self._logits(x)
 
     def decode(
         self, token: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
-    ):
-        """token (1, 1), pos (1,) -> logits (1, 1, V) and the caches with slot `pos` written."""
+    ) -> torch.Tensor:
+        """token (1, 1), pos (1,) -> logits (1, 1, V); slot `pos` of the caches written."""
         cos = torch.index_select(self.rope_cos, 0, pos)
         sin = torch.index_select(self.rope_sin, 0, pos)
         x = self.embed(token)
-        ks, vs = [], []
         for i, blk in enumerate(self.blocks):
-            o, k, v = blk.attn.decode(blk.attn_norm(x), cos, sin, pos, k_cache[i], v_cache[i])
+            o = blk.attn.decode(blk.attn_norm(x), cos, sin, pos, k_cache[i], v_cache[i])
             x = blk.mlp(x + o)
-            ks.append(k)
-            vs.append(v)
-        return self._logits(x), torch.stack(ks), torch.stack(vs)
+        return self._logits(x)
 
 
 class Prefill(nn.Module):
@@ -196,8 +216,8 @@ class Prefill(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, tokens: torch.Tensor):
-        return self.model.prefill(tokens)
+    def forward(self, tokens, positions, k_cache, v_cache):
+        return self.model.prefill(tokens, positions, k_cache, v_cache)
 
 
 class Decode(nn.Module):
@@ -215,15 +235,6 @@ def cache_shape(cfg: LlamaConfig) -> tuple[int, ...]:
     return (cfg.layers, 1, cfg.kv_heads, cfg.max_seq, cfg.head_dim)
 
 
-@torch.no_grad()
-def generate_torch(model: Llama, prompt: torch.Tensor, steps: int) -> list[int]:
-    """Greedy decoding with the two graphs in eager PyTorch: the reference token stream."""
-    logits, kc, vc = model.prefill(prompt)
-    out = [int(logits[0, -1].argmax())]
-    pos = prompt.shape[1]
-    for _ in range(steps - 1):
-        tok = torch.tensor([[out[-1]]])
-        logits, kc, vc = model.decode(tok, torch.tensor([pos]), kc, vc)
-        out.append(int(logits[0, -1].argmax()))
-        pos += 1
-    return out
+def new_cache(cfg: LlamaConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """An empty (k_cache, v_cache) pair for one sequence."""
+    return torch.zeros(cache_shape(cfg)), torch.zeros(cache_shape(cfg))

@@ -20,6 +20,7 @@ from frontends.emit import (
     shape_of_t,
 )
 from frontends.torch_export.aten_ops import Cx, Value, aten, axis, cast, reshape
+from fuel_dialect.shapes import TO_END
 from runtime.dtypes import to_numpy
 
 
@@ -79,7 +80,8 @@ def repeat(cx: Cx, x: Tensor, repeats: Sequence[int]) -> Tensor:
 
 @aten("cat.default")
 def cat(cx: Cx, xs: Sequence[Tensor], dim: int = 0) -> Tensor:
-    xs = [cast(cx.em, x, cx.dtype) for x in xs if np.prod(shape_of_t(x)) or len(xs) == 1]
+    # drop empty pieces (a `?` dim is negative: not empty)
+    xs = [cast(cx.em, x, cx.dtype) for x in xs if 0 not in shape_of_t(x) or len(xs) == 1]
     if len(xs) == 1:
         return xs[0]
     d = axis(dim, len(cx.shape))
@@ -107,7 +109,8 @@ def slice_(
     lo, hi, st = slice(start, end, step).indices(s[d])
     if (lo, hi, st) == (0, s[d], 1):
         return x
-    starts, limits, steps = [0] * len(s), list(s), [1] * len(s)
+    # other dims whole: a `?` one (a dim symbol) to its end, whatever it binds to
+    starts, limits, steps = [0] * len(s), [n if n >= 0 else TO_END for n in s], [1] * len(s)
     starts[d], limits[d], steps[d] = lo, max(hi, lo), st
     return cx.op("slice", x, starts=starts, limits=limits, steps=steps)
 

@@ -4,7 +4,11 @@ Before any IR is built: every call's aten overload must be in the op table (othe
 lists them all, sorted, with node counts) and every shape static (a symbolic dim is refused,
 naming the input). Parameters, buffers and lifted constants become numpy constants named by
 their state-dict key (weights in the IR once a traced op reads them); user inputs become the
-function's arguments, named like `forward()`'s parameters; user outputs its results. The
+function's arguments, named like `forward()`'s parameters; user outputs its results. State the
+program updates (an input mutated in place, or a buffer: a static KV cache) is a donated
+argument (`fuel.donate`; a buffer's named by its state-dict key, its value the caller's), and
+its new value a result named like it, after the user outputs: writes of rows into it
+(`aten_update`) run in the caller's array. The
 program is imported as exported, without `run_decompositions()`: the exported ATen set keeps
 `scaled_dot_product_attention`, `linear` and `silu` whole, which map to single fuel ops, while
 the core-ATen decomposition would split attention into a dozen primitives (`decompose=True`
@@ -27,6 +31,7 @@ from xdsl.ir import Operation, OpResult, SSAValue
 
 import frontends.torch_export.aten_movement  # noqa: F401 (fills the op table)
 import frontends.torch_export.aten_nn  # noqa: F401 (fills the op table)
+import frontends.torch_export.aten_update  # noqa: F401 (fills the op table)
 from frontends.builder import BuilderError, GraphBuilder
 from frontends.emit import (
     Emitter,
@@ -193,6 +198,7 @@ class _ProgramImport:
         self.input_names, self.output_names = input_names, output_names
         self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.dim_names: dict[str, dict[int, str]] = {}
+        self.user_name: dict[str, str] = {}
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -209,16 +215,32 @@ class _ProgramImport:
         if len(names) != len(users):
             raise TorchImportError(f"{len(names)} input names given for {len(users)} inputs")
         user_name = dict(zip([s.arg.name for s in users], names, strict=True))
+        self.user_name = user_name
+        mutated = {o.target for o in sig.output_specs if o.kind == OutputKind.USER_INPUT_MUTATION}
+        state = {o.target for o in sig.output_specs if o.kind == OutputKind.BUFFER_MUTATION}
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
             spec = specs[node.name]
-            if spec.kind == InputKind.USER_INPUT:
+            if spec.kind == InputKind.BUFFER and spec.target in state:
+                # state the program updates (a static KV cache registered as buffers): a
+                # donated input named by its state-dict key; the caller holds its value
+                val = node.meta["val"]
+                self.user_name[spec.target] = spec.target
+                shape = self._input_shape(spec.target, val)
+                dtype = self._dtype(val, node)
+                self.env[node] = self.b.input(spec.target, shape, dtype, donate=True)
+            elif spec.kind == InputKind.USER_INPUT:
                 val = node.meta["val"]
                 if not isinstance(val, torch.Tensor):
                     raise TorchImportError(f"input '{node.name}' is not a tensor ({val!r})")
                 shape = self._input_shape(user_name[node.name], val)
-                self.env[node] = self.b.input(user_name[node.name], shape, self._dtype(val, node))
+                self.env[node] = self.b.input(
+                    user_name[node.name],
+                    shape,
+                    self._dtype(val, node),
+                    donate=node.name in mutated,  # updated in place: the caller's buffer
+                )
             else:
                 self.env[node] = self._constant(spec)
 
@@ -312,22 +334,33 @@ class _ProgramImport:
     def _outputs(self) -> FuelModule:
         self.em.loc = UnknownLoc()
         sig = self.ep.graph_signature
-        bad = [s for s in sig.output_specs if s.kind != OutputKind.USER_OUTPUT]
+        mut = (OutputKind.USER_INPUT_MUTATION, OutputKind.BUFFER_MUTATION)
+        bad = [s for s in sig.output_specs if s.kind not in (OutputKind.USER_OUTPUT, *mut)]
         if bad:
             what = ", ".join(f"{s.kind.name.lower()} of '{s.target}'" for s in bad)
             raise TorchImportError(
-                f"the program mutates state ({what}); fuel imports pure "
-                "functions (return the new value instead)"
+                f"the program mutates state ({what}); fuel imports pure functions and "
+                "updates of inputs (return the new value, or update an input in place)"
             )
         out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
         values = list(out_node.args[0])
+        user = [k for k, o in enumerate(sig.output_specs) if o.kind == OutputKind.USER_OUTPUT]
         names = (
-            list(self.output_names) if self.output_names else [s.arg.name for s in sig.output_specs]
+            list(self.output_names)
+            if self.output_names
+            else [sig.output_specs[k].arg.name for k in user]
         )
-        if len(names) != len(values):
-            raise TorchImportError(f"{len(names)} output names given for {len(values)} outputs")
+        if len(names) != len(user):
+            raise TorchImportError(f"{len(names)} output names given for {len(user)} outputs")
+        # the user outputs, then each updated input's new value, named like the input (its
+        # input is donated: the executor writes the update into the caller's array)
+        order = [(n, values[k]) for n, k in zip(names, user, strict=True)] + [
+            (self.user_name[o.target], values[k])
+            for k, o in enumerate(sig.output_specs)
+            if o.kind in mut
+        ]
         results: dict[str, SSAValue] = {}
-        for n, v in zip(names, values, strict=True):
+        for n, v in order:
             t = self.env.get(v) if isinstance(v, fx.Node) else None
             if t is None or not (isinstance(t, np.ndarray) or isinstance(t, SSAValue)):
                 raise TorchImportError(f"output '{n}' is not a tensor")

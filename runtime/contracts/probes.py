@@ -450,6 +450,20 @@ def movement(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
     return [Probe([x, idx], (4, 2, 3, 6), t, {"axis": 1}, "axis 1")]
 
 
+def index_copy(op: str, dtypes: tuple[str, ...]) -> list[Probe]:
+    """Rows written into a (4, 5, 6) block of values with edges: two rows along axis 1 (out of
+    order), and one row of a block at offsets (a KV-cache write: layer 2, slot 4)."""
+    t, ix = dtypes[0], NUMPY_DTYPES[dtypes[2]]
+    rng = np.random.default_rng(1515)
+    dest = _take(t, 120, rng).reshape(4, 5, 6)
+    rows = _take(t, 48, rng).reshape(4, 2, 6)
+    one = _take(t, 4, rng).reshape(1, 1, 4)
+    return [
+        Probe([dest, rows, np.array([3, 0], ix)], dest.shape, t, {"axis": 1, "offsets": (0,) * 3}),
+        Probe([dest, one, np.array([4], ix)], dest.shape, t, {"axis": 1, "offsets": (2, 0, 1)}),
+    ]
+
+
 UNARY_OPS = (
     "exp",
     "log",
@@ -485,6 +499,7 @@ PROBES: Mapping[str, Builder] = {
     "gated_mlp": gated_mlp,
     "concat": concat,
     **dict.fromkeys(("reshape", "transpose", "broadcast", "slice", "gather"), movement),
+    "index_copy": index_copy,
 }
 """op -> probe builder."""
 

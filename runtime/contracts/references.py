@@ -158,6 +158,18 @@ def wrap(values: Any, dtype: str) -> np.ndarray:
     return np.array(flat, dtype=dt).reshape(np.shape(values))
 
 
+def _index_copy(
+    dest: np.ndarray, source: np.ndarray, index: np.ndarray, axis: int, offsets: Sequence[int]
+) -> np.ndarray:
+    """torch.index_copy into the block of `dest` at `offsets`, row by row."""
+    out = dest.copy()
+    for j, i in enumerate(index.tolist()):
+        block = [slice(o, o + d) for o, d in zip(offsets, source.shape, strict=True)]
+        block[axis] = i
+        out[tuple(block)] = np.take(source, j, axis=axis)
+    return out
+
+
 _MOVEMENT: Mapping[str, Callable[..., Any]] = {
     "concat": lambda a, p: np.concatenate(a, axis=p["axis"]),
     "reshape": lambda a, p: a[0].reshape(p["shape"]),
@@ -165,6 +177,7 @@ _MOVEMENT: Mapping[str, Callable[..., Any]] = {
     "broadcast": lambda a, p: np.broadcast_to(a[0], p["shape"]),
     "slice": lambda a, p: a[0][tuple(map(slice, p["starts"], p["limits"], p["steps"]))],
     "gather": lambda a, p: np.take(a[0], a[1], axis=p["axis"]),
+    "index_copy": lambda a, p: _index_copy(a[0], a[1], a[2], p["axis"], p["offsets"]),
 }
 """Exact references of the copy ops (numpy indexing; `shape` params are the probes')."""
 

@@ -203,14 +203,14 @@ def assert_within_recorded(records: list[LedgerRecord], book: Ledger) -> None:
 
 
 def test_cpu_claims_reverify_on_this_machine() -> None:
-    """The checked-in results reproduce here (all 373 CPU dtype keys, ~3 s)."""
+    """The checked-in results reproduce here (all 391 CPU dtype keys, ~3 s)."""
     _, contracts = load_contracts(CONTRACTS_DIR)
     records = verify_all(k for c in contracts for k in lower(c))
     figures = Figures.of(records)
     assert figures.failed == 0 and figures.unproven == 0, [
         (r.kernel, r.dtypes, r.claim, r.measured) for r in records if not r.passed
     ]
-    assert figures.kernels == 373 and figures.claims == len(Ledger.load(LEDGER_PATH).records)
+    assert figures.kernels == 391 and figures.claims == len(Ledger.load(LEDGER_PATH).records)
     assert_within_recorded(records, Ledger.load(LEDGER_PATH))
 
 

@@ -52,6 +52,9 @@ def check(
     if decompose:
         ep = ep.run_decompositions()
     SEEN.update(str(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    if any(str(n.target).endswith("_.default") for n in ep.graph.nodes):  # and, functionalized,
+        functional = ep.run_decompositions({})  # what the importer imports (index_put_)
+        SEEN.update(str(n.target) for n in functional.graph.nodes if n.op == "call_function")
     module = import_exported_program(ep)
     ins = {n: x.numpy() for n, x in zip(Executor(module).input_names, xs, strict=True)}
     got = list(Executor(module).run(ins).values())
@@ -476,21 +479,41 @@ def test_a_ranged_dim_stays_a_dim_symbol() -> None:
         import_exported_program(unbounded)
 
 
-def test_buffer_mutation_is_refused() -> None:
-    class Counter(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.register_buffer("n", torch.zeros(4))
+class StaticCache(nn.Module):
+    """HF's static cache in miniature: per-layer cache buffers, `index_copy_` at the positions."""
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.n.add_(1)
-            return x + self.n
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("keys_0", torch.zeros(1, 2, 8, 4))
+        self.register_buffer("keys_1", torch.zeros(1, 2, 8, 4))
 
-    ep = export(Counter(), ROW)
-    with pytest.raises(TorchImportError, match=r"mutates state \(buffer_mutation of 'n'\)"):
-        import_exported_program(ep)
-    with pytest.raises(TorchImportError, match="mutates state .*buffer_mutation of 'n'"):
-        import_exported_program(ep, decompose=True)
+    def forward(self, k: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        self.keys_0.index_copy_(2, positions, k)
+        self.keys_1.index_copy_(2, positions, k * 2)
+        return self.keys_0.sum(2) + self.keys_1.sum(2)
+
+
+def test_a_mutated_buffer_is_donated_state() -> None:
+    """A buffer the program updates is a donated input named by its state-dict key (the caller
+    holds its value), and its new value an output of that name: a static cache's row writes
+    run in the caller's arrays. (decompose=True imports the same.)"""
+    k, positions = rand(1, 2, 3, 4), torch.tensor([5, 1, 6])
+    for decompose in (False, True):
+        module = import_exported_program(export(StaticCache(), k, positions), decompose=decompose)
+        ex = Executor(module)
+        assert ex.input_names == ["keys_0", "keys_1", "k", "positions"]
+        assert ex.output_names[1:] == ["keys_0", "keys_1"] and len(ex.in_place) == 2
+        mine = {n: rand(1, 2, 8, 4).numpy() for n in ("keys_0", "keys_1")}
+        eager = StaticCache()
+        for n, a in mine.items():
+            getattr(eager, n).copy_(torch.from_numpy(a))
+        got = ex.run({**mine, "k": k.numpy(), "positions": positions.numpy()})
+        with torch.no_grad():
+            want = eager(k, positions)
+        np.testing.assert_allclose(got[ex.output_names[0]], want.numpy(), atol=ATOL, rtol=RTOL)
+        for n, a in mine.items():
+            assert got[n] is a
+            np.testing.assert_array_equal(a, getattr(eager, n).numpy())
 
 
 def test_unsupported_argument_names_the_node() -> None:
@@ -543,6 +566,66 @@ def test_indexing_gather_to_and_in_place(fn: Callable[[torch.Tensor], torch.Tens
     """Index tensors on consecutive dims broadcast together (transformers' mask building);
     `.to(device)` moves nothing, `.to(dtype)` casts."""
     check(fn, rand(3, 4, 5))
+
+
+IDX2 = torch.tensor([3, 0])
+
+
+def _index_put(x: torch.Tensor) -> torch.Tensor:
+    """`y[:, idx] = v` on a copy: index_put with a None index (functionalized)."""
+    y = x * 1
+    y[:, IDX2] = x[:, 1:3] - 1
+    return y
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.index_copy(x, 1, IDX2, x[:, :2] * 2),
+        _index_put,
+        lambda x: torch.select_scatter(x, x[:, 0] + 1, 1, -1),
+        lambda x: torch.slice_scatter(x, x[..., :2] * 3, 2, 1, 5, 2),
+        lambda x: torch.slice_scatter(x, x * 3, 0),
+    ],
+    ids=["index-copy", "index-put", "select-scatter", "slice-scatter", "slice-scatter-all"],
+)
+def test_writes_at_positions(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Functional writes of rows: each one `fuel.index_copy` (a constant index where torch's is
+    static)."""
+    check(fn, rand(3, 4, 5))
+
+
+class StackedCache(nn.Module):
+    """A two-layer stacked KV cache updated in place at `pos`, each layer then read."""
+
+    def forward(self, k: torch.Tensor, pos: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
+        out = []
+        for i in range(cache.shape[0]):
+            cache[i].index_copy_(2, pos, k * (i + 1))
+            out.append(cache[i].sum(2))
+        return torch.stack(out)
+
+
+def test_an_in_place_cache_write_is_a_donated_row_update() -> None:
+    """`cache[i].index_copy_(2, pos, k)` functionalizes to select_scatter(index_copy(select));
+    it imports as one `fuel.index_copy` per layer on the whole cache (layer i an offset), the
+    cache a donated input returned under its own name, and the executor writes the rows into
+    the caller's array."""
+    k, pos, cache = rand(1, 2, 1, 4), torch.tensor([3]), rand(2, 1, 2, 8, 4)
+    module = import_exported_program(export(StackedCache(), k, pos, cache.clone()))
+    text = module.text()
+    assert text.count("fuel.index_copy") == 2 and "offsets = [1, 0, 0, 0, 0]" in text
+    assert 'fuel.name = "cache", fuel.donate' in text
+    ex = Executor(module)
+    assert ex.output_names == ["stack", "cache"] and len(ex.in_place) == 2
+    mine = cache.numpy().copy()
+    got = ex.run({"k": k.numpy(), "pos": pos.numpy(), "cache": mine})
+    want_cache = cache.clone()
+    with torch.no_grad():
+        want = StackedCache()(k, pos, want_cache)
+    assert got["cache"] is mine
+    np.testing.assert_array_equal(mine, want_cache.numpy())
+    np.testing.assert_allclose(got["stack"], want.numpy(), atol=ATOL, rtol=RTOL)
 
 
 def test_every_mapped_op_is_exercised() -> None:

@@ -45,6 +45,8 @@ EXAMPLE_ARGS: dict[str, str] = {
     "fuel.gated_mlp": "%x: tensor<4x8xf32>, %wg: tensor<8x16xf32>, %wu: tensor<8x16xf32>, "
     "%wd: tensor<16x8xf32>",
     "fuel.gather": "%table: tensor<100x16xf32>, %ids: tensor<2x5xi64>",
+    "fuel.index_copy": "%c: tensor<4x1x2x256x64xf32>, %k: tensor<1x1x2x1x64xf32>, "
+    "%pos: tensor<1xi64>",
     "fuel.constant": "",
     "fuel.weight": "",
     "fuel.iota": "",

@@ -1,5 +1,5 @@
-"""Data-movement kernels: `reshape`, `transpose`, `broadcast`, `slice`, `concat`, `gather` (all
-dtypes).
+"""Data-movement kernels: `reshape`, `transpose`, `broadcast`, `slice`, `concat`, `gather`,
+`index_copy` (all dtypes).
 
 * reshape: out = x.reshape(out.shape) in C order.
 * transpose (perm): out = x.transpose(perm).
@@ -8,16 +8,32 @@ dtypes).
 * concat (axis; variadic inputs, key canonicalised to (T, T)): numpy concatenate.
 * gather (axis; indices i64/i32): numpy `take`: out shape = data.shape[:axis] + indices.shape
   + data.shape[axis + 1:]; negative indices count from the end; out of range -> IndexError.
+* index_copy (axis, offsets; index i64/i32): out = dest, then source's rows along axis written
+  at index, in the block at offsets. When out is dest's own buffer (the executor runs the op in
+  place) only source's rows are written; an index outside [0, dest.shape[axis]) -> IndexError.
 
 All are exact copies (REFERENCE claims).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from runtime.binding_table import Kernel, KernelBindingTable
-from runtime.kernels.cpu._common import ALL, Arrays, Params, add, copy_cost, exact
+from runtime.cost import CostEstimate, numel
+from runtime.dtypes import NUMPY_DTYPES
+from runtime.kernels.cpu._common import (
+    ALL,
+    Arrays,
+    Params,
+    Shapes,
+    add,
+    copy_cost,
+    exact,
+    operand_bytes,
+)
 
 GATHER_INDEX_DTYPES = ("i64", "i32")
 
@@ -77,8 +93,37 @@ def _gather() -> Kernel:
     return gather
 
 
+def _index_copy() -> Kernel:
+    def index_copy(inputs: Arrays, outputs: Arrays, params: Params) -> None:
+        dest, source, index = inputs
+        out, axis = outputs[0], params["axis"]
+        if not np.may_share_memory(out, dest):  # in place: dest's other rows are already there
+            np.copyto(out, dest)
+        n = out.shape[axis]
+        if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
+            raise IndexError(
+                f"index_copy: index {index.tolist()} out of range for axis {axis} of size {n} "
+                f"(valid: 0 .. {n - 1})"
+            )
+        offsets = params["offsets"]
+        block: list[object] = [slice(o, o + d) for o, d in zip(offsets, source.shape, strict=True)]
+        i = int(index[0]) if index.size == 1 else None
+        block[axis] = slice(i, i + 1) if i is not None else index
+        out[tuple(block)] = source
+
+    return index_copy
+
+
+def write_rows_cost(shapes: Shapes, dtypes: Sequence[str], params: Params) -> CostEstimate:
+    """index_copy run in place: the source rows read and written, the index read (a fresh
+    output would add reading and writing all of dest)."""
+    src = numel(shapes[1]) * NUMPY_DTYPES[dtypes[1]].itemsize
+    return CostEstimate(0.0, 2.0 * src + operand_bytes(shapes[2:3], dtypes[2:3]), 1500.0)
+
+
 def register_movement(table: KernelBindingTable) -> None:
-    """Register the movement ops for all nine dtypes (gather: x {i64, i32} indices)."""
+    """Register the movement ops for all nine dtypes (gather, index_copy: x {i64, i32}
+    indices)."""
     claim = exact("exact copy")
     for t in ALL:
         add(table, "reshape", (t, t), _reshape(), claim, copy_cost)
@@ -88,3 +133,4 @@ def register_movement(table: KernelBindingTable) -> None:
         add(table, "concat", (t, t), _concat(), claim, copy_cost)
         for ix in GATHER_INDEX_DTYPES:
             add(table, "gather", (t, ix, t), _gather(), claim, copy_cost)
+            add(table, "index_copy", (t, t, ix, t), _index_copy(), claim, write_rows_cost)

@@ -98,6 +98,48 @@ func.func @gather_result(%t: tensor<10x4xf32>, %i: tensor<2x5xi32>) {
 }
 
 // -----
+// CHECK: 'fuel.index_copy' index must be i64 or i32, got f32
+func.func @index_copy_index_float(%c: tensor<4x8xf32>, %k: tensor<4x1xf32>, %p: tensor<1xf32>) {
+  %0 = "fuel.index_copy"(%c, %k, %p) <{axis = 1 : i64, offsets = array<i64: 0, 0>}> : (tensor<4x8xf32>, tensor<4x1xf32>, tensor<1xf32>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.index_copy' index must be 1-D, got 1x1
+func.func @index_copy_index_rank(%c: tensor<4x8xf32>, %k: tensor<4x1xf32>, %p: tensor<1x1xi64>) {
+  %0 = "fuel.index_copy"(%c, %k, %p) <{axis = 1 : i64, offsets = array<i64: 0, 0>}> : (tensor<4x8xf32>, tensor<4x1xf32>, tensor<1x1xi64>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.index_copy' source rank 1 differs from dest rank 2
+func.func @index_copy_source_rank(%c: tensor<4x8xf32>, %k: tensor<1xf32>, %p: tensor<1xi64>) {
+  %0 = "fuel.index_copy"(%c, %k, %p) <{axis = 1 : i64, offsets = array<i64: 0, 0>}> : (tensor<4x8xf32>, tensor<1xf32>, tensor<1xi64>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.index_copy' offsets must be 2 entries >= 0 with offsets[1] = 0, got [0, 3]
+func.func @index_copy_offsets_axis(%c: tensor<4x8xf32>, %k: tensor<4x1xf32>, %p: tensor<1xi64>) {
+  %0 = "fuel.index_copy"(%c, %k, %p) <{axis = 1 : i64, offsets = array<i64: 0, 3>}> : (tensor<4x8xf32>, tensor<4x1xf32>, tensor<1xi64>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.index_copy' source has 2 rows along axis 1, index 1
+func.func @index_copy_rows(%c: tensor<4x8xf32>, %k: tensor<4x2xf32>, %p: tensor<1xi64>) {
+  %0 = "fuel.index_copy"(%c, %k, %p) <{axis = 1 : i64, offsets = array<i64: 0, 0>}> : (tensor<4x8xf32>, tensor<4x2xf32>, tensor<1xi64>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.index_copy' source block 2x1 at offsets [3, 0] does not fit dest 4x8 (dim 0)
+func.func @index_copy_block(%c: tensor<4x8xf32>, %k: tensor<2x1xf32>, %p: tensor<1xi64>) {
+  %0 = "fuel.index_copy"(%c, %k, %p) <{axis = 1 : i64, offsets = array<i64: 3, 0>}> : (tensor<4x8xf32>, tensor<2x1xf32>, tensor<1xi64>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
 // CHECK: 'fuel.constant' value type tensor<2xf32> differs from result tensor<2xf16>
 func.func @constant_type() {
   %0 = "fuel.constant"() <{value = dense<[1.0, 2.0]> : tensor<2xf32>}> : () -> tensor<2xf16>

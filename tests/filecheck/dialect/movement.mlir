@@ -73,6 +73,19 @@ func.func @gather(%t: tensor<100x16xf32>, %i: tensor<2x5xi64>, %x: tensor<3x4x5x
   func.return %0 : tensor<2x5x16xf32>
 }
 
+// index_copy: a KV-cache row at a run-time slot in layer 1 of a stacked cache (offsets), and
+// rows along axis 0 at i32 positions, with a dim symbol's `?` rows.
+// CHECK-LABEL: func.func @index_copy
+// CHECK-SAME:    (%[[C:.*]]: tensor<4x1x2x8x4xf32>, %[[K:.*]]: tensor<1x1x2x1x4xf32>, %[[P:.*]]: tensor<1xi64>, %[[X:.*]]: tensor<6x3xi8>, %[[R:.*]]: tensor<?x3xi8> {fuel.dim_names = ["n"]}, %[[J:.*]]: tensor<?xi32> {fuel.dim_names = ["n"]})
+// CHECK-NEXT:    %[[W:.*]] = fuel.index_copy %[[C]], %[[K]], %[[P]] axis = 3 offsets = [1, 0, 0, 0, 0] : tensor<4x1x2x8x4xf32>, tensor<1x1x2x1x4xf32>, tensor<1xi64> -> tensor<4x1x2x8x4xf32>
+// CHECK-NEXT:    %{{.*}} = fuel.index_copy %[[X]], %[[R]], %[[J]] axis = 0 offsets = [0, 0] : tensor<6x3xi8>, tensor<?x3xi8>, tensor<?xi32> -> tensor<6x3xi8>
+// CHECK-NEXT:    func.return %[[W]] : tensor<4x1x2x8x4xf32>
+func.func @index_copy(%c: tensor<4x1x2x8x4xf32>, %k: tensor<1x1x2x1x4xf32>, %p: tensor<1xi64>, %x: tensor<6x3xi8>, %r: tensor<?x3xi8> {fuel.dim_names = ["n"]}, %j: tensor<?xi32> {fuel.dim_names = ["n"]}) -> tensor<4x1x2x8x4xf32> attributes {fuel.dims = {n = #fuel.dim<1, 6>}} {
+  %0 = fuel.index_copy %c, %k, %p axis = 3 offsets = [1, 0, 0, 0, 0] : tensor<4x1x2x8x4xf32>, tensor<1x1x2x1x4xf32>, tensor<1xi64> -> tensor<4x1x2x8x4xf32>
+  %1 = fuel.index_copy %x, %r, %j axis = 0 offsets = [0, 0] : tensor<6x3xi8>, tensor<?x3xi8>, tensor<?xi32> -> tensor<6x3xi8>
+  func.return %0 : tensor<4x1x2x8x4xf32>
+}
+
 // Inline constants: dense lists, splats, 0-d, every kind of element type.
 // CHECK-LABEL: func.func @constant
 // CHECK-NEXT:    %[[A:.*]] = fuel.constant dense<[1.000000e+00, 2.500000e+00]> : tensor<2xf32>

@@ -30,6 +30,17 @@ func.func @chain_not_applied(%x: tensor<16xf32>) -> tensor<4x4xf32> {
   func.return %r : tensor<4x4xf32>
 }
 
+// A KV-cache row write: the donated cache stays donated, the write is stamped on the host
+// (the executor runs it in the caller's buffer: runtime/in_place.py).
+// CHECK-LABEL: func.func @cache_write
+// CHECK-SAME:    (%[[C:.*]]: tensor<2x1x2x64x8xf32> {fuel.name = "cache", fuel.donate}, %[[K:.*]]: tensor<1x1x2x1x8xf32>, %[[P:.*]]: tensor<1xi64>)
+// CHECK-NEXT:    %[[W:.*]] = fuel.index_copy %[[C]], %[[K]], %[[P]] axis = 3 offsets = [1, 0, 0, 0, 0] {fuel.device = #fuel.device<"cpu">, fuel.kernel = #fuel.kernel<"index_copy", [f32, f32, i64, f32], "cpu"
+// CHECK-NEXT:    func.return %[[W]]
+func.func @cache_write(%c: tensor<2x1x2x64x8xf32> {fuel.name = "cache", fuel.donate}, %k: tensor<1x1x2x1x8xf32>, %p: tensor<1xi64>) -> tensor<2x1x2x64x8xf32> {
+  %0 = fuel.index_copy %c, %k, %p axis = 3 offsets = [1, 0, 0, 0, 0] : tensor<2x1x2x64x8xf32>, tensor<1x1x2x1x8xf32>, tensor<1xi64> -> tensor<2x1x2x64x8xf32>
+  func.return %0 : tensor<2x1x2x64x8xf32>
+}
+
 // With a budget, residency copies come after the placement copies: the BUDGET runs optimize
 // Inputs/optimize_budget.mlir (ops pinned to cuda:0, which the host-only runs above lack).
 // %a is idle from %b to %e: evicted to the host after its last read, reloaded for %e.

@@ -49,6 +49,7 @@ def expected_keys() -> set[tuple[str, tuple[str, ...]]]:
     for op in ("reshape", "transpose", "broadcast", "slice", "concat"):
         keys |= {(op, (t, t)) for t in ALL}
     keys |= {("gather", (t, ix, t)) for t in ALL for ix in ("i64", "i32")}
+    keys |= {("index_copy", (t, t, ix, t)) for t in ALL for ix in ("i64", "i32")}
     return keys
 
 
@@ -77,7 +78,7 @@ def test_registered_keys_are_exactly_the_documented_ones() -> None:
     assert got - expected_keys() == set(), "registered but undocumented"
     assert expected_keys() - got == set(), "documented but missing"
     numpy_entries = [k for k, e in TABLE.iter_entries() if e.kernel_source == "numpy"]
-    assert len(numpy_entries) == TABLE.key_count() == 390  # exactly one numpy sibling per key
+    assert len(numpy_entries) == TABLE.key_count() == 408  # exactly one numpy sibling per key
 
 
 def test_global_table_holds_the_cpu_kernels() -> None:

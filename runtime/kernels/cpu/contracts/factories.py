@@ -189,6 +189,7 @@ _MOVEMENT: dict[str, Callable[[], Callable[..., None]]] = {
     "slice": _movement._slice,
     "concat": _movement._concat,
     "gather": _movement._gather,
+    "index_copy": _movement._index_copy,
 }
 
 
