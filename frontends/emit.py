@@ -310,6 +310,27 @@ def reshape_to(em: Emitter, x: Tensor, shape: Sequence[Any]) -> Tensor:
     return out
 
 
+def expand_to(em: Emitter, x: Tensor, out: Sequence[Any]) -> Tensor:
+    """`x` broadcast to `out`, a shape it broadcasts to (dims may be dim-symbol expressions)."""
+    s, out = sym_shape_t(em, x), tuple(out)
+    if out == s:
+        return x
+    off = len(out) - len(s)
+    if any(isinstance(d, DimExpr) and (i < off or s[i - off] == 1) for i, d in enumerate(out)):
+        # a `?` dim the input does not carry: broadcast against a fill of the full shape
+        true = em.at(em.b.iota(out, "i1", start=1, step=0.0))
+        return em.op("where", true, x, x)
+    return em.op("broadcast", x, shape=static_dims(out))
+
+
+def positions(em: Emitter, x: Tensor, axis: int, start: Any, length: Any) -> Tensor:
+    """`x[start : start + length]` along `axis`, where `start` or `length` is an expression
+    of dim symbols (`pos[:, :seq]`): a gather of the positions a `fuel.iota` counts (a run
+    folds them once the symbols bind). The span must lie inside the dim when they do."""
+    idx = em.at(em.b.iota([length], "i64", start=start, step=1.0))
+    return em.op("gather", x, idx, axis=axis)
+
+
 def wrap_index(em: Emitter, idx: Tensor, dim: int) -> Tensor:
     """Index tensor `idx` into a dim of size `dim`, negative counting from the end, as i64."""
     if dtype_of(idx) != "i64":
@@ -338,17 +359,22 @@ def gather_block(em: Emitter, data: Tensor, start: int, indices: list[Tensor]) -
 def elements_gather(em: Emitter, data: Tensor, axis: int, indices: Tensor) -> Tensor:
     """out[i..] = data[i.. with the `axis` coordinate replaced by indices[i..]] (ONNX
     GatherElements, torch.gather): a gather of the flattened data at linear indices, whose other
-    coordinates are constants (they fold at import)."""
+    coordinates are constants (they fold at import; independent of the `axis` coordinate, so
+    the indices may have a `?` dim there)."""
     s, shape = shape_of_t(data), shape_of_t(indices)
     norm = normalize_axis(int(axis), len(s))
     if norm is None:
         raise Unsupported(f"axis {axis} is out of range for rank {len(s)}")
+    dyn = [k for k, i in enumerate(shape) if i < 0]
     if len(shape) != len(s) or any(i > d for i, d in zip(shape, s, strict=True)):
         raise Unsupported(f"indices of shape {list(shape)} do not fit data {list(s)}")
+    if min(s, default=0) < 0 or dyn not in ([], [norm]):
+        raise Unsupported(f"a gather of {list(s)} at indices {list(shape)} over dim symbols")
     strides = [math.prod(s[d + 1 :]) for d in range(len(s))]
-    grid = np.indices(shape, dtype=np.int64)
+    grid = np.indices([1 if k == norm else i for k, i in enumerate(shape)], dtype=np.int64)
     base = sum(
-        (grid[d] * strides[d] for d in range(len(s)) if d != norm), np.zeros(shape, np.int64)
+        (grid[d] * strides[d] for d in range(len(s)) if d != norm),
+        np.zeros(grid.shape[1:], np.int64),
     )
     idx = wrap_index(em, indices, s[norm])
     linear = em.op("add", em.op("mul", idx, scalar(strides[norm], "i64")), base)

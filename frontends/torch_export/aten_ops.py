@@ -134,8 +134,10 @@ def axis(a: int, rank: int) -> int:
 
 
 def dim_expr(d: Any, symbols: dict[str, str]) -> Any:
-    """A torch SymInt as a `DimExpr` over the function's dim symbols (sums and products of
-    input `Dim`s; anything else is `Unsupported`)."""
+    """A torch SymInt as a `DimExpr` over the function's dim symbols (sums, products and
+    floor quotients of input `Dim`s; anything else is `Unsupported`)."""
+    if isinstance(d, int):
+        return d
     expr = getattr(getattr(d, "node", None), "expr", None)
 
     def conv(e: Any) -> Any:
@@ -148,6 +150,8 @@ def dim_expr(d: Any, symbols: dict[str, str]) -> Any:
             for a in e.args[1:]:
                 out = out + conv(a) if e.is_Add else out * conv(a)
             return out
+        if type(e).__name__ == "FloorDiv":  # torch.utils._sympy.functions.FloorDiv
+            return conv(e.args[0]) // conv(e.args[1])
         raise Unsupported(f"symbolic dim {e} is not a sum or product of input dims")
 
     if expr is None:

@@ -1,8 +1,11 @@
 """The import driver: check an `ExportedProgram` as a whole, then walk its FX graph once.
 
 Before any IR is built: every call's aten overload must be in the op table (otherwise one error
-lists them all, sorted, with node counts) and every shape static (a symbolic dim is refused,
-naming the input). Parameters, buffers and lifted constants become numpy constants named by
+lists them all, sorted, with node counts) and every input dim static or one ranged `Dim` (a dim
+symbol of the function; anything else is refused, naming the input). A symbolic scalar
+(`sym_size`, `operator.mul` / `floordiv` on sizes) is the expression of the dim symbols torch
+recorded for it, so shape arithmetic, `arange(seq)` and `view(1, seq, -1, 16)` import as
+expressions (`fuel.iota` where a value depends on the symbols alone). Parameters, buffers and lifted constants become numpy constants named by
 their state-dict key (weights in the IR once a traced op reads them); user inputs become the
 function's arguments, named like `forward()`'s parameters; user outputs its results. The
 program is imported as exported, without `run_decompositions()`: the exported ATen set keeps
@@ -61,8 +64,8 @@ def import_exported_program(
     """Import `ep` into a verified `FuelModule` (see the module doc). `input_names` and
     `output_names` rename the user inputs and outputs (default: forward()'s parameter names
     and the FX names of the returned values). A user input's dim that is one `Dim` with a
-    finite range stays a dim symbol, named by `dim_names[input][dim]` (else `<input>_<dim>`:
-    torch keeps no `Dim` names)."""
+    finite range stays a dim symbol, named by `dim_names[input][dim]`, else by the `Dim`'s
+    name where torch keeps it, else `<input>_<dim>`."""
     if decompose:
         ep = ep.run_decompositions()
     elif any(_in_place(n) for n in ep.graph.nodes):
@@ -90,11 +93,20 @@ def _mutates(name: str) -> bool:
     return name.endswith("_") and not name.startswith("__")
 
 
+def _is_sym(node: fx.Node) -> bool:
+    """A node whose value is a symbolic scalar (`sym_size`, `operator.mul` on sizes, a size
+    comparison): torch recorded its value as an expression of the input dims."""
+    return isinstance(node.meta.get("val"), torch.SymInt | torch.SymFloat | torch.SymBool)
+
+
 def _check_supported(graph: fx.Graph) -> None:
     missing = Counter(
         _target(n)
         for n in graph.nodes
-        if n.op == "call_function" and _target(n) not in ATEN and _target(n) != _GETITEM
+        if n.op == "call_function"
+        and _target(n) not in ATEN
+        and _target(n) != _GETITEM
+        and not _is_sym(n)
     )
     others = Counter(n.op for n in graph.nodes if n.op in ("call_module", "call_method"))
     missing.update({f"<{k}>": c for k, c in others.items()})
@@ -110,25 +122,18 @@ def _check_supported(graph: fx.Graph) -> None:
 
 def _check_static(ep: ExportedProgram) -> None:
     """Symbolic dims only where fuel keeps them: a user input's dim that is one `Dim` symbol
-    with a finite range (a dim symbol of the function); other values' symbolic dims follow
-    from fuel's shape rules. A symbolic scalar (`sym_size`, shape arithmetic) is refused."""
+    with a finite range (a dim symbol of the function); other values' symbolic dims and
+    symbolic scalars (`sym_size`, shape arithmetic) are expressions of those symbols."""
     for n in ep.graph.nodes:
+        if n.op != "placeholder":
+            continue
         val = n.meta.get("val")
         for v in val if isinstance(val, list | tuple) else [val]:
-            if isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool):
-                raise TorchImportError(
-                    f"node '{n.name}' is a symbolic value ({v}); fuel keeps dim symbols of "
-                    "inputs but not shape arithmetic on them yet (export without "
-                    "dynamic_shapes, or with dims the program only passes through)"
-                )
             shape = getattr(v, "shape", ())
             dyn = [k for k, d in enumerate(shape) if not isinstance(d, int)]
-            if n.op != "placeholder" or all(_symbol_of(ep, shape[k]) for k in dyn):
-                continue
-            if dyn:
-                what = "input" if n.op == "placeholder" else "node"
+            if dyn and not all(_symbol_of(ep, shape[k]) for k in dyn):
                 raise TorchImportError(
-                    f"{what} '{n.name}' has symbolic dimension {dyn[0]} ({shape[dyn[0]]}) in "
+                    f"input '{n.name}' has symbolic dimension {dyn[0]} ({shape[dyn[0]]}) in "
                     f"shape {list(shape)}; fuel keeps a dim that is one Dim with a finite "
                     "range (Dim(name, min=, max=)), or static shapes"
                 )
@@ -145,6 +150,30 @@ def _symbol_of(ep: ExportedProgram, d: Any) -> tuple[str, int, int] | None:
     except (AttributeError, TypeError, ValueError, OverflowError):
         return None
     return str(expr), max(lo, 1), hi
+
+
+def _torch_dim_names(ep: ExportedProgram) -> dict[str, str]:
+    """torch's symbol (`s27`) -> the name of the user's `Dim` (`seq`), where torch keeps it:
+    the shape environment of the exported inputs' fake tensors maps each symbol to the input
+    sizes it came from and those to the `Dim` names. Empty where torch kept none (a program
+    read back by `torch.export.load`, `Dim.AUTO`)."""
+    env = None
+    for n in ep.graph.nodes:
+        fake_mode = getattr(n.meta.get("val"), "fake_mode", None)
+        env = getattr(fake_mode, "shape_env", None)
+        if n.op == "placeholder" and env is not None:
+            break
+    if env is None:
+        return {}
+    debug = getattr(env, "source_name_to_debug_name", None) or {}
+    out: dict[str, str] = {}
+    for sym, sources in (getattr(env, "var_to_sources", None) or {}).items():
+        for src in sources:
+            name = src.name() if callable(src.name) else src.name
+            if debug.get(name):
+                out[str(sym)] = str(debug[name])
+                break
+    return out
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -193,6 +222,7 @@ class _ProgramImport:
         self.input_names, self.output_names = input_names, output_names
         self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.dim_names: dict[str, dict[int, str]] = {}
+        self.torch_names = _torch_dim_names(ep)
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -223,8 +253,9 @@ class _ProgramImport:
                 self.env[node] = self._constant(spec)
 
     def _input_shape(self, name: str, val: torch.Tensor) -> tuple[int | str, ...]:
-        """Static dims as ints; a `Dim` symbol as a dim symbol of the function, named after
-        the first input dim that has it (`x_0`: torch.export keeps no `Dim` names)."""
+        """Static dims as ints; a `Dim` symbol as a dim symbol of the function, named (at
+        the first input dim that has it) as `dim_names` says, else as the user's `Dim` where
+        torch kept its name, else after the input dim (`x_0`)."""
         out: list[int | str] = []
         for k, d in enumerate(val.shape):
             sym = None if isinstance(d, int) else _symbol_of(self.ep, d)
@@ -232,8 +263,18 @@ class _ProgramImport:
                 out.append(int(d))
                 continue
             if sym[0] not in self.em.symbols:
-                given = self.dim_names.get(name, {}).get(k) or f"{name}_{k}"
-                self.em.symbols[sym[0]] = self.b.dim(dim_symbol(given), sym[1], sym[2])
+                given = (
+                    self.dim_names.get(name, {}).get(k)
+                    or self.torch_names.get(sym[0])
+                    or f"{name}_{k}"
+                )
+                base = unique = dim_symbol(given)
+                taken = set(self.em.symbols.values())
+                for i in range(1, len(taken) + 2):
+                    if unique not in taken:
+                        break
+                    unique = f"{base}_{i}"
+                self.em.symbols[sym[0]] = self.b.dim(unique, sym[1], sym[2])
             out.append(self.em.symbols[sym[0]])
         return tuple(out)
 
@@ -267,7 +308,9 @@ class _ProgramImport:
         self.em.node_name = node.name
         self.em.loc = _location(node)
         try:
-            if _target(node) == _GETITEM:
+            if _is_sym(node):
+                out = _sym_value(node.meta["val"], self.em.symbols)
+            elif _target(node) == _GETITEM:
                 src, i = node.args
                 out = self.env[src][i]
                 if out is None:  # refused only if something reads it
@@ -337,6 +380,16 @@ class _ProgramImport:
             return self.b.build(results)
         except BuilderError as e:
             raise TorchImportError(f"the imported graph does not verify: {e}") from None
+
+
+def _sym_value(v: Any, symbols: dict[str, str]) -> Any:
+    """A symbolic scalar's value: a size as its `DimExpr` over the function's dim symbols (an
+    int once constant); a size comparison (read only by `_assert_scalar`) as nothing."""
+    if isinstance(v, torch.SymInt):
+        return dim_expr(v, symbols)
+    if isinstance(v, torch.SymBool):
+        return None
+    raise Unsupported(f"a symbolic float ({v}) is not supported")
 
 
 class _Missing:
