@@ -156,9 +156,12 @@ class Emitter:
         op.location = self.loc
         self._check_kernel(op)
         shape = shape_of(result.type)
-        if math.prod(shape) == 0:
+        if 0 in shape:
+            dims, dtype = self.b.sym_shape(result), dtype_name(result.type)
             self.b.block.erase_op(op)
-            return np.zeros(shape, to_numpy(dtype_name(result.type)))
+            if min(shape) < 0:  # empty whatever the `?` dims: a fill a run folds
+                return self.at(self.b.iota(dims, dtype, start=0, step=0.0))
+            return np.zeros(shape, to_numpy(dtype))
         return result
 
     def _fold(self, build: Build, arrays: list[np.ndarray]) -> np.ndarray:
@@ -386,15 +389,26 @@ def cumulative_sum(em: Emitter, x: Tensor, axis: int, exclusive: bool, reverse: 
     """Running sums of `x` along `axis` (ONNX CumSum, `torch.cumsum`): a matmul with a 0/1
     triangular matrix along `axis` (moved last), exact for integers, and for floats a sum of
     the same terms (products with 1 are exact) in BLAS order. Folds when `x` is constant."""
-    s = shape_of_t(x)
-    i = np.arange(s[axis])
-    before = i[:, None] > i[None, :] if reverse else i[:, None] < i[None, :]
-    tri = before | ((i[:, None] == i[None, :]) & (not exclusive))
+    s, sym = shape_of_t(x), sym_shape_t(em, x)
+    tri: Tensor
+    if s[axis] >= 0:
+        i = np.arange(s[axis])
+        before = i[:, None] > i[None, :] if reverse else i[:, None] < i[None, :]
+        tri = (before | ((i[:, None] == i[None, :]) & (not exclusive))).astype(
+            to_numpy(dtype_of(x))
+        )
+    else:  # a `?` axis: the triangle from two `fuel.iota` counts (folded when a run binds)
+        n = sym[axis]
+        rows = em.at(em.b.iota([n, 1], "i64", axis=0))
+        cols = em.at(em.b.iota([1, n], "i64", axis=1))
+        kind = ("gt" if exclusive else "ge") if reverse else ("lt" if exclusive else "le")
+        keep = em.apply(lambda g, a, b: g.compare(kind, a, b), rows, cols)
+        tri = em.op("cast", keep, dtype=dtype_of(x))
     perm = [d for d in range(len(s)) if d != axis] + [axis]
     xt = x if perm == list(range(len(s))) else em.op("transpose", x, perm=perm)
-    flat = em.op("reshape", xt, shape=(1, s[axis])) if len(s) == 1 else xt
-    y = em.op("matmul", flat, tri.astype(to_numpy(dtype_of(x))))
-    y = em.op("reshape", y, shape=s) if len(s) == 1 else y
+    flat = reshape_to(em, xt, (1, sym[axis])) if len(s) == 1 else xt
+    y = em.op("matmul", flat, tri)
+    y = reshape_to(em, y, sym) if len(s) == 1 else y
     return (
         y if perm == list(range(len(s))) else em.op("transpose", y, perm=np.argsort(perm).tolist())
     )

@@ -206,7 +206,8 @@ def _run_once(op: Operation, arrays: list[np.ndarray], table: Any) -> np.ndarray
     try:
         node = compile_op(op, table)
         with np.errstate(all="ignore"):
-            node.entry.kernel([np.ascontiguousarray(a) for a in arrays], [out], node.params)
+            ins = [np.asarray(a, order="C") for a in arrays]  # 0-d stays 0-d
+            node.entry.kernel(ins, [out], node.params)
     except (ExecutionError, BindingTableError):
         return None
     return out

@@ -110,6 +110,13 @@ def stack(cx: Cx, xs: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 
 @aten("slice.Tensor")
+def slice_node(
+    cx: Cx, x: Tensor, dim: int = 0, start: Value = None, end: Value = None, step: int = 1
+) -> Tensor:
+    """`x[start:end:step]` in the shape torch recorded (`x[:, :1]` of a `?` dim is 1)."""
+    return reshape(cx, slice_(cx, x, dim, start, end, step), cx.shape)
+
+
 def slice_(
     cx: Cx, x: Tensor, dim: int = 0, start: Value = None, end: Value = None, step: int = 1
 ) -> Tensor:
@@ -120,12 +127,12 @@ def slice_(
     d = axis(dim, len(s))
     n = s[d]
     if isinstance(start, DimExpr) or isinstance(end, DimExpr):
-        start = 0 if start is None else start
-        if end is not None and end == n and start == 0 and step == 1:
+        start, end = 0 if start is None else start, n if end is None else end
+        if end == n and start == 0 and step == 1:
             return x
         if step != 1 or not (isinstance(start, DimExpr) or start >= 0):
             raise Unsupported(f"slice from {start} to {end} step {step} over dim symbols")
-        return positions(cx.em, x, d, start, cx.shape[d])
+        return positions(cx.em, x, d, start, end - start)
     if isinstance(n, DimExpr):
         lo, hi = 0 if start is None else start, TO_END if end is None else min(end, TO_END)
         if lo < 0 or hi < 0 or step < 1:

@@ -5,10 +5,12 @@ lists them all, sorted, with node counts) and every input dim static or one rang
 symbol of the function; anything else is refused, naming the input). A symbolic scalar
 (`sym_size`, `operator.mul` / `floordiv` on sizes) is the expression of the dim symbols torch
 recorded for it, so shape arithmetic, `arange(seq)` and `view(1, seq, -1, 16)` import as
-expressions (`fuel.iota` where a value depends on the symbols alone). Parameters, buffers and lifted constants become numpy constants named by
-their state-dict key (weights in the IR once a traced op reads them); user inputs become the
-function's arguments, named like `forward()`'s parameters; user outputs its results. The
-program is imported as exported, without `run_decompositions()`: the exported ATen set keeps
+expressions (`fuel.iota` where a value depends on the symbols alone). Parameters, buffers and
+lifted constants become numpy constants named by their state-dict key (weights in the IR once a
+traced op reads them); user inputs become the function's arguments, named like `forward()`'s
+parameters; user outputs its results. The program is imported as exported, without
+`run_decompositions()` (an in-place op on a temporary imports as its pure form; other in-place
+ops are functionalized first, no op decomposed): the exported ATen set keeps
 `scaled_dot_product_attention`, `linear` and `silu` whole, which map to single fuel ops, while
 the core-ATen decomposition would split attention into a dozen primitives (`decompose=True`
 imports that form instead). Each op carries its FX node's name and source line as location.
@@ -68,7 +70,7 @@ def import_exported_program(
     name where torch keeps it, else `<input>_<dim>`."""
     if decompose:
         ep = ep.run_decompositions()
-    elif any(_in_place(n) for n in ep.graph.nodes):
+    elif any(_in_place(n) and not _on_a_temporary(n) for n in ep.graph.nodes):
         ep = ep.run_decompositions({})  # functionalize only: add_ -> add, no op decomposed
     _check_supported(ep.graph)
     _check_static(ep)
@@ -88,6 +90,28 @@ def _in_place(node: fx.Node) -> bool:
     return node.op == "call_function" and parts[0] == "aten" and _mutates(name)
 
 
+def _on_a_temporary(node: fx.Node) -> bool:
+    """An in-place op whose target nothing else reads or aliases: a fresh result of an op
+    that returns no view (`x = a + b; x += c`), read only by this op. It imports as its
+    out-of-place form (T5's position buckets), sparing a re-trace of the whole program."""
+    x = node.args[0] if node.args else None
+    if not isinstance(x, fx.Node) or x.op != "call_function" or set(x.users) != {node}:
+        return False
+    schema = getattr(x.target, "_schema", None)
+    return schema is not None and all(r.alias_info is None for r in schema.returns)
+
+
+def _functional(target: str) -> str:
+    """`aten.add_.Tensor` -> `aten.add.Tensor`."""
+    parts = target.split(".")
+    return ".".join([parts[0], parts[1][:-1], *parts[2:]]) if len(parts) > 2 else target
+
+
+def _handler(node: fx.Node) -> Any:
+    t = _target(node)
+    return ATEN.get(t) or (ATEN.get(_functional(t)) if _in_place(node) else None)
+
+
 def _mutates(name: str) -> bool:
     """`add_`, `copy_` mutate their first operand; `__and__` is a plain operator."""
     return name.endswith("_") and not name.startswith("__")
@@ -104,7 +128,7 @@ def _check_supported(graph: fx.Graph) -> None:
         _target(n)
         for n in graph.nodes
         if n.op == "call_function"
-        and _target(n) not in ATEN
+        and _handler(n) is None
         and _target(n) != _GETITEM
         and not _is_sym(n)
     )
@@ -319,7 +343,7 @@ class _ProgramImport:
                 args, kwargs = fx.node.map_arg((node.args, node.kwargs), self.env.__getitem__)
                 _refuse_missing((args, kwargs))
                 cx = Cx(self.em, node, self.b.weights, self.transposed)
-                out = ATEN[_target(node)](cx, *args, **kwargs)
+                out = _handler(node)(cx, *args, **kwargs)
             self._check(node, out)
         except (Unsupported, BuilderError) as e:
             raise TorchImportError(f"{desc}: {e}") from None
