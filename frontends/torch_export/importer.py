@@ -180,13 +180,13 @@ def _torch_dim_names(ep: ExportedProgram) -> dict[str, str]:
     """torch's symbol (`s27`) -> the name of the user's `Dim` (`seq`), where torch keeps it:
     the shape environment of the exported inputs' fake tensors maps each symbol to the input
     sizes it came from and those to the `Dim` names. Empty where torch kept none (a program
-    read back by `torch.export.load`, `Dim.AUTO`)."""
-    env = None
-    for n in ep.graph.nodes:
-        fake_mode = getattr(n.meta.get("val"), "fake_mode", None)
-        env = getattr(fake_mode, "shape_env", None)
-        if n.op == "placeholder" and env is not None:
-            break
+    read back by `torch.export.load`)."""
+    envs = (
+        getattr(getattr(n.meta.get("val"), "fake_mode", None), "shape_env", None)
+        for n in ep.graph.nodes
+        if n.op == "placeholder"
+    )
+    env = next((e for e in envs if e is not None), None)
     if env is None:
         return {}
     debug = getattr(env, "source_name_to_debug_name", None) or {}

@@ -143,7 +143,8 @@ def _runs_every_length(plan: Any, model: Any) -> None:
     for n in (TOKENS, 5, 5):
         ids = torch.randint(0, VOCAB, (1, n), generator=gen)
         mask = torch.ones(1, n, dtype=torch.int64)
-        got = next(iter(ex.run(dict(zip(ex.input_names, (ids.numpy(), mask.numpy())))).values()))
+        feed = dict(zip(ex.input_names, (ids.numpy(), mask.numpy()), strict=True))
+        got = next(iter(ex.run(feed).values()))
         with torch.inference_mode():
             want = model(ids, mask).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
