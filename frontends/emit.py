@@ -334,29 +334,34 @@ def positions(em: Emitter, x: Tensor, axis: int, start: Any, length: Any) -> Ten
     return em.op("gather", x, idx, axis=axis)
 
 
-def wrap_index(em: Emitter, idx: Tensor, dim: int) -> Tensor:
-    """Index tensor `idx` into a dim of size `dim`, negative counting from the end, as i64."""
+def wrap_index(em: Emitter, idx: Tensor, dim: Any) -> Tensor:
+    """Index tensor `idx` into a dim of size `dim` (an int or a dim expression), negative
+    counting from the end, as i64."""
     if dtype_of(idx) != "i64":
         idx = em.op("cast", idx, dtype="i64")
     neg = em.apply(lambda g, a, b: g.compare("lt", a, b), idx, scalar(0, "i64"))
-    return em.op("where", neg, em.op("add", idx, scalar(dim, "i64")), idx)
+    return em.op("where", neg, em.op("add", idx, _dim_value(dim)), idx)
 
 
 def gather_block(em: Emitter, data: Tensor, start: int, indices: list[Tensor]) -> Tensor:
     """`data[..., i_0, ..., i_k-1, ...]`: k index tensors (broadcast together) on the k dims from
     `start` on, numpy's advanced indexing of consecutive dims. The k dims are merged into one and
     gathered at the linear index of each tuple (constant indices fold at import)."""
-    s = shape_of_t(data)
+    s = sym_shape_t(em, data)
     k = len(indices)
     linear: Tensor = scalar(0, "i64")
     for j, idx in enumerate(indices):
-        stride = math.prod(s[start + j + 1 : start + k])
-        term = em.op("mul", wrap_index(em, idx, s[start + j]), scalar(stride, "i64"))
+        stride = _dim_value(math.prod(s[start + j + 1 : start + k]))
+        term = em.op("mul", wrap_index(em, idx, s[start + j]), stride)
         linear = em.op("add", linear, term)
     merged = (*s[:start], math.prod(s[start : start + k]), *s[start + k :])
-    if merged != s:
-        data = em.op("reshape", data, shape=merged)
-    return em.op("gather", data, linear, axis=start)
+    return em.op("gather", reshape_to(em, data, merged), linear, axis=start)
+
+
+def _dim_value(d: Any) -> np.ndarray:
+    """A dim as a 0-d i64 value: a constant, or over dim symbols an object array (a
+    `fuel.iota` fill once traced ops read it)."""
+    return np.array(d, object) if isinstance(d, DimExpr) else scalar(d, "i64")
 
 
 def elements_gather(em: Emitter, data: Tensor, axis: int, indices: Tensor) -> Tensor:

@@ -136,7 +136,7 @@ def _fold_iotas(
 ) -> dict[str, np.ndarray]:
     """Each `fuel.iota` (a value of the symbols alone) becomes a weight holding its value."""
     for i, op in enumerate([o for o in f.walk() if isinstance(o, IotaOp)]):
-        arr = np.ascontiguousarray(op.fold(env).astype(to_numpy(dtype_name(op.result.type))))
+        arr = np.asarray(op.fold(env), to_numpy(dtype_name(op.result.type)), order="C")
         name = f"fuel.iota.{i}"
         w = WeightOp(name, op.result.type)  # type: ignore[arg-type]
         assert op.parent is not None

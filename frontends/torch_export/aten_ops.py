@@ -23,6 +23,7 @@ from frontends.emit import (
     Tensor,
     Unsupported,
     dtype_of,
+    is_symbolic,
     reshape_to,
     scalar,
     shape_of_t,
@@ -103,15 +104,24 @@ def is_tensor(x: Value) -> bool:
 
 
 def cast(em: Emitter, x: Tensor, dtype: str) -> Tensor:
+    if is_symbolic(x) and dtype in FLOAT_NAMES:  # a size in float arithmetic: a fill
+        if x.ndim:
+            raise Unsupported(f"a float vector of dim expressions {x.tolist()}")
+        return em.at(em.b.iota((), dtype, start=x.item(), step=0.0))
     return x if dtype_of(x) == dtype else em.op("cast", x, dtype=dtype)
 
 
 def as_tensor(x: Value, dtype: str) -> Tensor:
-    """A tensor of `dtype`: scalars become 0-d constants."""
+    """A tensor of `dtype`: scalars become 0-d constants (a size over dim symbols, from
+    `sym_size` arithmetic, a 0-d shape value: `cast` gives it the dtype)."""
+    if isinstance(x, DimExpr):
+        return np.array(x, object)
     return scalar(x, dtype) if not is_tensor(x) else x
 
 
 def _proxy(x: Value) -> Any:
+    if isinstance(x, DimExpr):
+        return 1  # a size: a Python int to torch's promotion
     if not is_tensor(x):
         return x
     return torch.empty([1] if shape_of_t(x) else [], dtype=FUEL_TO_TORCH[dtype_of(x)])

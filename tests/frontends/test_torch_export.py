@@ -491,7 +491,7 @@ class ShapeArithmetic(nn.Module):
         fill = torch.ones(n, 1) + torch.full((n, n), 0.5)  # fills over the symbol
         a, b = x.split([2, 4], dim=1)  # a split of a static dim keeps the ? one
         first = x[:1]  # a constant slice of the ? dim: torch records 1
-        runs = torch.cumsum(x, 0)  # along the ? dim
+        runs = torch.cumsum(x, 0) / n  # along the ? dim; a size in float arithmetic
         mixed = (causal.float() * fill).sum() + p.sum() + a.sum() * b.sum() + first.sum()
         return y.reshape(n, 6).expand(2, n, 6) + mixed + runs
 
@@ -514,6 +514,29 @@ def test_shape_arithmetic_on_a_dynamic_dim() -> None:
         np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-4)
     named = import_exported_program(ep, dim_names={"x": {0: "n"}})
     assert "fuel.dims = {n = #fuel.dim<2, 63>}" in named.text()  # given names win
+
+
+class IndexBoth(nn.Module):
+    """transformers' padding mask: `mask[batch_idx, kv_idx]` over two dynamic dims."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, s = x.shape
+        rows = torch.arange(b)[:, None]
+        cols = ((s - 1) - torch.arange(s))[None, :].expand(b, s)  # reversed
+        return x * mask[rows, cols].float()
+
+
+def test_index_over_two_dynamic_dims() -> None:
+    from runtime.shape_specialize import make_executor
+
+    b, s = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=1, max=32)
+    x, mask = rand(2, 5), torch.rand(2, 5, generator=G) > 0.5
+    ep = export(IndexBoth(), x, mask, dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
+    ex = make_executor(import_exported_program(ep))
+    for shape in ((2, 5), (3, 9)):
+        x, mask = rand(*shape), torch.rand(*shape, generator=G) > 0.5
+        got = next(iter(ex.run({"x": x.numpy(), "mask": mask.numpy()}).values()))
+        np.testing.assert_array_equal(got, IndexBoth()(x, mask).numpy())
 
 
 def test_buffer_mutation_is_refused() -> None:
