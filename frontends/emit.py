@@ -156,9 +156,12 @@ class Emitter:
         op.location = self.loc
         self._check_kernel(op)
         shape = shape_of(result.type)
-        if math.prod(shape) == 0:
+        if 0 in shape:
+            dims, dtype = self.b.sym_shape(result), dtype_name(result.type)
             self.b.block.erase_op(op)
-            return np.zeros(shape, to_numpy(dtype_name(result.type)))
+            if min(shape) < 0:  # empty whatever the `?` dims: a fill a run folds
+                return self.at(self.b.iota(dims, dtype, start=0, step=0.0))
+            return np.zeros(shape, to_numpy(dtype))
         return result
 
     def _fold(self, build: Build, arrays: list[np.ndarray]) -> np.ndarray:
@@ -310,45 +313,76 @@ def reshape_to(em: Emitter, x: Tensor, shape: Sequence[Any]) -> Tensor:
     return out
 
 
-def wrap_index(em: Emitter, idx: Tensor, dim: int) -> Tensor:
-    """Index tensor `idx` into a dim of size `dim`, negative counting from the end, as i64."""
+def expand_to(em: Emitter, x: Tensor, out: Sequence[Any]) -> Tensor:
+    """`x` broadcast to `out`, a shape it broadcasts to (dims may be dim-symbol expressions)."""
+    s, out = sym_shape_t(em, x), tuple(out)
+    if out == s:
+        return x
+    off = len(out) - len(s)
+    if any(isinstance(d, DimExpr) and (i < off or s[i - off] == 1) for i, d in enumerate(out)):
+        # a `?` dim the input does not carry: broadcast against a fill of the full shape
+        true = em.at(em.b.iota(out, "i1", start=1, step=0.0))
+        return em.op("where", true, x, x)
+    return em.op("broadcast", x, shape=static_dims(out))
+
+
+def positions(em: Emitter, x: Tensor, axis: int, start: Any, length: Any) -> Tensor:
+    """`x[start : start + length]` along `axis`, where `start` or `length` is an expression
+    of dim symbols (`pos[:, :seq]`): a gather of the positions a `fuel.iota` counts (a run
+    folds them once the symbols bind). The span must lie inside the dim when they do."""
+    idx = em.at(em.b.iota([length], "i64", start=start, step=1.0))
+    return em.op("gather", x, idx, axis=axis)
+
+
+def wrap_index(em: Emitter, idx: Tensor, dim: Any) -> Tensor:
+    """Index tensor `idx` into a dim of size `dim` (an int or a dim expression), negative
+    counting from the end, as i64."""
     if dtype_of(idx) != "i64":
         idx = em.op("cast", idx, dtype="i64")
     neg = em.apply(lambda g, a, b: g.compare("lt", a, b), idx, scalar(0, "i64"))
-    return em.op("where", neg, em.op("add", idx, scalar(dim, "i64")), idx)
+    return em.op("where", neg, em.op("add", idx, _dim_value(dim)), idx)
 
 
 def gather_block(em: Emitter, data: Tensor, start: int, indices: list[Tensor]) -> Tensor:
     """`data[..., i_0, ..., i_k-1, ...]`: k index tensors (broadcast together) on the k dims from
     `start` on, numpy's advanced indexing of consecutive dims. The k dims are merged into one and
     gathered at the linear index of each tuple (constant indices fold at import)."""
-    s = shape_of_t(data)
+    s = sym_shape_t(em, data)
     k = len(indices)
     linear: Tensor = scalar(0, "i64")
     for j, idx in enumerate(indices):
-        stride = math.prod(s[start + j + 1 : start + k])
-        term = em.op("mul", wrap_index(em, idx, s[start + j]), scalar(stride, "i64"))
+        stride = _dim_value(math.prod(s[start + j + 1 : start + k]))
+        term = em.op("mul", wrap_index(em, idx, s[start + j]), stride)
         linear = em.op("add", linear, term)
     merged = (*s[:start], math.prod(s[start : start + k]), *s[start + k :])
-    if merged != s:
-        data = em.op("reshape", data, shape=merged)
-    return em.op("gather", data, linear, axis=start)
+    return em.op("gather", reshape_to(em, data, merged), linear, axis=start)
+
+
+def _dim_value(d: Any) -> np.ndarray:
+    """A dim as a 0-d i64 value: a constant, or over dim symbols an object array (a
+    `fuel.iota` fill once traced ops read it)."""
+    return np.array(d, object) if isinstance(d, DimExpr) else scalar(d, "i64")
 
 
 def elements_gather(em: Emitter, data: Tensor, axis: int, indices: Tensor) -> Tensor:
     """out[i..] = data[i.. with the `axis` coordinate replaced by indices[i..]] (ONNX
     GatherElements, torch.gather): a gather of the flattened data at linear indices, whose other
-    coordinates are constants (they fold at import)."""
+    coordinates are constants (they fold at import; independent of the `axis` coordinate, so
+    the indices may have a `?` dim there)."""
     s, shape = shape_of_t(data), shape_of_t(indices)
     norm = normalize_axis(int(axis), len(s))
     if norm is None:
         raise Unsupported(f"axis {axis} is out of range for rank {len(s)}")
+    dyn = [k for k, i in enumerate(shape) if i < 0]
     if len(shape) != len(s) or any(i > d for i, d in zip(shape, s, strict=True)):
         raise Unsupported(f"indices of shape {list(shape)} do not fit data {list(s)}")
+    if min(s, default=0) < 0 or dyn not in ([], [norm]):
+        raise Unsupported(f"a gather of {list(s)} at indices {list(shape)} over dim symbols")
     strides = [math.prod(s[d + 1 :]) for d in range(len(s))]
-    grid = np.indices(shape, dtype=np.int64)
+    grid = np.indices([1 if k == norm else i for k, i in enumerate(shape)], dtype=np.int64)
     base = sum(
-        (grid[d] * strides[d] for d in range(len(s)) if d != norm), np.zeros(shape, np.int64)
+        (grid[d] * strides[d] for d in range(len(s)) if d != norm),
+        np.zeros(grid.shape[1:], np.int64),
     )
     idx = wrap_index(em, indices, s[norm])
     linear = em.op("add", em.op("mul", idx, scalar(strides[norm], "i64")), base)
@@ -360,15 +394,26 @@ def cumulative_sum(em: Emitter, x: Tensor, axis: int, exclusive: bool, reverse: 
     """Running sums of `x` along `axis` (ONNX CumSum, `torch.cumsum`): a matmul with a 0/1
     triangular matrix along `axis` (moved last), exact for integers, and for floats a sum of
     the same terms (products with 1 are exact) in BLAS order. Folds when `x` is constant."""
-    s = shape_of_t(x)
-    i = np.arange(s[axis])
-    before = i[:, None] > i[None, :] if reverse else i[:, None] < i[None, :]
-    tri = before | ((i[:, None] == i[None, :]) & (not exclusive))
+    s, sym = shape_of_t(x), sym_shape_t(em, x)
+    tri: Tensor
+    if s[axis] >= 0:
+        i = np.arange(s[axis])
+        before = i[:, None] > i[None, :] if reverse else i[:, None] < i[None, :]
+        tri = (before | ((i[:, None] == i[None, :]) & (not exclusive))).astype(
+            to_numpy(dtype_of(x))
+        )
+    else:  # a `?` axis: the triangle from two `fuel.iota` counts (folded when a run binds)
+        n = sym[axis]
+        rows = em.at(em.b.iota([n, 1], "i64", axis=0))
+        cols = em.at(em.b.iota([1, n], "i64", axis=1))
+        kind = ("gt" if exclusive else "ge") if reverse else ("lt" if exclusive else "le")
+        keep = em.apply(lambda g, a, b: g.compare(kind, a, b), rows, cols)
+        tri = em.op("cast", keep, dtype=dtype_of(x))
     perm = [d for d in range(len(s)) if d != axis] + [axis]
     xt = x if perm == list(range(len(s))) else em.op("transpose", x, perm=perm)
-    flat = em.op("reshape", xt, shape=(1, s[axis])) if len(s) == 1 else xt
-    y = em.op("matmul", flat, tri.astype(to_numpy(dtype_of(x))))
-    y = em.op("reshape", y, shape=s) if len(s) == 1 else y
+    flat = reshape_to(em, xt, (1, sym[axis])) if len(s) == 1 else xt
+    y = em.op("matmul", flat, tri)
+    y = reshape_to(em, y, sym) if len(s) == 1 else y
     return (
         y if perm == list(range(len(s))) else em.op("transpose", y, perm=np.argsort(perm).tolist())
     )

@@ -94,7 +94,7 @@ class DimExpr:
         parts = []
         for m, c in self.terms:
             names = "*".join(_atom_str(a) for a in m)
-            parts.append(names if c == 1 else f"{c}" if not m else f"{c}*{names}")
+            parts.append(f"{c}" if not m else names if c == 1 else f"{c}*{names}")
         return " + ".join(parts)
 
     def evaluate(self, env: Mapping[str, int]) -> int:
@@ -217,8 +217,9 @@ def _transpose(op: Any, ins: Sequence[Shape]) -> list[Shape]:
 
 def _reshape(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
     """The declared shape, its `?` dims solved from the element count: one `?` is the count
-    over the static dims; several take the input's non-static dims in order when the static
-    dims of both sides have equal products."""
+    over the static dims; several take the input's dynamic dims in order (those not ints, or
+    `?` in its declared type once a run binds them) when the other dims of both sides have
+    equal products."""
     src, out = ins[0], _declared(op)
     holes = [i for i, d in enumerate(out) if d < 0]
     known = math.prod(d for d in out if d >= 0)
@@ -229,8 +230,13 @@ def _reshape(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
     if len(holes) == 1:
         res[holes[0]] = _split(_prod(src), known)
         return [tuple(res)]
-    dyn = [d for d in src if not isinstance(d, int)]
-    static_in = math.prod(d for d in src if isinstance(d, int))
+    declared = _type_shape(op.operands[0])
+    is_dyn = [
+        not isinstance(d, int) or (len(declared) == len(src) and declared[k] < 0)
+        for k, d in enumerate(src)
+    ]
+    dyn = [d for d, y in zip(src, is_dyn, strict=True) if y]
+    static_in = math.prod(d for d, y in zip(src, is_dyn, strict=True) if not y)
     if len(dyn) != len(holes) or static_in != known:
         raise ShapeError(
             f"reshape to {_fmt(out)} has {len(holes)} dynamic dims the input {_fmt(src)} "

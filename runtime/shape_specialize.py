@@ -136,7 +136,7 @@ def _fold_iotas(
 ) -> dict[str, np.ndarray]:
     """Each `fuel.iota` (a value of the symbols alone) becomes a weight holding its value."""
     for i, op in enumerate([o for o in f.walk() if isinstance(o, IotaOp)]):
-        arr = np.ascontiguousarray(op.fold(env).astype(to_numpy(dtype_name(op.result.type))))
+        arr = np.asarray(op.fold(env), to_numpy(dtype_name(op.result.type)), order="C")
         name = f"fuel.iota.{i}"
         w = WeightOp(name, op.result.type)  # type: ignore[arg-type]
         assert op.parent is not None
@@ -206,7 +206,8 @@ def _run_once(op: Operation, arrays: list[np.ndarray], table: Any) -> np.ndarray
     try:
         node = compile_op(op, table)
         with np.errstate(all="ignore"):
-            node.entry.kernel([np.ascontiguousarray(a) for a in arrays], [out], node.params)
+            ins = [np.asarray(a, order="C") for a in arrays]  # 0-d stays 0-d
+            node.entry.kernel(ins, [out], node.params)
     except (ExecutionError, BindingTableError):
         return None
     return out

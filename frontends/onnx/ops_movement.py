@@ -20,12 +20,13 @@ from frontends.emit import (
     dims_of,
     dtype_of,
     elements_gather,
+    expand_to,
     gather_block,
     is_symbolic,
+    positions,
     reshape_to,
     scalar,
     shape_of_t,
-    static_dims,
     sym_shape_t,
 )
 from frontends.onnx.registry import Node, onnx_op
@@ -195,7 +196,8 @@ def split(n: Node) -> list[Tensor]:
 
 def take(em: Emitter, x: Tensor, ranges: list[range]) -> Tensor:
     """x restricted to one index range per dim: a fuel.slice for the positive steps, then a
-    fuel.gather per negative-step dim."""
+    fuel.gather per negative-step dim. A `?` dim (negative in the static shape) is taken
+    whole: its range is `range(d)` of that negative size."""
     s = shape_of_t(x)
     pos = [r if r.step > 0 else range(0, d) for r, d in zip(ranges, s, strict=True)]
     if any(r != range(0, d) for r, d in zip(pos, s, strict=True)):
@@ -203,7 +205,7 @@ def take(em: Emitter, x: Tensor, ranges: list[range]) -> Tensor:
             "slice",
             x,
             starts=[r.start for r in pos],
-            limits=[r.stop for r in pos],
+            limits=[TO_END if d < 0 else r.stop for r, d in zip(pos, s, strict=True)],
             steps=[r.step for r in pos],
         )
     for axis, r in enumerate(ranges):
@@ -253,15 +255,19 @@ def _slice_dims(n: Node, x: Tensor) -> Tensor:
     axes = list(range(len(starts))) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     lo, hi, step = [0] * len(s), [TO_END] * len(s), [1] * len(s)
+    spans: list[tuple[int, Any, Any]] = []
     for a, st, en, sp in zip(axes, starts, ends, steps, strict=True):
         a = _axis(a, len(s))
         d = s[a]
         if isinstance(en, DimExpr) and en == d:
             en = TO_END
+        if isinstance(en, DimExpr) and sp == 1 and not isinstance(st, DimExpr) and st >= 0:
+            spans.append((a, st, en - st))  # `pos[:, :seq]`: positions st .. en - 1
+            continue
         if isinstance(st, DimExpr) or isinstance(en, DimExpr) or sp <= 0:
             raise Unsupported(
                 f"slice of dim {a} ({d}) from {st} to {en} step {sp}: over dim symbols, "
-                "constant starts and positive steps only"
+                "constant starts, positive steps and ends from a start of 0 or more only"
             )
         lo[a], hi[a], step[a] = (
             slice(st, en, sp).indices(d) if isinstance(d, int) else (st, min(en, TO_END), sp)
@@ -270,7 +276,11 @@ def _slice_dims(n: Node, x: Tensor) -> Tensor:
         (a, b, c) == ((0, d, 1) if isinstance(d, int) else (0, TO_END, 1))
         for a, b, c, d in zip(lo, hi, step, s, strict=True)
     )
-    return x if full else n.em.op("slice", x, starts=lo, limits=hi, steps=step)
+    y = x if full else n.em.op("slice", x, starts=lo, limits=hi, steps=step)
+    for a, st, length in spans:  # an end over dim symbols: gather the positions (n.b.: the
+        # end must not pass the dim at run time, where numpy would clamp)
+        y = positions(n.em, y, a, st, length)
+    return y
 
 
 @onnx_op("Gather", attrs="axis")
@@ -313,14 +323,7 @@ def expand(n: Node) -> Tensor:
         all(isinstance(d, int) for d in (*s, *shape)) and broadcast_shapes(s, shape) is None
     ):
         raise Unsupported(f"shape {[str(d) for d in s]} does not broadcast with {shape}")
-    if out == s:
-        return x
-    off = len(out) - len(s)
-    if any(isinstance(d, DimExpr) and (i < off or s[i - off] == 1) for i, d in enumerate(out)):
-        # a `?` dim the input does not carry: broadcast against a fill of the full shape
-        true = em.at(em.b.iota(out, "i1", start=1, step=0.0))
-        return em.op("where", true, x, x)
-    return em.op("broadcast", x, shape=static_dims(out))
+    return expand_to(em, x, out)
 
 
 @onnx_op("Tile")

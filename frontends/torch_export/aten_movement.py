@@ -1,8 +1,10 @@
 """aten data movement and constant makers: view/reshape, permute, expand, (un)squeeze, cat,
 stack, slice, select, split, index_select, embedding, index; arange, full, zeros, ones, tril.
 
-Shapes and indices are static Python values in an exported program (symbolic ones are refused
-before import), so every op here is a `fuel` movement op or folds to a constant.
+Shapes and indices are Python values in an exported program: ints, or sizes over dim symbols
+(`DimExpr`s: a `sym_size` and the arithmetic on it). Every op here is a `fuel` movement op or
+folds to a constant; a constant maker over dim symbols (`arange(seq)`, `ones(seq, seq)`) is a
+`fuel.iota` that a run folds once the symbols bind.
 """
 
 from __future__ import annotations
@@ -16,17 +18,25 @@ from frontends.emit import (
     Unsupported,
     dtype_of,
     elements_gather,
+    expand_to,
     gather_block,
+    positions,
     shape_of_t,
+    sym_shape_t,
 )
-from frontends.torch_export.aten_ops import Cx, Value, aten, axis, cast, reshape
-from fuel_dialect.shapes import TO_END
+from frontends.torch_export.aten_ops import Cx, Value, aten, axis, cast, dim_expr, reshape
+from fuel_dialect.shapes import TO_END, DimExpr
 from runtime.dtypes import to_numpy
 
 
 @aten("view.default", "reshape.default", "_unsafe_view.default")
-def view(cx: Cx, x: Tensor, shape: Sequence[int]) -> Tensor:
-    return reshape(cx, x, cx.shape)
+def view(cx: Cx, x: Tensor, shape: Sequence[Value]) -> Tensor:
+    """To the shape as written (sizes from `sym_size` arithmetic as expressions of the dim
+    symbols), its -1 the recorded dim: `x.view(n // 2, 6)` keeps `n // 2`, where torch's
+    recorded shape may hold a longer equivalent expression."""
+    rec = cx.shape
+    want = [r if isinstance(d, int) and d == -1 else d for d, r in zip(shape, rec, strict=True)]
+    return reshape(cx, x, want)
 
 
 @aten(
@@ -65,7 +75,7 @@ def t(cx: Cx, x: Tensor) -> Tensor:
 
 @aten("expand.default")
 def expand(cx: Cx, x: Tensor, *args: Value, **kw: Value) -> Tensor:
-    return x if shape_of_t(x) == cx.shape else cx.op("broadcast", x, shape=cx.shape)
+    return expand_to(cx.em, x, cx.shape)
 
 
 @aten("repeat.default")
@@ -101,17 +111,42 @@ def stack(cx: Cx, xs: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 
 @aten("slice.Tensor")
-def slice_(
-    cx: Cx, x: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+def slice_node(
+    cx: Cx, x: Tensor, dim: int = 0, start: Value = None, end: Value = None, step: int = 1
 ) -> Tensor:
-    s = shape_of_t(x)
+    """`x[start:end:step]` in the shape torch recorded (`x[:, :1]` of a `?` dim is 1)."""
+    return reshape(cx, slice_(cx, x, dim, start, end, step), cx.shape)
+
+
+def slice_(
+    cx: Cx, x: Tensor, dim: int = 0, start: Value = None, end: Value = None, step: int = 1
+) -> Tensor:
+    """`x[start:end:step]` along `dim`. A `?` dim keeps constant bounds as written (numpy's
+    clamping when a run binds it); a bound over dim symbols (`pos[:, :seq]`) gathers the
+    positions `fuel.iota` counts from `start` (a run folds them)."""
+    s = sym_shape_t(cx.em, x)
     d = axis(dim, len(s))
-    lo, hi, st = slice(start, end, step).indices(s[d])
-    if (lo, hi, st) == (0, s[d], 1):
+    n = s[d]
+    if isinstance(start, DimExpr) or isinstance(end, DimExpr):
+        start, end = 0 if start is None else start, n if end is None else end
+        if end == n and start == 0 and step == 1:
+            return x
+        if step != 1 or not (isinstance(start, DimExpr) or start >= 0):
+            raise Unsupported(f"slice from {start} to {end} step {step} over dim symbols")
+        return positions(cx.em, x, d, start, end - start)
+    if isinstance(n, DimExpr):
+        lo, hi = 0 if start is None else start, TO_END if end is None else min(end, TO_END)
+        if lo < 0 or hi < 0 or step < 1:
+            raise Unsupported(f"slice of a dim over symbols ({n}) from {lo} to {hi} step {step}")
+    else:
+        lo, hi, step = slice(start, end, step).indices(n)
+        hi = max(hi, lo)
+    starts = [0] * len(s)
+    limits = [d_ if isinstance(d_, int) else TO_END for d_ in s]
+    steps = [1] * len(s)
+    if (lo, hi, step) == (0, limits[d], 1):
         return x
-    # other dims whole: a `?` one (a dim symbol) to its end, whatever it binds to
-    starts, limits, steps = [0] * len(s), [n if n >= 0 else TO_END for n in s], [1] * len(s)
-    starts[d], limits[d], steps[d] = lo, max(hi, lo), st
+    starts[d], limits[d], steps[d] = lo, hi, step
     return cx.op("slice", x, starts=starts, limits=limits, steps=steps)
 
 
@@ -130,7 +165,7 @@ def _pieces(cx: Cx, x: Tensor, d: int, sizes: list[int]) -> tuple[Tensor, ...]:
     outs, start = [], 0
     for n, v in zip(sizes, cx.val, strict=True):
         part = slice_(cx, x, d, start, start + n)
-        outs.append(reshape(cx, part, tuple(int(k) for k in v.shape)))
+        outs.append(reshape(cx, part, tuple(dim_expr(k, cx.em.symbols) for k in v.shape)))
         start += n
     return tuple(outs)
 
@@ -181,14 +216,24 @@ def index(cx: Cx, x: Tensor, indices: Sequence[Tensor | None]) -> Tensor:
 # -- constants ----------------------------------------------------------------------------
 
 
-def _const(cx: Cx, fill: object) -> np.ndarray:
+def _const(cx: Cx, fill: object) -> Tensor:
+    """A fill of the recorded shape: a constant, or over dim symbols a `fuel.iota` fill."""
+    if any(isinstance(d, DimExpr) for d in cx.shape):
+        if not isinstance(fill, int | float | bool):
+            raise Unsupported(f"a fill value of {type(fill).__name__} over dim symbols")
+        return cx.em.at(cx.em.b.iota(cx.shape, cx.dtype, start=fill, step=0.0))
     return np.full(cx.shape, fill, dtype=to_numpy(cx.dtype))
 
 
 @aten("arange.default", "arange.start", "arange.start_step")
 def arange(cx: Cx, *args: Value, **kw: Value) -> np.ndarray:
-    """Static bounds: the constant torch recorded the shape of."""
+    """Static bounds: the constant torch recorded the shape of; bounds over dim symbols
+    (`arange(seq)`): a `fuel.iota` a run folds once the symbols bind."""
     start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    if any(isinstance(v, DimExpr) for v in (start, end, step)):
+        if step != 1:
+            raise Unsupported(f"arange over dim symbols with step {step} (only 1)")
+        return cx.em.at(cx.em.b.iota(cx.shape, cx.dtype, start=start, step=1.0))
     out = np.arange(start, end, step, dtype=np.float64 if cx.dtype in ("f32", "f64") else None)
     return out.astype(to_numpy(cx.dtype)).reshape(cx.shape)
 

@@ -26,6 +26,7 @@ from frontends.emit import (
     dtype_of,
     scalar,
     shape_of_t,
+    sym_shape_t,
 )
 from frontends.kv_mask import emit_kv_len, match_kv_mask
 from frontends.torch_export.aten_movement import permute, slice_
@@ -149,7 +150,7 @@ def diff(
     parts = [t for t in (prepend, x, append) if t is not None]
     y = parts[0] if len(parts) == 1 else cx.em.apply(lambda g, *vs: g.concat(list(vs), d), *parts)
     for _ in range(n):
-        size = shape_of_t(y)[d]
+        size = sym_shape_t(cx.em, y)[d]
         lo, hi = slice_(cx, y, d, 0, size - 1), slice_(cx, y, d, 1, size)
         if dtype_of(y) == "i1":
             y = cx.em.apply(lambda g, a, b: g.compare("ne", a, b), hi, lo)

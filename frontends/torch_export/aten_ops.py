@@ -23,6 +23,7 @@ from frontends.emit import (
     Tensor,
     Unsupported,
     dtype_of,
+    is_symbolic,
     reshape_to,
     scalar,
     shape_of_t,
@@ -103,15 +104,24 @@ def is_tensor(x: Value) -> bool:
 
 
 def cast(em: Emitter, x: Tensor, dtype: str) -> Tensor:
+    if is_symbolic(x) and dtype in FLOAT_NAMES:  # a size in float arithmetic: a fill
+        if x.ndim:
+            raise Unsupported(f"a float vector of dim expressions {x.tolist()}")
+        return em.at(em.b.iota((), dtype, start=x.item(), step=0.0))
     return x if dtype_of(x) == dtype else em.op("cast", x, dtype=dtype)
 
 
 def as_tensor(x: Value, dtype: str) -> Tensor:
-    """A tensor of `dtype`: scalars become 0-d constants."""
+    """A tensor of `dtype`: scalars become 0-d constants (a size over dim symbols, from
+    `sym_size` arithmetic, a 0-d shape value: `cast` gives it the dtype)."""
+    if isinstance(x, DimExpr):
+        return np.array(x, object)
     return scalar(x, dtype) if not is_tensor(x) else x
 
 
 def _proxy(x: Value) -> Any:
+    if isinstance(x, DimExpr):
+        return 1  # a size: a Python int to torch's promotion
     if not is_tensor(x):
         return x
     return torch.empty([1] if shape_of_t(x) else [], dtype=FUEL_TO_TORCH[dtype_of(x)])
@@ -134,8 +144,10 @@ def axis(a: int, rank: int) -> int:
 
 
 def dim_expr(d: Any, symbols: dict[str, str]) -> Any:
-    """A torch SymInt as a `DimExpr` over the function's dim symbols (sums and products of
-    input `Dim`s; anything else is `Unsupported`)."""
+    """A torch SymInt as a `DimExpr` over the function's dim symbols (sums, products and
+    floor quotients of input `Dim`s; anything else is `Unsupported`)."""
+    if isinstance(d, int):
+        return d
     expr = getattr(getattr(d, "node", None), "expr", None)
 
     def conv(e: Any) -> Any:
@@ -148,6 +160,8 @@ def dim_expr(d: Any, symbols: dict[str, str]) -> Any:
             for a in e.args[1:]:
                 out = out + conv(a) if e.is_Add else out * conv(a)
             return out
+        if type(e).__name__ == "FloorDiv":  # torch.utils._sympy.functions.FloorDiv
+            return conv(e.args[0]) // conv(e.args[1])
         raise Unsupported(f"symbolic dim {e} is not a sum or product of input dims")
 
     if expr is None:

@@ -1,15 +1,20 @@
 """The import driver: check an `ExportedProgram` as a whole, then walk its FX graph once.
 
 Before any IR is built: every call's aten overload must be in the op table (otherwise one error
-lists them all, sorted, with node counts) and every shape static (a symbolic dim is refused,
-naming the input). Parameters, buffers and lifted constants become numpy constants named by
-their state-dict key (weights in the IR once a traced op reads them); user inputs become the
-function's arguments, named like `forward()`'s parameters; user outputs its results. State the
-program updates (an input mutated in place, or a buffer: a static KV cache) is a donated
-argument (`fuel.donate`; a buffer's named by its state-dict key, its value the caller's), and
-its new value a result named like it, after the user outputs: writes of rows into it
-(`aten_update`) run in the caller's array. The
-program is imported as exported, without `run_decompositions()`: the exported ATen set keeps
+lists them all, sorted, with node counts) and every input dim static or one ranged `Dim` (a dim
+symbol of the function; anything else is refused, naming the input). A symbolic scalar
+(`sym_size`, `operator.mul` / `floordiv` on sizes) is the expression of the dim symbols torch
+recorded for it, so shape arithmetic, `arange(seq)` and `view(1, seq, -1, 16)` import as
+expressions (`fuel.iota` where a value depends on the symbols alone). Parameters, buffers and
+lifted constants become numpy constants named by their state-dict key (weights in the IR once a
+traced op reads them); user inputs become the function's arguments, named like `forward()`'s
+parameters; user outputs its results. State the program updates (an input mutated in place, or
+a buffer: a static KV cache) is a donated argument (`fuel.donate`; a buffer's named by its
+state-dict key, its value the caller's), and its new value a result named like it, after the
+user outputs: writes of rows into it (`aten_update`) run in the caller's array. The program is
+imported as exported, without `run_decompositions()` (an in-place op on a temporary imports as
+its pure form; other in-place ops are functionalized first, no op decomposed): the exported ATen
+set keeps
 `scaled_dot_product_attention`, `linear` and `silu` whole, which map to single fuel ops, while
 the core-ATen decomposition would split attention into a dozen primitives (`decompose=True`
 imports that form instead). Each op carries its FX node's name and source line as location.
@@ -66,11 +71,11 @@ def import_exported_program(
     """Import `ep` into a verified `FuelModule` (see the module doc). `input_names` and
     `output_names` rename the user inputs and outputs (default: forward()'s parameter names
     and the FX names of the returned values). A user input's dim that is one `Dim` with a
-    finite range stays a dim symbol, named by `dim_names[input][dim]` (else `<input>_<dim>`:
-    torch keeps no `Dim` names)."""
+    finite range stays a dim symbol, named by `dim_names[input][dim]`, else by the `Dim`'s
+    name where torch keeps it, else `<input>_<dim>`."""
     if decompose:
         ep = ep.run_decompositions()
-    elif any(_in_place(n) for n in ep.graph.nodes):
+    elif any(_in_place(n) and not _on_a_temporary(n) for n in ep.graph.nodes):
         ep = ep.run_decompositions({})  # functionalize only: add_ -> add, no op decomposed
     _check_supported(ep.graph)
     _check_static(ep)
@@ -90,16 +95,47 @@ def _in_place(node: fx.Node) -> bool:
     return node.op == "call_function" and parts[0] == "aten" and _mutates(name)
 
 
+def _on_a_temporary(node: fx.Node) -> bool:
+    """An in-place op whose target nothing else reads or aliases: a fresh result of an op
+    that returns no view (`x = a + b; x += c`), read only by this op. It imports as its
+    out-of-place form (T5's position buckets), sparing a re-trace of the whole program."""
+    x = node.args[0] if node.args else None
+    if not isinstance(x, fx.Node) or x.op != "call_function" or set(x.users) != {node}:
+        return False
+    schema = getattr(x.target, "_schema", None)
+    return schema is not None and all(r.alias_info is None for r in schema.returns)
+
+
+def _functional(target: str) -> str:
+    """`aten.add_.Tensor` -> `aten.add.Tensor`."""
+    parts = target.split(".")
+    return ".".join([parts[0], parts[1][:-1], *parts[2:]]) if len(parts) > 2 else target
+
+
+def _handler(node: fx.Node) -> Any:
+    t = _target(node)
+    return ATEN.get(t) or (ATEN.get(_functional(t)) if _in_place(node) else None)
+
+
 def _mutates(name: str) -> bool:
     """`add_`, `copy_` mutate their first operand; `__and__` is a plain operator."""
     return name.endswith("_") and not name.startswith("__")
+
+
+def _is_sym(node: fx.Node) -> bool:
+    """A node whose value is a symbolic scalar (`sym_size`, `operator.mul` on sizes, a size
+    comparison): torch recorded its value as an expression of the input dims."""
+    return isinstance(node.meta.get("val"), torch.SymInt | torch.SymFloat | torch.SymBool)
 
 
 def _check_supported(graph: fx.Graph) -> None:
     missing = Counter(
         _target(n)
         for n in graph.nodes
-        if n.op == "call_function" and _target(n) not in ATEN and _target(n) != _GETITEM
+        if n.op == "call_function"
+        and _handler(n) is None
+        and _target(n) != _GETITEM
+        and not _is_sym(n)
     )
     others = Counter(n.op for n in graph.nodes if n.op in ("call_module", "call_method"))
     missing.update({f"<{k}>": c for k, c in others.items()})
@@ -115,25 +151,18 @@ def _check_supported(graph: fx.Graph) -> None:
 
 def _check_static(ep: ExportedProgram) -> None:
     """Symbolic dims only where fuel keeps them: a user input's dim that is one `Dim` symbol
-    with a finite range (a dim symbol of the function); other values' symbolic dims follow
-    from fuel's shape rules. A symbolic scalar (`sym_size`, shape arithmetic) is refused."""
+    with a finite range (a dim symbol of the function); other values' symbolic dims and
+    symbolic scalars (`sym_size`, shape arithmetic) are expressions of those symbols."""
     for n in ep.graph.nodes:
+        if n.op != "placeholder":
+            continue
         val = n.meta.get("val")
         for v in val if isinstance(val, list | tuple) else [val]:
-            if isinstance(v, torch.SymInt | torch.SymFloat | torch.SymBool):
-                raise TorchImportError(
-                    f"node '{n.name}' is a symbolic value ({v}); fuel keeps dim symbols of "
-                    "inputs but not shape arithmetic on them yet (export without "
-                    "dynamic_shapes, or with dims the program only passes through)"
-                )
             shape = getattr(v, "shape", ())
             dyn = [k for k, d in enumerate(shape) if not isinstance(d, int)]
-            if n.op != "placeholder" or all(_symbol_of(ep, shape[k]) for k in dyn):
-                continue
-            if dyn:
-                what = "input" if n.op == "placeholder" else "node"
+            if dyn and not all(_symbol_of(ep, shape[k]) for k in dyn):
                 raise TorchImportError(
-                    f"{what} '{n.name}' has symbolic dimension {dyn[0]} ({shape[dyn[0]]}) in "
+                    f"input '{n.name}' has symbolic dimension {dyn[0]} ({shape[dyn[0]]}) in "
                     f"shape {list(shape)}; fuel keeps a dim that is one Dim with a finite "
                     "range (Dim(name, min=, max=)), or static shapes"
                 )
@@ -150,6 +179,30 @@ def _symbol_of(ep: ExportedProgram, d: Any) -> tuple[str, int, int] | None:
     except (AttributeError, TypeError, ValueError, OverflowError):
         return None
     return str(expr), max(lo, 1), hi
+
+
+def _torch_dim_names(ep: ExportedProgram) -> dict[str, str]:
+    """torch's symbol (`s27`) -> the name of the user's `Dim` (`seq`), where torch keeps it:
+    the shape environment of the exported inputs' fake tensors maps each symbol to the input
+    sizes it came from and those to the `Dim` names. Empty where torch kept none (a program
+    read back by `torch.export.load`)."""
+    envs = (
+        getattr(getattr(n.meta.get("val"), "fake_mode", None), "shape_env", None)
+        for n in ep.graph.nodes
+        if n.op == "placeholder"
+    )
+    env = next((e for e in envs if e is not None), None)
+    if env is None:
+        return {}
+    debug = getattr(env, "source_name_to_debug_name", None) or {}
+    out: dict[str, str] = {}
+    for sym, sources in (getattr(env, "var_to_sources", None) or {}).items():
+        for src in sources:
+            name = src.name() if callable(src.name) else src.name
+            if debug.get(name):
+                out[str(sym)] = str(debug[name])
+                break
+    return out
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -199,6 +252,7 @@ class _ProgramImport:
         self.transposed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.dim_names: dict[str, dict[int, str]] = {}
         self.user_name: dict[str, str] = {}
+        self.torch_names = _torch_dim_names(ep)
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -245,8 +299,9 @@ class _ProgramImport:
                 self.env[node] = self._constant(spec)
 
     def _input_shape(self, name: str, val: torch.Tensor) -> tuple[int | str, ...]:
-        """Static dims as ints; a `Dim` symbol as a dim symbol of the function, named after
-        the first input dim that has it (`x_0`: torch.export keeps no `Dim` names)."""
+        """Static dims as ints; a `Dim` symbol as a dim symbol of the function, named (at
+        the first input dim that has it) as `dim_names` says, else as the user's `Dim` where
+        torch kept its name, else after the input dim (`x_0`)."""
         out: list[int | str] = []
         for k, d in enumerate(val.shape):
             sym = None if isinstance(d, int) else _symbol_of(self.ep, d)
@@ -254,8 +309,18 @@ class _ProgramImport:
                 out.append(int(d))
                 continue
             if sym[0] not in self.em.symbols:
-                given = self.dim_names.get(name, {}).get(k) or f"{name}_{k}"
-                self.em.symbols[sym[0]] = self.b.dim(dim_symbol(given), sym[1], sym[2])
+                given = (
+                    self.dim_names.get(name, {}).get(k)
+                    or self.torch_names.get(sym[0])
+                    or f"{name}_{k}"
+                )
+                base = unique = dim_symbol(given)
+                taken = set(self.em.symbols.values())
+                for i in range(1, len(taken) + 2):
+                    if unique not in taken:
+                        break
+                    unique = f"{base}_{i}"
+                self.em.symbols[sym[0]] = self.b.dim(unique, sym[1], sym[2])
             out.append(self.em.symbols[sym[0]])
         return tuple(out)
 
@@ -289,7 +354,9 @@ class _ProgramImport:
         self.em.node_name = node.name
         self.em.loc = _location(node)
         try:
-            if _target(node) == _GETITEM:
+            if _is_sym(node):
+                out = _sym_value(node.meta["val"], self.em.symbols)
+            elif _target(node) == _GETITEM:
                 src, i = node.args
                 out = self.env[src][i]
                 if out is None:  # refused only if something reads it
@@ -298,7 +365,7 @@ class _ProgramImport:
                 args, kwargs = fx.node.map_arg((node.args, node.kwargs), self.env.__getitem__)
                 _refuse_missing((args, kwargs))
                 cx = Cx(self.em, node, self.b.weights, self.transposed)
-                out = ATEN[_target(node)](cx, *args, **kwargs)
+                out = _handler(node)(cx, *args, **kwargs)
             self._check(node, out)
         except (Unsupported, BuilderError) as e:
             raise TorchImportError(f"{desc}: {e}") from None
@@ -370,6 +437,16 @@ class _ProgramImport:
             return self.b.build(results)
         except BuilderError as e:
             raise TorchImportError(f"the imported graph does not verify: {e}") from None
+
+
+def _sym_value(v: Any, symbols: dict[str, str]) -> Any:
+    """A symbolic scalar's value: a size as its `DimExpr` over the function's dim symbols (an
+    int once constant); a size comparison (read only by `_assert_scalar`) as nothing."""
+    if isinstance(v, torch.SymInt):
+        return dim_expr(v, symbols)
+    if isinstance(v, torch.SymBool):
+        return None
+    raise Unsupported(f"a symbolic float ({v}) is not supported")
 
 
 class _Missing:

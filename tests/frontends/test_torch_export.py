@@ -468,7 +468,7 @@ def test_a_ranged_dim_stays_a_dim_symbol() -> None:
     mlp = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
     batch = torch.export.Dim("batch", min=2, max=64)
     module = import_exported_program(export(mlp, rand(4, 3), dynamic_shapes=({0: batch},)))
-    assert "fuel.dims = {input_0 = #fuel.dim<2, 64>}" in module.text()
+    assert "fuel.dims = {batch = #fuel.dim<2, 64>}" in module.text()  # the Dim's name
     ex = make_executor(module)
     for b in (2, 9):
         x = rand(b, 3)
@@ -477,6 +477,69 @@ def test_a_ranged_dim_stays_a_dim_symbol() -> None:
     unbounded = export(Double(), rand(4, 3), dynamic_shapes={"x": {0: torch.export.Dim("n")}})
     with pytest.raises(TorchImportError, match="input 'x' has symbolic dimension 0 .* finite"):
         import_exported_program(unbounded)
+
+
+class ShapeArithmetic(nn.Module):
+    """Sizes computed from a dynamic dim, as transformers builds masks and positions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("pos", torch.arange(64.0).reshape(1, 64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]  # sym_size
+        y = x.view(n * 2, 3)  # operator.mul
+        p = self.pos[:, : n + 1]  # operator.add; a slice to an end over the symbol
+        causal = torch.arange(n)[:, None] <= torch.arange(n)[None, :]  # arange(n)
+        fill = torch.ones(n, 1) + torch.full((n, n), 0.5)  # fills over the symbol
+        a, b = x.split([2, 4], dim=1)  # a split of a static dim keeps the ? one
+        first = x[:1]  # a constant slice of the ? dim: torch records 1
+        runs = torch.cumsum(x, 0) / n  # along the ? dim; a size in float arithmetic
+        mixed = (causal.float() * fill).sum() + p.sum() + a.sum() * b.sum() + first.sum()
+        return y.reshape(n, 6).expand(2, n, 6) + mixed + runs
+
+
+def test_shape_arithmetic_on_a_dynamic_dim() -> None:
+    """`sym_size` and Python arithmetic on it are expressions of the dim symbols: one import
+    runs at two sizes, each matching torch, the symbol named after the user's Dim."""
+    from runtime.shape_specialize import make_executor
+
+    model = ShapeArithmetic().eval()
+    rows = torch.export.Dim("rows", min=2, max=63)
+    ep = export(model, rand(8, 6), dynamic_shapes=({0: rows},))
+    SEEN.update(str(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    module = import_exported_program(ep)
+    assert "fuel.dims = {rows = #fuel.dim<2, 63>}" in module.text()
+    ex = make_executor(module)
+    for n in (3, 10):
+        x = rand(n, 6)
+        got = next(iter(ex.run({"x": x.numpy()}).values()))
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-4)
+    named = import_exported_program(ep, dim_names={"x": {0: "n"}})
+    assert "fuel.dims = {n = #fuel.dim<2, 63>}" in named.text()  # given names win
+
+
+class IndexBoth(nn.Module):
+    """transformers' padding mask: `mask[batch_idx, kv_idx]` over two dynamic dims."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, s = x.shape
+        rows = torch.arange(b)[:, None]
+        cols = ((s - 1) - torch.arange(s))[None, :].expand(b, s)  # reversed
+        return x * mask[rows, cols].float()
+
+
+def test_index_over_two_dynamic_dims() -> None:
+    from runtime.shape_specialize import make_executor
+
+    b, s = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=1, max=32)
+    x, mask = rand(2, 5), torch.rand(2, 5, generator=G) > 0.5
+    ep = export(IndexBoth(), x, mask, dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}))
+    ex = make_executor(import_exported_program(ep))
+    for shape in ((2, 5), (3, 9)):
+        x, mask = rand(*shape), torch.rand(*shape, generator=G) > 0.5
+        got = next(iter(ex.run({"x": x.numpy(), "mask": mask.numpy()}).values()))
+        np.testing.assert_array_equal(got, IndexBoth()(x, mask).numpy())
 
 
 class StaticCache(nn.Module):
