@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from torch import fx
 
-from frontends.emit import Tensor, Unsupported, dtype_of, shape_of_t
+from frontends.emit import Tensor, Unsupported, dtype_of, expand_to, shape_of_t
 from frontends.torch_export.aten_ops import Cx, aten, axis, cast, reshape
 
 _COPIES = "_index_copies"
@@ -117,3 +117,10 @@ def _nested_copy(cx: Cx, d: int, i: int) -> tuple[Tensor, Tensor, int] | None:
     if s_base is not base_node or axis(s_dim, rank) != d or int(s_index) % n != i:
         return None
     return copies[src_node]
+
+
+@aten("copy.default")
+def copy(cx: Cx, x: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """`x.copy_(src)` as a value: `src` broadcast to `x`'s shape, in `x`'s dtype (HF's static
+    cache sets its `cumulative_length` from `cache_position[0]` this way)."""
+    return expand_to(cx.em, cast(cx.em, src, dtype_of(x)), cx.shape)

@@ -74,14 +74,95 @@ def import_exported_program(
     finite range stays a dim symbol, named by `dim_names[input][dim]`, else by the `Dim`'s
     name where torch keeps it, else `<input>_<dim>`."""
     if decompose:
-        ep = ep.run_decompositions()
-    elif any(_in_place(n) and not _on_a_temporary(n) for n in ep.graph.nodes):
-        ep = ep.run_decompositions({})  # functionalize only: add_ -> add, no op decomposed
+        ep = _run_decompositions(ep, None)
+    elif not _in_place_imports_directly(ep.graph):
+        ep = _run_decompositions(ep, {})  # functionalize only: add_ -> add, no op decomposed
     _check_supported(ep.graph)
     _check_static(ep)
     imp = _ProgramImport(ep, input_names, output_names, name)
     imp.dim_names = {k: dict(v) for k, v in (dim_names or {}).items()}
     return imp.run()
+
+
+def _run_decompositions(ep: ExportedProgram, table: dict[Any, Any] | None) -> ExportedProgram:
+    """torch's re-trace of the program (functionalization, decomposition); its failures
+    (torch asserts on programs it exported itself) are one import error naming the cause."""
+    try:
+        return ep.run_decompositions(table)
+    except Exception as e:  # torch's own failure: still one line, no trace
+        what = "decomposition" if table is None else "functionalization of its in-place ops"
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise TorchImportError(
+            f"torch's run_decompositions ({what}) failed on this program: "
+            f"{type(e).__name__}: {first}"
+        ) from e
+
+
+_ALIASES = ("aten.alias.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device")
+
+
+def _alias_of(node: fx.Node) -> fx.Node | None:
+    """The tensor `node` is a view of with the same shape and dtype (`alias`, a `.to()` that
+    converts nothing returns its input itself), else None."""
+    if node.op != "call_function" or _target(node) not in _ALIASES or not node.args:
+        return None
+    src, v = node.args[0], node.meta.get("val")
+    w = src.meta.get("val") if isinstance(src, fx.Node) else None
+    same = isinstance(v, torch.Tensor) and isinstance(w, torch.Tensor)
+    return src if same and v.dtype == w.dtype and v.shape == w.shape else None
+
+
+def _alias_chain(node: fx.Node) -> list[fx.Node]:
+    """`node`, the tensor it aliases, that one's, ... (an in-place op on any of them updates
+    them all); an in-place op's result is its target itself."""
+    chain = [node]
+    while True:
+        x = chain[-1]
+        nxt = _alias_of(x) or (
+            x.args[0] if _in_place(x) and isinstance(x.args[0], fx.Node) else None
+        )
+        if nxt is None:
+            return chain
+        chain.append(nxt)
+
+
+def _in_place_imports_directly(graph: fx.Graph) -> bool:
+    """In-place ops import as their pure forms, each rebinding its target (and the tensors it
+    aliases) to the new value, so later readers see the update and a buffer or input updated
+    this way is donated state: no re-trace by torch. Refused (False: torch functionalizes)
+    where a view other than a same-shape alias was taken of a target before the update, as
+    its readers after the update would see stale data."""
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    for node in graph.nodes:
+        if not _in_place(node) or not isinstance(node.args[0], fx.Node):
+            continue
+        chain = _alias_chain(node.args[0])
+        if _is_view(chain[-1]):  # `cache[i].index_copy_(...)`: torch writes through the view
+            return False
+        for x in chain:
+            for u in x.users:
+                if u is node or u in chain or order[u] > order[node] or _alias_of(u):
+                    continue
+                if _is_view(u) and not _in_place(u):
+                    return False
+    return True
+
+
+def _is_view(node: fx.Node) -> bool:
+    """A call whose result may share its operand's data (an unknown call may)."""
+    if node.op != "call_function":
+        return False
+    schema = getattr(node.target, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
+def _mutated_inputs(graph: fx.Graph) -> list[str]:
+    """Placeholders an in-place op updates (through same-shape aliases), in input order."""
+    out: set[str] = set()
+    for node in graph.nodes:
+        if _in_place(node) and isinstance(node.args[0], fx.Node):
+            out.update(x.name for x in _alias_chain(node.args[0]) if x.op == "placeholder")
+    return [n.name for n in graph.nodes if n.name in out]
 
 
 def _target(node: fx.Node) -> str:
@@ -253,6 +334,7 @@ class _ProgramImport:
         self.dim_names: dict[str, dict[int, str]] = {}
         self.user_name: dict[str, str] = {}
         self.torch_names = _torch_dim_names(ep)
+        self.updated: list[str] = []
 
     def run(self) -> FuelModule:
         self._placeholders()
@@ -272,6 +354,20 @@ class _ProgramImport:
         self.user_name = user_name
         mutated = {o.target for o in sig.output_specs if o.kind == OutputKind.USER_INPUT_MUTATION}
         state = {o.target for o in sig.output_specs if o.kind == OutputKind.BUFFER_MUTATION}
+        self.updated = [  # updated by in-place ops the graph kept (imported directly)
+            n
+            for n in _mutated_inputs(self.ep.graph)
+            if n not in mutated and specs[n].target not in state
+        ]
+        for n in self.updated:
+            if specs[n].kind not in (InputKind.BUFFER, InputKind.USER_INPUT):
+                raise TorchImportError(
+                    f"the program updates its {specs[n].kind.name.lower()} '{specs[n].target}' "
+                    "in place (fuel updates inputs and buffers only)"
+                )
+            (state if specs[n].kind == InputKind.BUFFER else mutated).add(
+                specs[n].target if specs[n].kind == InputKind.BUFFER else n
+            )
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
@@ -367,6 +463,9 @@ class _ProgramImport:
                 cx = Cx(self.em, node, self.b.weights, self.transposed)
                 out = _handler(node)(cx, *args, **kwargs)
             self._check(node, out)
+            if _in_place(node) and isinstance(node.args[0], fx.Node):
+                for x in _alias_chain(node.args[0]):  # later readers see the update
+                    self.env[x] = out
         except (Unsupported, BuilderError) as e:
             raise TorchImportError(f"{desc}: {e}") from None
         except TorchImportError as e:
@@ -426,6 +525,11 @@ class _ProgramImport:
             for k, o in enumerate(sig.output_specs)
             if o.kind in mut
         ]
+        specs = {s.arg.name: s for s in sig.input_specs}
+        for n in self.updated:  # the last value an in-place op gave it
+            node = next(p for p in self.ep.graph.nodes if p.name == n)
+            key = specs[n].target if specs[n].kind == InputKind.BUFFER else n
+            order.append((self.user_name[key], node))
         results: dict[str, SSAValue] = {}
         for n, v in order:
             t = self.env.get(v) if isinstance(v, fx.Node) else None

@@ -579,6 +579,64 @@ def test_a_mutated_buffer_is_donated_state() -> None:
             np.testing.assert_array_equal(a, getattr(eager, n).numpy())
 
 
+class Counter(nn.Module):
+    """HF's static cache's `cumulative_length`: set by `copy_`, then advanced in place through
+    a `.to()` that converts nothing (an alias), read before and after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("length", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        self.length.copy_(pos[0])
+        t = self.length.to(torch.int64)
+        before = x + t
+        t.add_(1)
+        return before * self.length
+
+
+def test_in_place_updates_import_without_a_retrace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-place ops torch.export kept (non-functional IR) import as their pure forms, each
+    rebinding its target and the aliases of it, so later readers see the update, and the
+    buffer is donated state whose new value is an output: torch's re-trace is not needed."""
+    x, pos = rand(3), torch.tensor([4, 5])
+    ep = export(Counter(), x, pos)
+    SEEN.update(str(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    assert {"aten.copy_.default", "aten.add_.Tensor"} <= {str(n.target) for n in ep.graph.nodes}
+
+    def refused(*a: object, **kw: object) -> None:
+        raise AssertionError("re-traced")
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", refused)
+    SEEN.add("aten.copy.default")  # the pure form it imports as
+    ex = Executor(import_exported_program(ep))
+    assert ex.input_names == ["length", "x", "pos"] and ex.output_names[1:] == ["length"]
+    got = ex.run({"length": np.zeros((), np.int64), "x": x.numpy(), "pos": pos.numpy()})
+    eager = Counter()
+    with torch.no_grad():
+        want = eager(x, pos)
+    np.testing.assert_allclose(got[ex.output_names[0]], want.numpy(), atol=ATOL, rtol=RTOL)
+    assert int(got["length"]) == int(eager.length) == 5
+
+
+def test_a_failing_torch_retrace_is_an_import_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-place write through a view needs torch's functionalization; when torch's
+    run_decompositions fails (it asserts on some programs it exported), the import error
+    says so with the cause, not a traceback."""
+    ep = export(StackedCache(), rand(1, 2, 1, 4), torch.tensor([3]), rand(2, 1, 2, 8, 4))
+
+    def fails(*a: object, **kw: object) -> None:
+        raise AssertionError("expected compiled_fn to be GraphModule, got <class 'function'>")
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", fails)
+    with pytest.raises(
+        TorchImportError,
+        match=r"torch's run_decompositions \(functionalization of its in-place ops\) failed "
+        r"on this program: AssertionError: expected compiled_fn",
+    ):
+        import_exported_program(ep)
+
+
 def test_unsupported_argument_names_the_node() -> None:
     ep = export(lambda x: torch.div(x, Y, rounding_mode="floor"), X)
     with pytest.raises(
