@@ -240,3 +240,49 @@ def test_onnx_legacy_export_with_dynamic_seq_runs_every_length(name: str) -> Non
         )
     proto = onnx.load_model_from_string(buf.getvalue())
     _runs_every_length(import_onnx(proto, dims={"seq": SEQ}), model)
+
+
+def test_a_decode_step_with_hfs_static_cache() -> None:
+    """HF's own recipe for an exported decoder with a KV cache
+    (`TorchExportableModuleWithStaticCache`, exported as HF's `export()` does: strict): the
+    cache buffers and `cumulative_length` counters are donated state, updated in place by the
+    graph's `index_copy_` / `copy_` / `add_` (no torch re-trace), the mask built from
+    `cache_position`. Five decode steps from an empty cache match eager PyTorch (which runs the
+    same wrapper, so the same cache), logits and caches; the cache rows are written into the
+    caller's arrays and the logits depend on the tokens."""
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    torch.manual_seed(0)
+    model = _llama_like(tf.LlamaForCausalLM, tf.LlamaConfig, num_key_value_heads=2).eval()
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.use_cache = True
+    wrapper = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=8)
+    step = {"input_ids": torch.tensor([[3]]), "cache_position": torch.tensor([0])}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(wrapper, (), step, strict=True)
+    ex = Executor(import_exported_program(ep))
+    state = {
+        n: np.zeros_like(getattr(wrapper, n).numpy())
+        for n in ex.input_names
+        if n not in ("input_ids", "cache_position")
+    }
+    assert sorted(state) == ["cumulative_length_0", "key_cache_0", "value_cache_0"]
+    assert len(ex.in_place) == 2  # the two caches' row writes
+    eager = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=8)
+    logits = []
+    for pos, token in enumerate([3, 17, 5, 42, 9]):
+        ins = {"input_ids": np.array([[token]]), "cache_position": np.array([pos])}
+        got = ex.run({**state, **ins})
+        with torch.no_grad():
+            want = eager(**{k: torch.from_numpy(v) for k, v in ins.items()}).numpy()
+        np.testing.assert_allclose(got[ex.output_names[0]], want, rtol=1e-4, atol=1e-5)
+        logits.append(got[ex.output_names[0]])
+        for n in state:
+            np.testing.assert_allclose(got[n], getattr(eager, n).numpy(), rtol=1e-5, atol=1e-6)
+            assert n.startswith("cumulative") or got[n] is state[n]
+    assert np.abs(logits[1] - logits[0]).max() > 1e-3
+    assert (
+        np.abs(state["key_cache_0"][:, :, :5]).min() > 0
+        and not state["key_cache_0"][:, :, 5:].any()
+    )
