@@ -344,6 +344,12 @@ def to_copy(cx: Cx, x: Tensor, *args: Value, **kw: Value) -> Tensor:
     return cast(cx.em, x, cx.dtype)
 
 
+@aten("type_as.default")
+def type_as(cx: Cx, x: Tensor, other: Tensor) -> Tensor:
+    """`x.type_as(other)`: a conversion to `other`'s dtype (Gemma's scaled embedding)."""
+    return cast(cx.em, x, cx.dtype)
+
+
 @aten(
     "clone.default",
     "contiguous.default",

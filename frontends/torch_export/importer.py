@@ -363,7 +363,9 @@ class _ProgramImport:
             if specs[n].kind not in (InputKind.BUFFER, InputKind.USER_INPUT):
                 raise TorchImportError(
                     f"the program updates its {specs[n].kind.name.lower()} '{specs[n].target}' "
-                    "in place (fuel updates inputs and buffers only)"
+                    "in place (fuel updates inputs and buffers only; torch lifts a tensor it "
+                    "does not find registered on the module as a constant: export with "
+                    "strict=True, as transformers' export() does, keeps a KV cache a buffer)"
                 )
             (state if specs[n].kind == InputKind.BUFFER else mutated).add(
                 specs[n].target if specs[n].kind == InputKind.BUFFER else n

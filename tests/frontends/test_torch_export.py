@@ -670,6 +670,7 @@ def _in_place_on_a_temporary(x: torch.Tensor) -> torch.Tensor:
         lambda x: torch.gather(x, -1, GATHER_IDX[..., :2]),
         lambda x: (torch.min(x, 0.5 - x), torch.max(x, -x)),
         _in_place_on_a_temporary,
+        lambda x: x.to(torch.float64).type_as(x) * x.type_as(ROWS),
     ],
     ids=[
         "two-leading",
@@ -681,6 +682,7 @@ def _in_place_on_a_temporary(x: torch.Tensor) -> torch.Tensor:
         "gather-last",
         "min-max-other",
         "in-place",
+        "type-as",
     ],
 )
 def test_indexing_gather_to_and_in_place(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
