@@ -12,9 +12,12 @@ parameters; user outputs its results. State the program updates (an input mutate
 a buffer: a static KV cache) is a donated argument (`fuel.donate`; a buffer's named by its
 state-dict key, its value the caller's), and its new value a result named like it, after the
 user outputs: writes of rows into it (`aten_update`) run in the caller's array. The program is
-imported as exported, without `run_decompositions()` (an in-place op on a temporary imports as
-its pure form; other in-place ops are functionalized first, no op decomposed): the exported ATen
-set keeps
+imported as exported, without `run_decompositions()`: an in-place op torch kept (`index_copy_`
+into a cache buffer, `copy_`, `add_` through a `.to()` alias: HF's static cache) imports as its
+pure form and rebinds its target and that target's same-shape aliases, so later readers see the
+new value and an updated buffer or input is donated state. Only a write through a view (or a
+view taken before the write) is left to torch's functionalization (no op decomposed); torch's
+failures there are an import error with the cause. The exported ATen set keeps
 `scaled_dot_product_attention`, `linear` and `silu` whole, which map to single fuel ops, while
 the core-ATen decomposition would split attention into a dozen primitives (`decompose=True`
 imports that form instead). Each op carries its FX node's name and source line as location.
