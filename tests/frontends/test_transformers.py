@@ -68,6 +68,12 @@ MODELS: dict[str, tuple[Callable[[], Any], bool]] = {
         ),
         True,
     ),
+    "gemma": (  # the scaled embedding's `type_as`, GELU-tanh gated MLP, (1 + w) RMSNorm
+        lambda: _llama_like(
+            tf.GemmaForCausalLM, tf.GemmaConfig, num_key_value_heads=2, head_dim=16
+        ),
+        True,
+    ),
     "bert": (
         lambda: tf.BertModel(
             tf.BertConfig(
@@ -156,7 +162,7 @@ def _runs_every_length(plan: Any, model: Any) -> None:
         ex.run(bad)
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5-encoder"])
+@pytest.mark.parametrize("name", ["bert", "gemma", "gpt2", "llama", "t5-encoder"])
 def test_torch_export_as_exported(name: str) -> None:
     """`torch.export.export(model, (ids, mask), dynamic_shapes=...)` with `Dim("seq")`, as a
     user writes it (no decomposition): one import runs every length, the dim named `seq`."""
