@@ -132,11 +132,16 @@ def sweep(stride: int, ops: tuple[str, ...] = tuple(vecmath.FUNCTIONS)) -> list[
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stride", type=int, default=7, help="bit-pattern step (1: exhaustive)")
+    ap.add_argument("--ops", default=",".join(vecmath.FUNCTIONS), help="comma-separated ops")
     args = ap.parse_args(argv)
+    ops = tuple(args.ops.split(","))
+    if unknown := [op for op in ops if op not in vecmath.FUNCTIONS]:
+        print(f"fuel: error: unknown vecmath op(s) {', '.join(unknown)}", file=sys.stderr)
+        return 1
     n = (2**32 + args.stride - 1) // args.stride + len(EDGES)
     print(f"{n} f32 inputs per op (stride {args.stride} over all bit patterns + edges)")
     worst = 0
-    for r in sweep(args.stride):
+    for r in sweep(args.stride, ops):
         x = ctypes.c_float.from_buffer_copy(r.worst_bits.to_bytes(4, "little")).value
         print(f"  {r.op:10s} max {r.max_ulp} ulp (at {x!r})  NaN mismatches {r.nan_mismatches}")
         worst = max(worst, r.max_ulp + (r.nan_mismatches > 0) * 10**6)
