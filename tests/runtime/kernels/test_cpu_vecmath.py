@@ -134,3 +134,52 @@ def test_kernel_source_regenerates_from_the_stamped_body() -> None:
             del op.attributes["fuel.kernel"]  # the body no longer says c-vecmath
     with pytest.raises(KernelSourceError, match="not what this fuel generates"):
         check_kernel_sources(m.op, "m")
+
+
+def horner(coeffs: tuple[float, ...], x: np.ndarray) -> np.ndarray:
+    out = np.full_like(x, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        out = c + x * out
+    return out
+
+
+def test_fitted_polynomials_meet_their_stated_relative_error() -> None:
+    """The degree-7 exp and degree-11 erfcx fits (runtime/native/vecmath.py) on a dense grid
+    of their ranges, against numpy's exp and the numpy kernels' double-precision erfcx."""
+    from runtime.native import vecmath as text
+
+    r = np.linspace(-np.log(2) / 2, np.log(2) / 2, 200_001)
+    assert np.abs(horner(text._EXP_POLY, r) / np.exp(r) - 1).max() < 4.5e-11
+    z = np.linspace(0.0, text.ERFCX_Z_MAX, 400_001)
+    fit = horner(text._ERFCX_FIT, (z - 3) / (z + 3)) / (1 + 2 * z)
+    assert np.abs(fit / special.erfcx(z) - 1).max() < 1.1e-9
+
+
+def around(value: float, span: int = 1 << 15) -> np.ndarray:
+    """Every f32 within `span` bit patterns of `value` (same sign)."""
+    bits = np.array([value], np.float32).view(np.int32)[0]
+    return (bits + np.arange(-span, span, dtype=np.int32)).view(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("op", "points"),
+    [
+        ("gelu", (15.0, -15.0, -14.0, 3 * 2**0.5, -(3 * 2**0.5), 1e-3, -1e-3, 1e-30)),
+        ("gelu_tanh", (-200.0, -10.0, 1e-3, -1e-3)),
+        ("erf", (1.0, -1.0, 6.0, -6.0, 3 * 2**0.5)),
+        ("silu", (-200.0, -88.0, 1e-3, -1e-3)),
+        ("sigmoid", (-103.0, 16.0, 1e-3, -1e-3)),
+    ],
+)
+def test_every_f32_next_to_the_clamps_and_fit_seams(op: str, points: tuple[float, ...]) -> None:
+    """All 2^16 f32 around each clamp, branch seam, the erfcx fit's centre (z = 3) and 0."""
+    x = np.concatenate([around(p) for p in points])
+    key = "gelu" if op == "gelu_tanh" else op
+    (entry,) = [
+        e
+        for e in global_bindings().lookup_alternatives(key, ("f32", "f32"), "cpu")
+        if e.kernel_source == vecmath.SOURCE
+    ]
+    got = np.empty_like(x)
+    entry.kernel([x], [got], {"approximate": "tanh" if op == "gelu_tanh" else "none"})
+    assert ulps(got, reference(op, x)) <= 1
