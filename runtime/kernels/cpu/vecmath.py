@@ -150,15 +150,16 @@ def _cost(op: str) -> CostFn:
 
 NOTES = {
     op: f"f64 inside, rounded once; dense sweep (every 7th f32 bit pattern + edges): max {m} ulp"
+    + ("; exhaustive (all 2^32 f32): max 1 ulp" if op == "gelu" else "")
     for op, m in (
         ("exp", 1),
         ("log", 0),
         ("tanh", 1),
         ("sigmoid", 1),
-        ("silu", 0),
+        ("silu", 1),
         ("gelu", 1),
         ("gelu_tanh", 1),
-        ("erf", 0),
+        ("erf", 1),
     )
 }
 """Each claim's evidence beside the ledger's probes (`lowering.cpu.vecmath_sweep`)."""
