@@ -618,6 +618,16 @@ def cases_movement(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     if op == "concat":
         parts = [x[:, :2], _any(t, (4, 1, 6), rng), x[:, 3:]]
         return [Case(parts, {"axis": 1}, (4, 5, 6), np.concatenate(parts, axis=1))]
+    if op == "index_copy":  # rows at run-time positions; a one-row write into a block
+        rows, one = _any(t, (4, 2, 6), rng), _any(t, (1, 1, 4), rng)
+        ix = NUMPY_DTYPES[dtypes[2]]
+        two, block = x.copy(), x.copy()
+        two[:, 3], two[:, 0] = rows[:, 0], rows[:, 1]
+        block[2, 4, 1:5] = one[0, 0]
+        return [
+            Case([x, rows, np.array([3, 0], ix)], {"axis": 1, "offsets": (0, 0, 0)}, x.shape, two),
+            Case([x, one, np.array([4], ix)], {"axis": 1, "offsets": (2, 0, 1)}, x.shape, block),
+        ]
     idx = np.array([[0, -1, 3], [4, -5, 2]], NUMPY_DTYPES[dtypes[1]])
     return [Case([x, idx], {"axis": 1}, (4, 2, 3, 6), np.take(x, idx, axis=1))]
 
@@ -664,7 +674,8 @@ CASES = {
     **dict.fromkeys(_COMPARE_REFS, cases_compare),
     **dict.fromkeys(_NP_REDUCE, cases_reduce),
     **dict.fromkeys(
-        ("reshape", "transpose", "broadcast", "slice", "concat", "gather"), cases_movement
+        ("reshape", "transpose", "broadcast", "slice", "concat", "gather", "index_copy"),
+        cases_movement,
     ),
     "where": cases_where,
     "cast": cases_cast,
