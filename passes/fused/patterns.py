@@ -4,7 +4,8 @@ A pattern looks at one candidate root op and returns a `FusedMatch` (the matched
 values read from outside, the fused op's properties) or None; a builder turns a match into the
 ops of the fused arm (the last one computes the root's value). Patterns only read the IR.
 Here: softmax, rms_norm, layer_norm, matmul + bias + activation, the SiLU-gated MLP; rope and
-attention live in `passes.fused.attention`.
+attention live in `passes.fused.attention`. Shapes are compared with `passes.fused.symbolic`
+(`same_type`, `dims_of`), never by type alone: two `?` dims are one type, not one dim.
 """
 
 from __future__ import annotations
