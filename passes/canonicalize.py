@@ -11,6 +11,7 @@ the picker and `fuel-fuse-patterns`:
 * GELU (erf and tanh forms) -> `fuel.gelu`, `x * sigmoid(x)` -> `fuel.silu`, an activation
   moved above a reshape (`passes.canonical.activations`).
 * transpose of transpose, reshape of reshape, identity ones (`passes.canonical.movement`).
+* `x * 1`, `x / 1`, `x + (-0.0)`, `x - 0` -> x, exactly (`passes.canonical.identities`).
 * `reduce_sum(v) / N` and `* (1/N)` -> `reduce_mean(v)` (`passes.canonical.reductions`).
 
 Each rewrite keeps the value's meaning: rsqrt is computed in a wider type and rounded once, so
@@ -40,6 +41,7 @@ from xdsl.pattern_rewriter import (
 
 from fuel_dialect.ops_elementwise import DivOp, MulOp, RecipOp, RsqrtOp, SqrtOp
 from passes.canonical.activations import FoldGelu, FoldMulSigmoid, HoistActivationAboveReshape
+from passes.canonical.identities import FoldIdentityArithmetic
 from passes.canonical.movement import FoldReshapeOfReshape, FoldTransposeOfTranspose
 from passes.canonical.powers import SpellPowByConstant
 from passes.canonical.reductions import FoldSumByCountToMean
@@ -89,6 +91,7 @@ class DivSqrtToMulRsqrt(RewritePattern):
 
 
 PATTERNS: tuple[type[RewritePattern], ...] = (
+    FoldIdentityArithmetic,
     RecipSqrtToRsqrt,
     DivSqrtToMulRsqrt,
     SpellPowByConstant,

@@ -1,2 +1,2 @@
 """The rewrites of `fuel-canonicalize`, by family: `powers`, `activations`, `movement`,
-`reductions`."""
+`reductions`, `identities`."""

@@ -3,7 +3,8 @@
 * transpose(transpose(x, p), q) -> transpose(x, p[q]), or x where that is the identity;
   a transpose by the identity permutation -> its input.
 * reshape(reshape(x)) -> reshape(x), or x where the shapes agree; a reshape to its input's own
-  shape -> the input.
+  shape -> the input; with `?` dims only where the shapes are provably one
+  (`passes.fused.symbolic`): `?x?` to `?x?` may swap `seq` and `batch`.
 
 Pure data movement: the values are bit-identical. The inner op goes when nothing else reads it
 (the walker's DCE). fuel's matmul has no transpose attribute, so no transpose folds into one.
@@ -16,6 +17,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from fuel_dialect.ops_movement import ReshapeOp, TransposeOp
 from passes.fused.patterns import producer
+from passes.fused.symbolic import same_type
 
 
 class FoldTransposeOfTranspose(RewritePattern):
@@ -46,7 +48,7 @@ class FoldReshapeOfReshape(RewritePattern):
     def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter) -> None:
         inner = producer(op.input, ReshapeOp)
         x = inner.input if inner is not None else op.input
-        if x.type == op.result.type:
+        if same_type(x, op.result):
             rewriter.replace(op, [], [x])
         elif inner is not None:
             rewriter.replace(op, ReshapeOp.create(operands=[x], result_types=[op.result.type]))

@@ -47,6 +47,7 @@ from fuel_dialect.ops_movement import (
     TransposeOp,
 )
 from fuel_dialect.ops_nn import AttentionOp, MatmulOp, RopeOp, SoftmaxOp
+from fuel_dialect.shapes import TO_END
 from passes.fused import attention_forms as forms
 from passes.fused.patterns import (
     FusedMatch,
@@ -57,6 +58,7 @@ from passes.fused.patterns import (
     match_softmax,
     producer,
 )
+from passes.fused.symbolic import dims_of, same_type
 
 MASK_FLOOR = -1.0e4
 """An additive mask entry at or below this masks its key. The fused kernel masks with -inf;
@@ -72,8 +74,9 @@ def _is_half(sl: SliceOp, upper: bool) -> bool:
     h = s[-1] // 2
     lo, hi, steps = sl.bounds()
     want_lo = (*(0,) * (len(s) - 1), h if upper else 0)
-    want_hi = (*s[:-1], 2 * h if upper else h)
-    return lo == want_lo and hi == want_hi and all(st == 1 for st in steps)
+    whole = all(e >= TO_END or e == d >= 0 for e, d in zip(hi[:-1], s[:-1], strict=True))
+    ends = whole and hi[-1] == (2 * h if upper else h)
+    return lo == want_lo and ends and all(st == 1 for st in steps) and h > 0
 
 
 def rotate_half(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
@@ -87,7 +90,7 @@ def rotate_half(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] | None:
     neg = producer(cat.inputs[0], NegOp)
     hi = producer(neg.input, SliceOp) if neg is not None else None
     lo = producer(cat.inputs[1], SliceOp)
-    if hi is None or lo is None or hi.input != lo.input or hi.input.type != v.type:
+    if hi is None or lo is None or hi.input != lo.input or not same_type(hi.input, v):
         return None
     if not (_is_half(hi, upper=True) and _is_half(lo, upper=False)):
         return None
@@ -112,13 +115,23 @@ def _equal_halves(arr: np.ndarray | None) -> bool:
     return arr is not None and h > 0 and np.array_equal(arr[..., :h], arr[..., h:])
 
 
+def _strip_ones(v: SSAValue) -> tuple[Any, ...]:
+    """`v`'s dims (`dims_of`) without its leading 1s."""
+    d = dims_of(v)
+    lead = next((i for i, n in enumerate(d) if n != 1), len(d))
+    return d[lead:]
+
+
 def half_table(t: SSAValue, x: SSAValue) -> tuple[Any, ...] | None:
     """How to make the (S, D/2) table fuel.rope takes from a full-width table `t` of shape
     (1.., S, D) whose halves are equal: ("value", c), ("unary", cls, f), ("const", array) or
-    ("lower", t) (`t`'s first half: rows of a table checked to have equal halves)."""
-    s, xs = shape_of(t.type), shape_of(x.type)
-    if len(s) < 2 or s[-2:] != xs[-2:] or math.prod(s[:-2]) != 1:
+    ("lower", t) (`t`'s first half: rows of a table checked to have equal halves). A reshape
+    that only adds or drops leading 1s is looked through."""
+    s = shape_of(t.type)
+    if len(s) < 2 or dims_of(t)[-2:] != dims_of(x)[-2:] or math.prod(s[:-2]) != 1:
         return None
+    if (r := producer(t, ReshapeOp)) is not None and _strip_ones(r.input) == _strip_ones(t):
+        return half_table(r.input, x)  # an unsqueeze (HF's `cos.unsqueeze(1)`): the same rows
     cat = producer(t, ConcatOp)
     if cat is not None and len(cat.inputs) == 2 and cat.inputs[0] == cat.inputs[1]:
         if cat.kernel_params()["axis"] == len(s) - 1:
@@ -144,7 +157,8 @@ def match_rope(root: Operation) -> FusedMatch | None:
             return None
         (x, rot_ops), sin = rot
         cos = ma.rhs if ma.lhs == x else ma.lhs if ma.rhs == x else None
-        if cos is None or not (root.result.type == ma.result.type == mb.result.type == x.type):
+        same = cos is not None and all(same_type(r.result, x) for r in (root, ma, mb))
+        if not same:
             return None
         c, s = half_table(cos, x), half_table(sin, x)
         if c is None or s is None:
@@ -219,7 +233,7 @@ def _mask(v: SSAValue) -> Masked | None:
     if (add := producer(v, AddOp)) is not None:
 
         def split(s_v: SSAValue, m_v: SSAValue) -> Any:
-            if s_v.type != v.type:
+            if not same_type(s_v, v):
                 return None
             arr = _plane(constant_array(m_v), sq, sk)
             if arr is not None and ((arr == 0) | (arr <= MASK_FLOOR)).all():
@@ -231,7 +245,7 @@ def _mask(v: SSAValue) -> Masked | None:
         return either(add, split)
     if (w := producer(v, WhereOp)) is not None:
         fill = forms.where_fill(w, MASK_FLOOR)
-        if fill is None or w.lhs.type != v.type:
+        if fill is None or not same_type(w.lhs, v):
             return None
         keep = _plane(constant_array(w.cond), sq, sk)
         if keep is not None and np.array_equal(keep != 0, causal_keep(sq, sk)):
@@ -259,14 +273,16 @@ def _kv_heads(v: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
     r2 = producer(v, ReshapeOp)
     bc = producer(r2.input, BroadcastOp) if r2 is not None else None
     r1 = producer(bc.input, ReshapeOp) if bc is not None else None
-    if r1 is None or len(base := shape_of(r1.input.type)) != 4:
+    if r1 is None or len(base := dims_of(r1.input)) != 4:
         return v, ()
     b, hkv, s, d = base
-    rep = shape_of(bc.result.type)[2] if len(shape_of(bc.result.type)) == 5 else 0
+    rep = dims_of(bc.result)[2] if len(dims_of(bc.result)) == 5 else 0
     if (
-        shape_of(r1.result.type) != (b, hkv, 1, s, d)
-        or shape_of(bc.result.type) != (b, hkv, rep, s, d)
-        or shape_of(v.type) != (b, hkv * rep, s, d)
+        not isinstance(hkv, int)
+        or not isinstance(rep, int)
+        or dims_of(r1.result) != (b, hkv, 1, s, d)
+        or dims_of(bc.result) != (b, hkv, rep, s, d)
+        or dims_of(v) != (b, hkv * rep, s, d)
     ):
         return v, ()
     return r1.input, (r1, bc, r2)
@@ -302,9 +318,11 @@ def match_attention(root: Operation) -> FusedMatch | None:
     kx, kt_ops, perm, k_scale = kt
     (k, k_ops) = _kv_heads(kx) if perm is None else (kx, ())
     (v, v_ops), mask = _kv_heads(root.rhs), masked[3]
-    qs, vs = shape_of(q.type), shape_of(v.type)
-    ks = shape_of(k.type) if perm is None else tuple(shape_of(k.type)[i] for i in perm)
-    if len(qs) != 4 or ks[:3] != vs[:3] or qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % ks[1]:
+    qs, vs = dims_of(q), dims_of(v)
+    ks = dims_of(k) if perm is None else tuple(dims_of(k)[i] for i in perm)
+    if len(qs) != 4 or ks[:3] != vs[:3] or qs[0] != ks[0] or qs[3] != ks[3]:
+        return None
+    if not isinstance(qs[1], int) or not isinstance(ks[1], int) or qs[1] % ks[1]:
         return None
     if not guard_ops and not _no_empty_rows(masked, qs[2], ks[2]):
         return None  # a row of all -inf: softmax gives NaN there, the kernel zeros
@@ -314,11 +332,11 @@ def match_attention(root: Operation) -> FusedMatch | None:
     return FusedMatch(root, ops, inputs, {**params, "mask": mask})
 
 
-def _no_empty_rows(masked: Masked, sq: int, sk: int) -> bool:
+def _no_empty_rows(masked: Masked, sq: Any, sk: Any) -> bool:
     """Without a NaN guard: no row of logits can be all -inf (the kernel zeros such a row,
     softmax makes it NaN)."""
     causal, mask = masked[2], masked[3]
-    if causal and sk < sq:
+    if causal and sq != sk and not (isinstance(sq, int) and isinstance(sk, int) and sk >= sq):
         return False
     if mask is None:
         return True

@@ -39,6 +39,7 @@ from passes.fused.patterns import (
     producer,
     scalar_constant,
 )
+from passes.fused.symbolic import dims_of, same_type
 
 Scaled = tuple[SSAValue, tuple[Operation, ...], float]
 
@@ -50,12 +51,12 @@ def scaled(v: SSAValue) -> Scaled:
 
     def by(x: SSAValue, c: SSAValue) -> Scaled | None:
         k = scalar_constant(c)
-        return (x, (mul,), k) if k is not None and x.type == v.type else None
+        return (x, (mul,), k) if k is not None and same_type(x, v) else None
 
     found = either(mul, by)
     if found is not None:
         return found
-    c = scalar_constant(div.rhs) if div is not None and div.lhs.type == v.type else None
+    c = scalar_constant(div.rhs) if div is not None and same_type(div.lhs, v) else None
     return (div.lhs, (div,), 1.0 / c) if c else (v, (), 1.0)
 
 
@@ -63,7 +64,7 @@ def nan_guard(p: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
     """`where(ne(x, x), 0, x)` defining `p`, or torch.export's row guard `where(max(l) == -inf,
     0, softmax(l))` (the row max of softmax's own input) -> (x, ops); (p, ()) if unguarded."""
     w = producer(p, WhereOp)
-    if w is None or w.rhs.type != p.type or scalar_constant(w.lhs) != 0.0:
+    if w is None or not same_type(w.rhs, p) or scalar_constant(w.lhs) != 0.0:
         return p, ()
     ne, eq = producer(w.cond, NeOp), producer(w.cond, EqOp)
     if ne is not None and ne.lhs == ne.rhs == w.rhs:
@@ -89,20 +90,19 @@ def _batched_transpose(kt: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]] |
     r1 = producer(tr.input, ReshapeOp) if tr is not None else None
     if r1 is None or tr.kernel_params()["perm"] != (0, 2, 1):
         return None
-    b, h, d, s = out if len(out := shape_of(kt.type)) == 4 else (0, 0, 0, 0)
-    if shape_of(r1.result.type) != (b * h, s, d) or not b:
+    b, h, d, s = out if len(out := dims_of(kt)) == 4 else (0, 0, 0, 0)
+    if not isinstance(h, int) or dims_of(r1.result) != (b * h, s, d) or not b:
         return None
     x, ops = r1.input, (r1, tr, r2)
-    if shape_of(x.type) == (b, h, s, d):
+    if dims_of(x) == (b, h, s, d):
         return x, ops
     bc = producer(x, BroadcastOp)
     r0 = producer(bc.input, ReshapeOp) if bc is not None else None
-    if r0 is None or len(ks := shape_of(r0.input.type)) != 4 or h % max(ks[1], 1):
+    if r0 is None or len(ks := dims_of(r0.input)) != 4 or not isinstance(hkv := ks[1], int):
         return None
-    hkv = ks[1]
-    if ks != (b, hkv, s, d) or shape_of(r0.result.type) != (b, hkv, 1, s, d):
+    if h % max(hkv, 1) or ks != (b, hkv, s, d) or dims_of(r0.result) != (b, hkv, 1, s, d):
         return None
-    return (r0.input, (r0, bc, *ops)) if shape_of(x.type) == (b, hkv, h // hkv, s, d) else None
+    return (r0.input, (r0, bc, *ops)) if dims_of(x) == (b, hkv, h // hkv, s, d) else None
 
 
 def key(kt: SSAValue) -> tuple[SSAValue, tuple[Operation, ...], tuple[int, ...] | None, float]:

@@ -4,7 +4,8 @@ A pattern looks at one candidate root op and returns a `FusedMatch` (the matched
 values read from outside, the fused op's properties) or None; a builder turns a match into the
 ops of the fused arm (the last one computes the root's value). Patterns only read the IR.
 Here: softmax, rms_norm, layer_norm, matmul + bias + activation, the SiLU-gated MLP; rope and
-attention live in `passes.fused.attention`.
+attention live in `passes.fused.attention`. Shapes are compared with `passes.fused.symbolic`
+(`same_type`, `dims_of`), never by type alone: two `?` dims are one type, not one dim.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from fuel_dialect.ops_nn import (
     ReduceSumOp,
     SoftmaxOp,
 )
+from passes.fused.symbolic import dims_of, same_type
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,8 @@ def last_axis(red: ReduceOp) -> bool:
 
 def weight_of(w: SSAValue, x: SSAValue) -> bool:
     """`w` is a per-channel vector over `x`'s last dim (what the fused norms take)."""
-    s = shape_of(x.type)
-    return bool(s) and shape_of(w.type) == (s[-1],)
+    s = dims_of(x)
+    return bool(s) and dims_of(w) == (s[-1],)
 
 
 def is_float(v: SSAValue) -> bool:
@@ -304,7 +306,7 @@ def gelu_of(v: SSAValue) -> tuple[SSAValue, str, tuple[Operation, ...]] | None:
     if len(p.factors) != 2 or not close_to(p.coef, 0.5, v) or not p.ops:
         return None
     for y, gate in (p.factors, p.factors[::-1]):
-        found = _gelu_gate(gate, y) if v.type == y.type else None
+        found = _gelu_gate(gate, y) if same_type(v, y) else None
         if found is not None:
             return y, found[0], (*found[1], *p.ops)
     return None
@@ -323,7 +325,7 @@ def match_softmax(root: Operation) -> FusedMatch | None:
     m = row_reduce(d.rhs, ReduceMaxOp)
     if m is None or m.input != d.lhs or m.norm_axes() != s.norm_axes():
         return None
-    if root.result.type != d.lhs.type:
+    if not same_type(root.result, d.lhs):
         return None
     return FusedMatch(root, (m, d, e, s, root), (d.lhs,), {"axis": m.norm_axes()[0]})
 
@@ -377,7 +379,7 @@ def _norm_match(
     """The `kind` norm of `v` (`_normalized`) times weight / plus bias `affine` (per-channel
     vectors over x; fewer than the op takes: `build_norm` fills ones / zeros), root `root`."""
     found = _normalized(v)
-    if found is None or found[0] != kind or root.results[0].type != found[1].type:
+    if found is None or found[0] != kind or not same_type(root.results[0], found[1]):
         return None
     _, x, eps, norm_ops = found
     if not all(weight_of(a, x) for a in affine):
@@ -388,7 +390,7 @@ def _norm_match(
 def _weightless_norm(kind: str, root: MulOp) -> FusedMatch | None:
     """`root` as a whole `kind` norm with neither weight nor bias (the arm fills ones/zeros)."""
     found = _normalized(root.result)
-    if found is None or found[0] != kind or root.result.type != found[1].type:
+    if found is None or found[0] != kind or not same_type(root.result, found[1]):
         return None
     return FusedMatch(root, found[3], (found[1],), {"eps": found[2]})
 
@@ -447,7 +449,7 @@ def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
     y * sigmoid(y)) or none (the add is the root); also act(matmul(x, w)) without a bias
     (act not none; the arm adds zeros: exporters drop an all-zero bias)."""
     found = _activation(root)
-    if found is None or root.results[0].type != found[1].type:
+    if found is None or not same_type(root.results[0], found[1]):
         return None
     act, y, act_ops = found
     add = producer(y, AddOp)
@@ -456,7 +458,7 @@ def match_matmul_bias_act(root: Operation) -> FusedMatch | None:
 
     def split(mm_v: SSAValue, b: SSAValue) -> FusedMatch | None:
         mm = linear(mm_v)
-        if mm is None or add.result.type != mm.result.type or not weight_of(b, mm.result):
+        if mm is None or not same_type(add.result, mm.result) or not weight_of(b, mm.result):
             return None
         ops = (mm, add, *act_ops)
         return FusedMatch(root, ops, (mm.lhs, mm.rhs, b), {"act": act})
@@ -472,7 +474,7 @@ def match_gated_mlp(root: Operation) -> FusedMatch | None:
     def split(h_v: SSAValue, u_v: SSAValue) -> FusedMatch | None:
         found, up = silu_of(h_v), linear(u_v)
         gate = linear(found[0]) if found is not None else None
-        if gate is None or up is None or gate.lhs != up.lhs or gate.rhs.type != up.rhs.type:
+        if gate is None or up is None or gate.lhs != up.lhs or not same_type(gate.rhs, up.rhs):
             return None
         ops = (gate, *found[1], up, mul, root)  # type: ignore[index]
         return FusedMatch(root, ops, (gate.lhs, gate.rhs, up.rhs, down.rhs))

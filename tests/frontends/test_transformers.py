@@ -132,11 +132,12 @@ SEQ = (1, 64)
 """The range of the dynamic sequence length (`seq`) in the dynamic-shape tests."""
 
 
-def _runs_every_length(plan: Any, model: Any) -> None:
+def _runs_every_length(plan: Any, model: Any) -> Any:
     """One compiled bundle of `plan` (dim symbol `seq`), run at two prompt lengths, each
     lowered for its shape as `fuel run` does (fusions, generated C): each matches PyTorch
     (1e-4 relative), the output changes with the input, both shapes are
-    cached, and a length outside the range is refused naming the dim."""
+    cached, and a length outside the range is refused naming the dim. Returns the compiled
+    (symbolic) module."""
     from lowering.bundle import compile_module
     from lowering.cpu.specialize import shape_finisher
     from runtime.compiled import InputError
@@ -160,6 +161,7 @@ def _runs_every_length(plan: Any, model: Any) -> None:
     bad = {ex.input_names[0]: np.zeros((1, 65), np.int64), ex.input_names[1]: np.ones((1, 65))}
     with pytest.raises(InputError, match=r"dim 'seq' = 65 \(input '\w+' dim 1\) is outside"):
         ex.run(bad)
+    return compiled
 
 
 @pytest.mark.parametrize("name", ["bert", "gemma", "gpt2", "llama", "t5-encoder"])
@@ -171,7 +173,9 @@ def test_torch_export_as_exported(name: str) -> None:
     ep = torch.export.export(model, args, dynamic_shapes=({1: seq}, {1: seq}), strict=False)
     module = import_exported_program(ep)
     assert f"fuel.dims = {{seq = #fuel.dim<{SEQ[0]}, {SEQ[1]}>}}" in module.text()
-    _runs_every_length(module, model)
+    compiled = _runs_every_length(module, model)
+    if name == "llama":  # rope fused on the symbolic module (q and k per layer)
+        assert compiled.text().count("fuel.rope ") == 2 * LAYERS
 
 
 class IdsOnly(torch.nn.Module):
@@ -245,7 +249,9 @@ def test_onnx_legacy_export_with_dynamic_seq_runs_every_length(name: str) -> Non
             opset_version=18,
         )
     proto = onnx.load_model_from_string(buf.getvalue())
-    _runs_every_length(import_onnx(proto, dims={"seq": SEQ}), model)
+    compiled = _runs_every_length(import_onnx(proto, dims={"seq": SEQ}), model)
+    if name == "llama":  # fused on the symbolic module too (cos * attention_scaling, unsqueeze)
+        assert compiled.text().count("fuel.rope ") == 2 * LAYERS, "q and k rope per layer"
 
 
 def test_a_decode_step_with_hfs_static_cache() -> None:

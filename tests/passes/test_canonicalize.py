@@ -167,3 +167,36 @@ def test_gelu_with_narrow_constants_folds(t: str) -> None:
     m = g.build({"y": g.mul(g.mul(v, c[0.5]), g.add(g.tanh(inner), c[1.0]))})
     canonicalize(m.op)
     assert names(m) == ["fuel.gelu", "func.return"]
+
+
+SPECIALS = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, -2.5, 1e-45, 3.4e38], dtype=np.float32)
+"""Values where an identity that is not exact shows: signed zeros, infinities, NaN, subnormals."""
+
+
+@pytest.mark.parametrize(
+    ("op", "c", "folds"),
+    [
+        ("mul", 1.0, True),
+        ("div", 1.0, True),
+        ("add", -0.0, True),
+        ("sub", 0.0, True),
+        ("add", 0.0, False),  # -0 + 0 = +0
+        ("sub", -0.0, False),  # -0 - -0 = +0
+    ],
+)
+def test_identity_arithmetic_is_bit_exact(op: str, c: float, folds: bool) -> None:
+    """Each folded identity gives x's bits (signs of zero included); the two that would not
+    (x + 0.0, x - (-0.0)) stay, and the unfolded op does change -0."""
+    g = GraphBuilder()
+    x = g.input("x", (SPECIALS.size,))
+    m = g.build({"y": getattr(g, op)(x, g.constant(c))})
+    feeds = {"x": SPECIALS}
+    before = Executor(m).run(feeds)["y"]
+    text = str(m.op)
+    canonicalize(m.op)
+    assert (str(m.op) != text) == folds
+    after = Executor(m).run(feeds)["y"]
+    np.testing.assert_array_equal(after, before)
+    assert (np.signbit(after) == np.signbit(before)).all()
+    exact = np.array_equal(np.signbit(before), np.signbit(SPECIALS))
+    assert exact == folds

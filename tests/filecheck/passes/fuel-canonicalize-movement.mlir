@@ -42,3 +42,14 @@ func.func @movement_not_applied(%x: tensor<2x6xf32>) -> tensor<6x2xf32> {
   %d = fuel.transpose %c perm = [1, 0] : tensor<2x6xf32> -> tensor<6x2xf32>
   func.return %d : tensor<6x2xf32>
 }
+
+// At a symbolic seq the shapes are compared as expressions: (1, seq, 64) -> (1, 2*seq, 32) ->
+// (1, seq, 64) is the input's own shape, so both reshapes go.
+// CHECK-LABEL: func.func @reshape_of_reshape_symbolic
+// CHECK-SAME:    (%[[X:[^:]*]]: tensor<1x?x64xf32>
+// CHECK-NEXT:    func.return %[[X]]
+func.func @reshape_of_reshape_symbolic(%x: tensor<1x?x64xf32> {fuel.dim_names = ["seq"]}) -> tensor<1x?x64xf32> attributes {fuel.dims = {seq = #fuel.dim<1, 256>}} {
+  %a = fuel.reshape %x : tensor<1x?x64xf32> -> tensor<1x?x32xf32>
+  %b = fuel.reshape %a : tensor<1x?x32xf32> -> tensor<1x?x64xf32>
+  func.return %b : tensor<1x?x64xf32>
+}
