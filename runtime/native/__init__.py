@@ -64,6 +64,7 @@ FLAGS = (
     "-fPIC",
     "-shared",
     "-std=gnu11",
+    "-D_GNU_SOURCE",
     "-pthread",
     "-ffp-contract=off",
     "-fno-math-errno",

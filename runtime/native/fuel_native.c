@@ -43,6 +43,11 @@
  * stale worker cannot claim a newer task's chunk: the CAS compares the generation too.
  * Idle workers poll ~2 ms (a decode step issues its products microseconds apart), then
  * sleep on the condition variable; every wait pauses a few times, then yields the core.
+ * A worker woken from that sleep may be placed on the caller's own CPU (the scheduler's
+ * wake-affine choice): both would share one core until the load balancer moves one of them,
+ * milliseconds later (a whole prefill ran at one thread's speed after any idle pause). So a
+ * woken worker on the caller's CPU moves itself off it: its affinity without that CPU, then
+ * the process's whole set again (no thread stays pinned).
  * `call_mu` serializes calls (ctypes releases the GIL). */
 
 typedef void (*fuel_chunk)(void *args, long chunk);
@@ -89,6 +94,21 @@ static void relax(long spins) {
     sched_yield();
 }
 
+static _Atomic int caller_cpu = -1;
+
+/* Off the caller's CPU if the wake put this worker there (see the pool's comment). */
+static void leave_caller_cpu(void) {
+#ifdef __linux__
+  const int here = sched_getcpu(), caller = atomic_load(&caller_cpu);
+  cpu_set_t all, others;
+  if (here < 0 || here != caller || sched_getaffinity(0, sizeof all, &all) != 0) return;
+  others = all;
+  CPU_CLR(here, &others);
+  if (CPU_COUNT(&others) == 0) return;
+  if (sched_setaffinity(0, sizeof others, &others) == 0) sched_setaffinity(0, sizeof all, &all);
+#endif
+}
+
 static void *worker(void *unused) {
   (void)unused;
   uint64_t seen = 0;
@@ -103,6 +123,7 @@ static void *worker(void *unused) {
       pthread_mutex_lock(&sleep_mu);
       while (atomic_load(&ticket) >> 32 == seen) pthread_cond_wait(&sleep_cv, &sleep_mu);
       pthread_mutex_unlock(&sleep_mu);
+      leave_caller_cpu();
     }
     seen = atomic_load(&ticket) >> 32;
     run_chunks(seen);
@@ -156,6 +177,9 @@ static void parallel_for(fuel_chunk fn, void *args, long chunks) {
   atomic_store(&task_args, args);
   atomic_store(&task_chunks, chunks);
   atomic_store(&done, 0);
+#ifdef __linux__
+  atomic_store(&caller_cpu, sched_getcpu());
+#endif
   pthread_mutex_lock(&sleep_mu);
   atomic_store(&ticket, gen << 32);
   pthread_cond_broadcast(&sleep_cv);
