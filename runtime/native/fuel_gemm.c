@@ -368,22 +368,33 @@ static void pack_rows_pool(const float *x, float *xp, long m, long k) {
     parallel_for(pack_rows_chunk, &a, chunks);
 }
 
-/* With call_mu held: x packed into scratch, then the panels of w (`packed`: in panels, else
- * read in place, row-major). */
+/* x packed into xp ((m + PK_MR - 1) k floats), then the panels of w (`packed`: in panels, else
+ * read in place, row-major): on the pool when `pooled` and the product is large enough, else
+ * on this thread alone (the same bits either way). */
+static void gemm_rows(const float *x, float *xp, const float *w, int packed, const float *bias,
+                      float *y, long m, long k, long n, int act, const long *limit, int limit_k,
+                      int pooled) {
+  if (pooled)
+    pack_rows_pool(x, xp, m, k);
+  else
+    pack_rows(x, xp, m, k);
+  pk_args a = {xp, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act};
+  const long panels = (n + PK_NR - 1) / PK_NR;
+  if (!pooled || 2 * m * k * n < 4 * PARALLEL_BYTES) {
+    for (long c = 0; c < panels; c++) pk_chunk(&a, c);
+  } else {
+    parallel_for(pk_chunk, &a, panels);
+  }
+}
+
+/* With call_mu held: `gemm_rows` on the pool, x packed into the shared scratch. */
 static int gemm_limited_locked(const float *x, const float *w, int packed, const float *bias,
                                float *y, long m, long k, long n, int act, const long *limit,
                                int limit_k) {
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
   float *xp = pk_floats((m + PK_MR - 1) * k);
   if (!xp) return -1;
-  pack_rows_pool(x, xp, m, k);
-  pk_args a = {xp, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act};
-  const long panels = (n + PK_NR - 1) / PK_NR;
-  if (2 * m * k * n < 4 * PARALLEL_BYTES) {
-    for (long c = 0; c < panels; c++) pk_chunk(&a, c);
-  } else {
-    parallel_for(pk_chunk, &a, panels);
-  }
+  gemm_rows(x, xp, w, packed, bias, y, m, k, n, act, limit, limit_k, 1);
   return 0;
 }
 
@@ -657,67 +668,123 @@ static double max_norm2(const float *restrict x, long rows, long d) {
   return mx;
 }
 
+typedef struct {
+  const float *q, *k, *v;
+  float *out;
+  long bsz, hq, hkv, sq, sk, d, dv, kv_len;
+  int causal;
+  double scale;
+  const float *mask;
+  const long *ms;
+  _Atomic int failed; /* a group found no memory for its scratch */
+} att_args;
+
+/* Floats of one group's scratch: K^T in panels, the scores, then (8-byte aligned) the rows'
+ * sums, live keys, mask rows and uncut key counts; with `own_xp`, room for the products'
+ * packed rows too (a group run on one thread packs into its own scratch). */
+static long att_floats(const att_args *a, int own_xp) {
+  const long m = a->hq / a->hkv * a->sq, n = a->kv_len;
+  const long wide = a->d > n ? a->d : n;
+  return fuel_native_packed_floats(a->d, n) + m * n + 8 * m + 2 +
+         (own_xp ? (m + PK_MR - 1) * wide : 0);
+}
+
+/* The attention of group `grp` (a batch row's kv head and the g query heads that share it):
+ * its products and softmax on the pool (`pooled`), else all on this thread, packing into
+ * `buf`'s own room (the same bits either way). 0, or -1 when out of memory. */
+static int att_group(const att_args *a, long grp, float *buf, int pooled) {
+  const long g = a->hq / a->hkv, m = g * a->sq, n = a->kv_len, d = a->d, dv = a->dv;
+  const long b = grp / a->hkv, kvh = grp % a->hkv;
+  const float *qg = a->q + (b * a->hq + kvh * g) * a->sq * d;
+  float *og = a->out + (b * a->hq + kvh * g) * a->sq * dv;
+  if (!n) { /* no live key: zeros, like a fully masked row */
+    memset(og, 0, (size_t)(m * dv) * sizeof(float));
+    return 0;
+  }
+  const float *mask = a->mask;
+  const long *ms = a->ms;
+  const long sfloats = m * n;
+  float *kp = buf, *s = kp + fuel_native_packed_floats(d, n);
+  double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
+  long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
+  long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
+  long *full = mrow + m;
+  float *xp = (float *)(full + m); /* the products' packed rows (not `pooled`) */
+  const float *kb = a->k + (b * a->hkv + kvh) * a->sk * d;
+  const float *vb = a->v + (b * a->hkv + kvh) * a->sk * dv;
+  /* A row's trailing keys the mask sets to the lowest float or -inf (a causal mask written
+   * out) are cut before scoring when every |scale q . k| is below 2^100 (by Cauchy-Schwarz
+   * on the largest norms; a NaN or inf operand: nothing is cut): their logits are then the
+   * mask value exactly, whose weight is 0 next to any key not masked out (the softmax puts
+   * them back for a row whose kept keys are all masked out too). */
+  const int cut = mask && fabs(a->scale) * sqrt(max_norm2(qg, m, d)) *
+                                 sqrt(max_norm2(kb, n, d)) * 1.01 <
+                             0x1p100;
+  for (long r = 0; r < m; r++) {
+    full[r] = live[r] = live_keys(r % a->sq, a->sq, n, a->causal);
+    if (!mask) continue;
+    mrow[r] = b * ms[0] + (kvh * g + r / a->sq) * ms[1] + r % a->sq * ms[2];
+    while (cut && live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] <= MASK_LOWEST) live[r]--;
+  }
+  for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
+    for (long i = 0; i < d; i++)
+      for (long c = 0; c < PK_NR; c++)
+        kp[(p * d + i) * PK_NR + c] = p * PK_NR + c < n ? kb[(p * PK_NR + c) * d + i] : 0.0f;
+  if (pooled) {
+    if (gemm_limited_locked(qg, kp, 1, 0, s, m, d, n, 0, live, 0)) return -1;
+  } else {
+    gemm_rows(qg, xp, kp, 1, 0, s, m, d, n, 0, live, 0, 0);
+  }
+  softmax_args sa = {s, l, live, m, n, (float)a->scale, mask, mrow, mask ? ms[3] : 0, full};
+  if (pooled) {
+    parallel_for(softmax_chunk, &sa, (m + 15) / 16);
+    if (gemm_limited_locked(s, vb, 0, 0, og, m, n, dv, 0, live, 1)) return -1;
+  } else {
+    for (long c = 0; c < (m + 15) / 16; c++) softmax_chunk(&sa, c);
+    gemm_rows(s, xp, vb, 0, 0, og, m, n, dv, 0, live, 1, 0);
+  }
+  for (long r = 0; r < m; r++)
+    for (long c = 0; c < dv; c++)
+      og[r * dv + c] = l[r] > 0.0 ? (float)((double)og[r * dv + c] / l[r]) : 0.0f;
+  return 0;
+}
+
+/* Each thread's scratch for the groups it runs (grown, never shrunk: the pool's threads
+ * live as long as the process). */
+static __thread float *att_own;
+static __thread long att_own_len;
+
+static void att_chunk(void *q, long grp) {
+  att_args *a = q;
+  float *buf = grow_floats(&att_own, &att_own_len, att_floats(a, 1));
+  if (!buf || att_group(a, grp, buf, 0)) atomic_store(&a->failed, 1);
+}
+
 static float *att_scratch;
 static long att_scratch_len;
 
 /* q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, sq, dv]; kv_len
- * clamped to [0, sk] by the caller. 0, or -1 when out of memory. */
+ * clamped to [0, sk] by the caller. Groups (a batch row's kv head) split evenly over the pool
+ * run whole on one thread each (one head's products are too small to share: ~4 panels);
+ * otherwise group after group, each product and softmax on the pool. 0, or -1 when out of
+ * memory. */
 int fuel_native_attention_gemm(const float *q, const float *k, const float *v, float *out,
                                long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
                                long kv_len, int causal, double scale, const float *mask,
                                const long *ms) {
-  const long g = hq / hkv, m = g * sq, n = kv_len;
-  const long kfloats = fuel_native_packed_floats(d, n), sfloats = m * n;
+  att_args a = {q, k, v, out, bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale, mask, ms, 0};
+  const long groups = bsz * hkv;
   int rc = 0;
   pthread_mutex_lock(&call_mu);
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-  float *kp = n ? grow_floats(&att_scratch, &att_scratch_len, kfloats + sfloats + 8 * m + 2) : 0;
-  if (n && !kp) rc = -1;
-  for (long grp = 0; grp < bsz * hkv && !rc; grp++) {
-    const long b = grp / hkv, kvh = grp % hkv;
-    const float *qg = q + (b * hq + kvh * g) * sq * d;
-    float *og = out + (b * hq + kvh * g) * sq * dv;
-    if (!n) { /* no live key: zeros, like a fully masked row */
-      memset(og, 0, (size_t)(m * dv) * sizeof(float));
-      continue;
-    }
-    float *s = kp + kfloats;
-    double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
-    long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
-    long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
-    long *full = mrow + m;
-    const float *kb = k + (b * hkv + kvh) * sk * d, *vb = v + (b * hkv + kvh) * sk * dv;
-    /* A row's trailing keys the mask sets to the lowest float or -inf (a causal mask written
-     * out) are cut before scoring when every |scale q . k| is below 2^100 (by Cauchy-Schwarz
-     * on the largest norms; a NaN or inf operand: nothing is cut): their logits are then the
-     * mask value exactly, whose weight is 0 next to any key not masked out (the softmax puts
-     * them back for a row whose kept keys are all masked out too). */
-    const int cut = mask && fabs(scale) * sqrt(max_norm2(qg, m, d)) *
-                                   sqrt(max_norm2(kb, n, d)) * 1.01 <
-                               0x1p100;
-    for (long r = 0; r < m; r++) {
-      full[r] = live[r] = live_keys(r % sq, sq, kv_len, causal);
-      if (!mask) continue;
-      mrow[r] = b * ms[0] + (kvh * g + r / sq) * ms[1] + r % sq * ms[2];
-      while (cut && live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] <= MASK_LOWEST) live[r]--;
-    }
-    for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
-      for (long i = 0; i < d; i++)
-        for (long c = 0; c < PK_NR; c++)
-          kp[(p * d + i) * PK_NR + c] = p * PK_NR + c < n ? kb[(p * PK_NR + c) * d + i] : 0.0f;
-    if (gemm_limited_locked(qg, kp, 1, 0, s, m, d, n, 0, live, 0)) {
-      rc = -1;
-      break;
-    }
-    softmax_args sa = {s, l, live, m, n, (float)scale, mask, mrow, mask ? ms[3] : 0, full};
-    parallel_for(softmax_chunk, &sa, (m + 15) / 16);
-    if (gemm_limited_locked(s, vb, 0, 0, og, m, n, dv, 0, live, 1)) {
-      rc = -1;
-      break;
-    }
-    for (long r = 0; r < m; r++)
-      for (long c = 0; c < dv; c++)
-        og[r * dv + c] = l[r] > 0.0 ? (float)((double)og[r * dv + c] / l[r]) : 0.0f;
+  if (n_threads > 1 && groups >= n_threads &&
+      (groups % n_threads == 0 || groups >= 4 * n_threads)) {
+    parallel_for(att_chunk, &a, groups);
+    rc = atomic_load(&a.failed) ? -1 : 0;
+  } else {
+    float *buf = grow_floats(&att_scratch, &att_scratch_len, att_floats(&a, 0));
+    for (long grp = 0; grp < groups && !rc; grp++)
+      rc = buf ? att_group(&a, grp, buf, 1) : -1;
   }
   pthread_mutex_unlock(&call_mu);
   return rc;

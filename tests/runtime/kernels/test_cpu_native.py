@@ -239,13 +239,18 @@ q = g.standard_normal((1, 32, 40, 64)).astype(np.float32)
 y = np.empty_like(q)
 nk._attention_native(True)([q, k, v, np.array(300)], [y], {"scale": 0.125, "causal": True})
 h.update(y.tobytes())
+mask = np.where(g.random((1, 1, 40, 512)) < 0.2, -np.inf, 0.0).astype(np.float32)
+nk._attention_native(False, with_mask=True)([q, k, v, mask], [y], {"scale": 0.125, "causal": False})
+h.update(y.tobytes())
 print(h.hexdigest())
 """
 
 
 def test_bits_do_not_depend_on_the_thread_count() -> None:
+    """One thread, two (the prefill attention's 8 kv groups split evenly: a group per thread)
+    and three (uneven: each group's products on the pool): the same bits."""
     digests = set()
-    for n in ("1", "3"):
+    for n in ("1", "2", "3"):
         res = subprocess.run(
             [sys.executable, "-c", _BITS_SCRIPT],
             capture_output=True,
