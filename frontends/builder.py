@@ -453,8 +453,25 @@ class GraphBuilder:
 
     # -- movement --------------------------------------------------------------------------
 
-    def reshape(self, x: Value, shape: Sequence[int]) -> Value:
-        """Reshape; one dim may be -1 (inferred)."""
+    def reshape(
+        self, x: Value, shape: Sequence[int], dims: Sequence[int | DimExpr] | None = None
+    ) -> Value:
+        """Reshape; one dim may be -1 (inferred). `dims`: each result dim as an int or an
+        expression of the dim symbols, for `?` dims the input's cannot determine (the op's
+        `dims` attribute)."""
+        if dims is not None:
+            written = [d if isinstance(d, int) else StringAttr(str(d)) for d in dims]
+            static = [d if isinstance(d, int) else DYNAMIC for d in dims]
+            op = mv.ReshapeOp.create(
+                operands=[x],
+                result_types=[tensor_type(static, dtype_name(x.type))],
+                attributes={
+                    "dims": ArrayAttr(
+                        [IntegerAttr(d, i64) if isinstance(d, int) else d for d in written]
+                    )
+                },
+            )
+            return self._add(op)
         s, shape = shape_of(x.type), list(shape)
         if shape.count(-1) > 1:
             raise BuilderError(f"reshape to {shape}: at most one dim may be -1")

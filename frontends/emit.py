@@ -303,6 +303,11 @@ def reshape_to(em: Emitter, x: Tensor, shape: Sequence[Any]) -> Tensor:
         want = tuple(next(dyn, d) if isinstance(d, int) and d < 0 else d for d in want)
     if want == sym_shape_t(em, x):
         return x
+    written = [d for d in want if isinstance(d, DimExpr)]
+    if len(written) > 1 and written != [d for d in sym_shape_t(em, x) if isinstance(d, DimExpr)]:
+        # the input's `?` dims do not give the result's in order (`batch*seq` rows back into
+        # `batch` and `seq`): the result dims written out (the op's `dims`)
+        return em.op("reshape", x, shape=static_dims(want), dims=want)
     out = em.op("reshape", x, shape=static_dims(want))
     if isinstance(out, SSAValue) and sym_shape_t(em, out) != want:
         got = [str(d) for d in sym_shape_t(em, out)]

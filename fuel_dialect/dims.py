@@ -146,7 +146,8 @@ def verify_function_dims(f: func.FuncOp) -> None:
         raise VerifyException(f"{where} declares dim '{n}' but no argument dim names it")
     for op in f.walk():
         names = getattr(op, "symbols", None)
-        for n in sorted(names() - set(declared)) if op.name == "fuel.iota" and names else ():
+        written = op.name in ("fuel.iota", "fuel.reshape")  # dims written in symbols
+        for n in sorted(names() - set(declared)) if written and names else ():
             raise VerifyException(f"{where} '{op.name}' uses dim '{n}', which it does not declare")
 
 

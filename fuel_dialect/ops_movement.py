@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
+    ArrayAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     IntegerAttr,
@@ -19,6 +20,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     prop_def,
     result_def,
     traits_def,
@@ -47,19 +49,29 @@ from fuel_dialect.dtypes import DYNAMIC, INDEX_NAMES, broadcast_shapes, fmt_shap
 class ReshapeOp(IRDLOperation, KernelOp):
     """Row-major reshape to the result type's shape (same element count).
 
+    Its `?` result dims follow from the input's (see `fuel_dialect.shapes`); where they cannot
+    (`batch*seq` rows split back into `batch` and `seq`), the optional `dims` attribute writes
+    each result dim in dim symbols, as `fuel.iota`'s shape is written.
+
     Example: `%y = fuel.reshape %x : tensor<4x8xf32> -> tensor<2x16xf32>`
+
+    Example: `%y = fuel.reshape %x {dims = ["batch", "seq", 4 : i64]} : tensor<?x4xf32> ->
+    tensor<?x?x4xf32>`
     """
 
     name = "fuel.reshape"
     KERNEL_OP: ClassVar[str] = "reshape"
     input = operand_def(TensorType)
     result = result_def(TensorType)
+    dims = opt_attr_def(ArrayAttr[IntegerAttr | StringAttr])
     traits = traits_def(Pure())
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
         check_ranked(self)
         require_same_elem(self, self.input, self.result)
+        if self.dims is not None:
+            self._verify_dims()
         a, b = shape(self.input), shape(self.result)
         if min(a, default=0) >= 0 and min(b, default=0) >= 0 and math.prod(a) != math.prod(b):
             raise fail(
@@ -67,6 +79,30 @@ class ReshapeOp(IRDLOperation, KernelOp):
                 f"cannot reshape {fmt_shape(a)} ({math.prod(a)} elements) to "
                 f"{fmt_shape(b)} ({math.prod(b)} elements)",
             )
+
+    def symbols(self) -> set[str]:
+        """The dim symbols its `dims` name."""
+        from fuel_dialect.ops_shape import expr_symbols
+
+        entries = self.dims.data if self.dims is not None else ()
+        return {n for e in entries if isinstance(e, StringAttr) for n in expr_symbols(e.data)}
+
+    def _verify_dims(self) -> None:
+        """`dims`: one entry per result dim; an int where the result dim is static (that
+        int), an expression of dim symbols (`parse_dim`) where it is `?`."""
+        from fuel_dialect.ops_shape import parse_dim
+
+        assert self.dims is not None
+        out = shape(self.result)
+        entries = self.dims.data
+        if len(entries) != len(out):
+            raise fail(self, f"dims has {len(entries)} entries for a rank-{len(out)} result")
+        for i, (e, d) in enumerate(zip(entries, out, strict=True)):
+            if isinstance(e, IntegerAttr):
+                if d >= 0 and e.value.data != d:
+                    raise fail(self, f"dims[{i}] = {e.value.data}, the result dim is {d}")
+            else:
+                parse_dim(e.data, self)
 
 
 @irdl_op_definition

@@ -25,7 +25,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def, result_def, t
 from xdsl.traits import Pure
 
 from fuel_dialect.base import check_ranked, fail, shape
-from fuel_dialect.shapes import DimExpr, opaque
+from fuel_dialect.shapes import OPAQUE_TERMS, DimExpr, opaque
 
 _TOKEN = re.compile(r"\s*(-?\d+|[a-z_][a-z0-9_]*|[()*+,])")
 
@@ -80,12 +80,7 @@ class IotaOp(IRDLOperation):
             try:
                 float(text)
             except ValueError:
-                out |= set(re.findall(r"[a-z_][a-z0-9_]*", text)) - {
-                    "div",
-                    "slice",
-                    "bcast",
-                    "floordiv",
-                }
+                out |= expr_symbols(text)
         return out
 
     def dims(self, env: Mapping[str, Any]) -> list[Any]:
@@ -117,6 +112,11 @@ def start_value(text: str, env: Mapping[str, Any], op: Any = None) -> Any:
     except ValueError:
         d = parse_dim(text, op)
         return substitute(d, env) if env else d
+
+
+def expr_symbols(text: str) -> set[str]:
+    """The dim symbols a dim expression names."""
+    return set(re.findall(r"[a-z_][a-z0-9_]*", text)) - OPAQUE_TERMS
 
 
 def parse_dim(text: str, op: Any = None) -> Any:

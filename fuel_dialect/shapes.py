@@ -166,6 +166,8 @@ _OPAQUE: dict[str, Callable[..., int]] = {
     "floordiv": lambda a, b: a // b,
     "slice": _slice_len,
 }
+OPAQUE_TERMS = frozenset(_OPAQUE)
+"""The function-like terms of a dim expression's text (`div(e, n)`...): not dim symbols."""
 
 
 # -- rules ------------------------------------------------------------------------------------
@@ -245,6 +247,24 @@ def _reshape(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
     for i, d in zip(holes, dyn, strict=True):
         res[i] = d
     return [tuple(res)]
+
+
+def _reshape_written(op: Any, src: Shape, env: Mapping[str, Dim]) -> Shape:
+    """A reshape whose result dims are written in dim symbols (its `dims`), at `env`; the
+    element counts must be equal (as expressions, or as ints once a run binds them)."""
+    from fuel_dialect.ops_shape import parse_dim, substitute
+
+    out: list[Dim] = []
+    for e, d in zip(op.dims.data, _declared(op), strict=True):
+        if d >= 0:
+            out.append(d)
+            continue
+        try:
+            out.append(substitute(parse_dim(e.data), env) if env else parse_dim(e.data))
+        except KeyError as k:
+            raise ShapeError(f"dim symbol {k} is not bound") from None
+    _require_equal(_prod(src), _prod(out), "reshape element count")
+    return tuple(out)
 
 
 def _split(total: Dim, part: int) -> Dim:
@@ -385,6 +405,8 @@ def infer(op: Operation, ins: Sequence[Shape], env: Mapping[str, Dim] | None = N
             return [tuple(op.dims(env or {}))]  # type: ignore[attr-defined]
         except KeyError as e:
             raise ShapeError(f"dim symbol {e} is not bound") from None
+    if op.name == "fuel.reshape" and op.attributes.get("dims") is not None:
+        return [_reshape_written(op, ins[0], env or {})]
     rule = rule_for(op)
     if rule is not None:
         return rule(op, ins)

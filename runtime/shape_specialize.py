@@ -33,7 +33,7 @@ from fuel_dialect.base import KernelOp
 from fuel_dialect.branch import PICKED_ATTR, BranchOp, collapse_branch, static_choice
 from fuel_dialect.dims import DIM_NAMES_ATTR, DIMS_ATTR, arg_symbols, function_dims, is_symbolic
 from fuel_dialect.dtypes import dtype_name
-from fuel_dialect.ops_movement import ConstantOp, WeightOp
+from fuel_dialect.ops_movement import ConstantOp, ReshapeOp, WeightOp
 from fuel_dialect.ops_shape import IotaOp
 from fuel_dialect.shapes import ShapeError, propagate
 from runtime import knobs
@@ -106,6 +106,8 @@ def specialize(module: FuelModule, env: Mapping[str, int], function: str | None 
     weights = _fold_iotas(f, env, dict(module.weights))
     _fold_derived(f, weights)
     f.attributes.pop(DIMS_ATTR, None)
+    for r in [o for o in f.walk() if isinstance(o, ReshapeOp)]:
+        r.attributes.pop("dims", None)  # written in the symbols; its type is static now
     if f.arg_attrs is not None:
         f.arg_attrs = ArrayAttr(
             [

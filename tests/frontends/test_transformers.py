@@ -178,6 +178,42 @@ def test_torch_export_as_exported(name: str) -> None:
         assert compiled.text().count("fuel.rope ") == 2 * LAYERS
 
 
+def test_torch_export_with_dynamic_batch_and_seq() -> None:
+    """GPT-2 with `Dim("batch")` and `Dim("seq")`: its attention splits `batch*seq` rows back
+    into batch and seq, which the input's one `?` cannot tell apart, so those reshapes write
+    their dims in the symbols (`dims` on `fuel.reshape`); one bundle runs two (batch, seq)
+    shapes against PyTorch, each output depending on its input. A dynamic seq alone writes
+    none."""
+    from lowering.bundle import compile_module
+    from lowering.cpu.specialize import shape_finisher
+    from runtime.shape_specialize import make_executor
+
+    model, (a, mask), _ = _case("gpt2")
+    batch, seq = torch.export.Dim("batch", min=1, max=4), torch.export.Dim("seq", min=1, max=64)
+    args = (a.repeat(2, 1), mask.repeat(2, 1))
+    ep = torch.export.export(
+        model, args, dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}), strict=False
+    )
+    module = import_exported_program(ep)
+    assert '{dims = ["batch", "seq",' in module.text()
+    compiled, _ = compile_module(module)
+    ex = make_executor(compiled, finish=shape_finisher())
+    gen = torch.Generator().manual_seed(3)
+    for b, n in ((2, TOKENS), (3, 5)):
+        ids = torch.randint(0, VOCAB, (b, n), generator=gen)
+        ones = torch.ones(b, n, dtype=torch.int64)
+        feed = dict(zip(ex.input_names, (ids.numpy(), ones.numpy()), strict=True))
+        got = next(iter(ex.run(feed).values()))
+        with torch.inference_mode():
+            want = model(ids, ones).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+        assert not np.array_equal(got[0], got[1]), "the output does not depend on the input"
+    model, args, _ = _case("gpt2")
+    one = torch.export.Dim("seq", min=1, max=64)
+    ep = torch.export.export(model, args, dynamic_shapes=({1: one}, {1: one}), strict=False)
+    assert "{dims = " not in import_exported_program(ep).text()
+
+
 class IdsOnly(torch.nn.Module):
     """`model(input_ids)` as most users export a decoder: transformers builds the positions and
     mask itself (its packed-sequence check runs `diff` and `cumsum` on the positions)."""

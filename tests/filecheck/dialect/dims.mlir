@@ -46,3 +46,16 @@ func.func @iota(%ids: tensor<1x?xi64> {fuel.dim_names = ["seq"]}) -> (tensor<?xi
   %f = fuel.iota shape = [1, "seq", "2*seq + 1"] start = "-inf" step = 0.0 : f64 axis = 0 : tensor<1x?x?xf32>
   func.return %p, %f : tensor<?xi64>, tensor<1x?x?xf32>
 }
+
+// Rows of batch*seq split back into batch and seq: the input's one `?` cannot say which result
+// dim is which, so the reshape writes its dims in the symbols.
+
+// CHECK-LABEL: func.func @reshape_written_dims
+// CHECK-NEXT:    %[[F:.*]] = fuel.reshape %{{.*}} : tensor<?x?x4xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    %[[Y:.*]] = fuel.reshape %[[F]] {dims = ["batch", "seq", 4 : i64]} : tensor<?x4xf32> -> tensor<?x?x4xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<?x?x4xf32>
+func.func @reshape_written_dims(%x: tensor<?x?x4xf32> {fuel.dim_names = ["batch", "seq"]}) -> tensor<?x?x4xf32> attributes {fuel.dims = {batch = #fuel.dim<1, 8>, seq = #fuel.dim<1, 64>}} {
+  %0 = fuel.reshape %x : tensor<?x?x4xf32> -> tensor<?x4xf32>
+  %1 = fuel.reshape %0 {dims = ["batch", "seq", 4]} : tensor<?x4xf32> -> tensor<?x?x4xf32>
+  func.return %1 : tensor<?x?x4xf32>
+}

@@ -101,3 +101,31 @@ func.func @iota_undeclared(%x: tensor<?xf32> {fuel.dim_names = ["n"]}) attribute
   %0 = "fuel.iota"() <{shape = ["m"], start = "0", step = 1.0 : f64, axis = 0 : i64}> : () -> tensor<?xi64>
   func.return
 }
+
+// -----
+// CHECK: 'fuel.reshape' dims has 2 entries for a rank-3 result
+func.func @reshape_dims_rank(%x: tensor<?x4xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = fuel.reshape %x {dims = ["n", 4]} : tensor<?x4xf32> -> tensor<?x1x4xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.reshape' dims[1] = 2, the result dim is 1
+func.func @reshape_dims_static(%x: tensor<?x4xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = fuel.reshape %x {dims = ["n", 2, 4]} : tensor<?x4xf32> -> tensor<?x1x4xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'fuel.reshape' invalid dim expression 'n*'
+func.func @reshape_dims_expr(%x: tensor<?x4xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = fuel.reshape %x {dims = ["n*", 1, 4]} : tensor<?x4xf32> -> tensor<?x1x4xf32>
+  func.return
+}
+
+// -----
+// CHECK: 'func.func' @reshape_undeclared 'fuel.reshape' uses dim 'm', which it does not declare
+func.func @reshape_undeclared(%x: tensor<?x4xf32> {fuel.dim_names = ["n"]}) attributes {fuel.dims = {n = #fuel.dim<1, 8>}} {
+  %0 = fuel.reshape %x {dims = ["m", 1, 4]} : tensor<?x4xf32> -> tensor<?x1x4xf32>
+  func.return
+}
