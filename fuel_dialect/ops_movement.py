@@ -43,6 +43,7 @@ from fuel_dialect.base import (
     shape,
 )
 from fuel_dialect.dtypes import DYNAMIC, INDEX_NAMES, broadcast_shapes, fmt_shape
+from fuel_dialect.shapes import expr_symbols, parse_dim
 
 
 @irdl_op_definition
@@ -82,16 +83,12 @@ class ReshapeOp(IRDLOperation, KernelOp):
 
     def symbols(self) -> set[str]:
         """The dim symbols its `dims` name."""
-        from fuel_dialect.ops_shape import expr_symbols
-
         entries = self.dims.data if self.dims is not None else ()
         return {n for e in entries if isinstance(e, StringAttr) for n in expr_symbols(e.data)}
 
     def _verify_dims(self) -> None:
         """`dims`: one entry per result dim; an int where the result dim is static (that
         int), an expression of dim symbols (`parse_dim`) where it is `?`."""
-        from fuel_dialect.ops_shape import parse_dim
-
         assert self.dims is not None
         out = shape(self.result)
         entries = self.dims.data

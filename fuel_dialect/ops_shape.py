@@ -8,7 +8,6 @@ mask of shape `seq x seq` (`ConstantOfShape`), the value of `seq` itself (`Shape
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,9 +24,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def, result_def, t
 from xdsl.traits import Pure
 
 from fuel_dialect.base import check_ranked, fail, shape
-from fuel_dialect.shapes import OPAQUE_TERMS, DimExpr, opaque
-
-_TOKEN = re.compile(r"\s*(-?\d+|[a-z_][a-z0-9_]*|[()*+,])")
+from fuel_dialect.shapes import expr_symbols, parse_dim, substitute
 
 
 @irdl_op_definition
@@ -112,87 +109,6 @@ def start_value(text: str, env: Mapping[str, Any], op: Any = None) -> Any:
     except ValueError:
         d = parse_dim(text, op)
         return substitute(d, env) if env else d
-
-
-def expr_symbols(text: str) -> set[str]:
-    """The dim symbols a dim expression names."""
-    return set(re.findall(r"[a-z_][a-z0-9_]*", text)) - OPAQUE_TERMS
-
-
-def parse_dim(text: str, op: Any = None) -> Any:
-    """An expression of dim symbols (`DimExpr.__str__`'s syntax: integers, names, `*`, `+`,
-    and `div(e, n)`, `slice(e, a, b, c)`, `bcast(e, e)` terms) -> int or `DimExpr`."""
-
-    tokens = [t for t in _TOKEN.findall(text)]
-    if "".join(tokens) != re.sub(r"\s+", "", text) or not tokens:
-        raise _bad(text, op)
-    pos = 0
-
-    def atom() -> Any:
-        nonlocal pos
-        tok = tokens[pos]
-        pos += 1
-        if re.fullmatch(r"-?\d+", tok):
-            return int(tok)
-        if pos < len(tokens) and tokens[pos] == "(":
-            pos += 1
-            args = [expr()]
-            while tokens[pos] == ",":
-                pos += 1
-                args.append(expr())
-            if tokens[pos] != ")":
-                raise _bad(text, op)
-            pos += 1
-            return opaque(tok, *args)
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*", tok):
-            raise _bad(text, op)
-        return DimExpr.sym(tok)
-
-    def term() -> Any:
-        nonlocal pos
-        v = atom()
-        while pos < len(tokens) and tokens[pos] == "*":
-            pos += 1
-            v = v * atom()
-        return v
-
-    def expr() -> Any:
-        nonlocal pos
-        v = term()
-        while pos < len(tokens) and tokens[pos] == "+":
-            pos += 1
-            v = v + term()
-        return v
-
-    try:
-        out = expr()
-    except (IndexError, KeyError):
-        raise _bad(text, op) from None
-    if pos != len(tokens):
-        raise _bad(text, op)
-    return out
-
-
-def substitute(d: Any, env: Mapping[str, Any]) -> Any:
-    """`d` (int or `DimExpr`) with each symbol replaced by `env[name]` (int or `DimExpr`)."""
-
-    if not isinstance(d, DimExpr):
-        return d
-    total: Any = 0
-    for mono, c in d.terms:
-        v: Any = c
-        for a in mono:
-            if isinstance(a, str):
-                v = v * env[a]
-            else:
-                v = v * opaque(a[0], *(substitute(x, env) for x in a[1:]))
-        total = total + v
-    return total
-
-
-def _bad(text: str, op: Any) -> Exception:
-    msg = f"invalid dim expression '{text}'"
-    return fail(op, msg) if op is not None else ValueError(msg)
 
 
 SHAPE_OPS = (IotaOp,)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -20,6 +21,7 @@ from typing import Any, Union
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
+from fuel_dialect.base import fail
 from fuel_dialect.dims import arg_symbols, function_dims
 from fuel_dialect.dtypes import DYNAMIC, normalize_axis
 from fuel_dialect.ops_elementwise import BinaryOp, UnaryOp
@@ -252,8 +254,6 @@ def _reshape(op: Operation, ins: Sequence[Shape]) -> list[Shape]:
 def _reshape_written(op: Any, src: Shape, env: Mapping[str, Dim]) -> Shape:
     """A reshape whose result dims are written in dim symbols (its `dims`), at `env`; the
     element counts must be equal (as expressions, or as ints once a run binds them)."""
-    from fuel_dialect.ops_shape import parse_dim, substitute
-
     out: list[Dim] = []
     for e, d in zip(op.dims.data, _declared(op), strict=True):
         if d >= 0:
@@ -531,3 +531,89 @@ __all__ = [
     "symbol_hints",
     "unknown_hints",
 ]
+
+
+# -- dim expressions written as text (`fuel.iota`'s shape, `fuel.reshape`'s dims) -----------
+
+_TOKEN = re.compile(r"\s*(-?\d+|[a-z_][a-z0-9_]*|[()*+,])")
+
+
+def expr_symbols(text: str) -> set[str]:
+    """The dim symbols a dim expression names."""
+    return set(re.findall(r"[a-z_][a-z0-9_]*", text)) - OPAQUE_TERMS
+
+
+def parse_dim(text: str, op: Any = None) -> Any:
+    """An expression of dim symbols (`DimExpr.__str__`'s syntax: integers, names, `*`, `+`,
+    and `div(e, n)`, `slice(e, a, b, c)`, `bcast(e, e)` terms) -> int or `DimExpr`."""
+
+    tokens = [t for t in _TOKEN.findall(text)]
+    if "".join(tokens) != re.sub(r"\s+", "", text) or not tokens:
+        raise _bad(text, op)
+    pos = 0
+
+    def atom() -> Any:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if re.fullmatch(r"-?\d+", tok):
+            return int(tok)
+        if pos < len(tokens) and tokens[pos] == "(":
+            pos += 1
+            args = [expr()]
+            while tokens[pos] == ",":
+                pos += 1
+                args.append(expr())
+            if tokens[pos] != ")":
+                raise _bad(text, op)
+            pos += 1
+            return opaque(tok, *args)
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", tok):
+            raise _bad(text, op)
+        return DimExpr.sym(tok)
+
+    def term() -> Any:
+        nonlocal pos
+        v = atom()
+        while pos < len(tokens) and tokens[pos] == "*":
+            pos += 1
+            v = v * atom()
+        return v
+
+    def expr() -> Any:
+        nonlocal pos
+        v = term()
+        while pos < len(tokens) and tokens[pos] == "+":
+            pos += 1
+            v = v + term()
+        return v
+
+    try:
+        out = expr()
+    except (IndexError, KeyError):
+        raise _bad(text, op) from None
+    if pos != len(tokens):
+        raise _bad(text, op)
+    return out
+
+
+def substitute(d: Any, env: Mapping[str, Any]) -> Any:
+    """`d` (int or `DimExpr`) with each symbol replaced by `env[name]` (int or `DimExpr`)."""
+
+    if not isinstance(d, DimExpr):
+        return d
+    total: Any = 0
+    for mono, c in d.terms:
+        v: Any = c
+        for a in mono:
+            if isinstance(a, str):
+                v = v * env[a]
+            else:
+                v = v * opaque(a[0], *(substitute(x, env) for x in a[1:]))
+        total = total + v
+    return total
+
+
+def _bad(text: str, op: Any) -> Exception:
+    msg = f"invalid dim expression '{text}'"
+    return fail(op, msg) if op is not None else ValueError(msg)
