@@ -59,5 +59,8 @@ class HoistActivationAboveReshape(RewritePattern):
             return
         y = r.input
         act = type(op).create(operands=[y], result_types=[y.type], properties=dict(op.properties))
-        back = ReshapeOp.create(operands=[act.results[0]], result_types=[op.result.type])
+        written = {"dims": r.dims} if r.dims is not None else {}  # the same result dims
+        back = ReshapeOp.create(
+            operands=[act.results[0]], result_types=[op.result.type], attributes=written
+        )
         rewriter.replace(op, [act, back], [back.results[0]])

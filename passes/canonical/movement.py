@@ -51,4 +51,6 @@ class FoldReshapeOfReshape(RewritePattern):
         if same_type(x, op.result):
             rewriter.replace(op, [], [x])
         elif inner is not None:
-            rewriter.replace(op, ReshapeOp.create(operands=[x], result_types=[op.result.type]))
+            written = {"dims": op.dims} if op.dims is not None else {}  # the result's, kept
+            new = ReshapeOp.create(operands=[x], result_types=[op.result.type], attributes=written)
+            rewriter.replace(op, new)

@@ -53,3 +53,15 @@ func.func @reshape_of_reshape_symbolic(%x: tensor<1x?x64xf32> {fuel.dim_names = 
   %b = fuel.reshape %a : tensor<1x?x32xf32> -> tensor<1x?x64xf32>
   func.return %b : tensor<1x?x64xf32>
 }
+
+// A reshape that writes its dims in the symbols keeps them when it absorbs the reshape under
+// it: (batch, seq, 4) -> (batch*seq, 4) -> (batch, seq, 2, 2) is one reshape of the input.
+// CHECK-LABEL: func.func @reshape_of_reshape_written_dims
+// CHECK-SAME:    (%[[X:[^:]*]]: tensor<?x?x4xf32>
+// CHECK-NEXT:    %[[R:.*]] = fuel.reshape %[[X]] {dims = ["batch", "seq", 2 : i64, 2 : i64]} : tensor<?x?x4xf32> -> tensor<?x?x2x2xf32>
+// CHECK-NEXT:    func.return %[[R]]
+func.func @reshape_of_reshape_written_dims(%x: tensor<?x?x4xf32> {fuel.dim_names = ["batch", "seq"]}) -> tensor<?x?x2x2xf32> attributes {fuel.dims = {batch = #fuel.dim<1, 8>, seq = #fuel.dim<1, 64>}} {
+  %a = fuel.reshape %x : tensor<?x?x4xf32> -> tensor<?x4xf32>
+  %b = fuel.reshape %a {dims = ["batch", "seq", 2, 2]} : tensor<?x4xf32> -> tensor<?x?x2x2xf32>
+  func.return %b : tensor<?x?x2x2xf32>
+}
