@@ -280,7 +280,7 @@ def collapse_branch(branch: BranchOp, index: int) -> None:
     Rewriter.replace_op(branch, [], values)
 
 
-_COMPARE = {
+GATE_COMPARE = {
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
     "<=": lambda a, b: a <= b,
@@ -288,6 +288,7 @@ _COMPARE = {
     "<": lambda a, b: a < b,
     ">": lambda a, b: a > b,
 }
+"""A gate term's comparison by its text (the executor's gate walk uses it too)."""
 
 
 def _gate_dims(branch: BranchOp, i: int) -> list[tuple[int, str, int]] | None:
@@ -314,4 +315,4 @@ def static_choice(branch: BranchOp, picked: int) -> int | None:
     terms = _gate_dims(branch, picked)
     if terms is None or any(d < 0 for d, _, _ in terms):
         return None
-    return picked if all(_COMPARE[cmp](d, c) for d, cmp, c in terms) else 0
+    return picked if all(GATE_COMPARE[cmp](d, c) for d, cmp, c in terms) else 0

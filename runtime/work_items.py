@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from fuel_dialect.branch import GATE_COMPARE
 from runtime import native
 from runtime.compiled import READY, CompletionHandle
 from runtime.devices import DeviceRuntime
@@ -29,21 +30,11 @@ class Slot:
         self.handle: CompletionHandle = READY
 
 
-_CMP = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<=": lambda a, b: a <= b,
-    ">=": lambda a, b: a >= b,
-    "<": lambda a, b: a < b,
-    ">": lambda a, b: a > b,
-}
-
-
 def gate_holds(terms: list[tuple[str, int, int, str, int]], args: list[np.ndarray]) -> bool:
     """Evaluate a parsed gate over the branch's gate operands (shapes and 0-d values)."""
     for kind, i, axis, cmp, const in terms:
         got = args[i].shape[axis] if kind == "dim" else int(args[i])
-        if not _CMP[cmp](got, const):
+        if not GATE_COMPARE[cmp](got, const):
             return False
     return True
 
