@@ -287,8 +287,223 @@ static void pk_block_avx2(const pk_args *a, const float *xb, const float *wb, lo
 
 static int pk_isa = -1; /* fuel_native_gemm_isa(), or a lesser one (tests) */
 
+/* -- a few rows (decode) ------------------------------------------------------------------- */
+/* Fewer than PK_FEW rows (a decode step's products): the micro-kernels above compute a block of
+ * 8 rows whatever m is, so m = 1 would pay 16 FMAs per 32 weights read and be compute-bound.
+ * These compute exactly the rows there are over the whole k at once (the accumulators never
+ * leave registers): one row over two panels (four chains, two sequential streams: the panels
+ * are one read each, front to back), two or four rows over one panel. Each output is still
+ * the one FMA chain in k order, so the bits are the micro-kernels' (and the decode step's
+ * product of a row is the prefill's). x is read in place (row-major: `xp` of such a product's
+ * pk_args is x itself, not packed: packing it cost more than the product's reads of it). */
+#define PK_FEW 8
+
+typedef struct {
+  const float *w; /* the panel's first weight (ldb floats per k) */
+  float *y;       /* the output row's first column of the panel */
+  const float *bias;
+  long len;
+} pk_panel;
+
+/* The panel of columns [c0, c0 + len) for the rows from r0. */
+static pk_panel pk_panel_at(const pk_args *a, long panel, long r0) {
+  const long c0 = panel * PK_NR, len = a->n - c0 < PK_NR ? a->n - c0 : PK_NR;
+  const float *w = a->packed ? a->w + panel * a->k * PK_NR : a->w + c0;
+  return (pk_panel){w, a->y + r0 * a->n + c0, a->bias ? a->bias + c0 : 0, len};
+}
+
+static void pk_few_portable(const pk_args *a, const float *xb, long rows, pk_panel p, long ldb) {
+  for (long r = 0; r < rows; r++)
+    for (long j = 0; j < p.len; j++) {
+      float acc = 0.0f;
+      for (long i = 0; i < a->k; i++) acc = fmaf(xb[r * a->k + i], p.w[i * ldb + j], acc);
+      p.y[r * a->n + j] = pk_finish(acc, p.bias, j, 1, a->relu);
+    }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define PF_MASKS(p, m0, m1)                                                                   \
+  const __mmask16 m0 = p.len >= 16 ? 0xffff : (__mmask16)((1u << p.len) - 1);                \
+  const __mmask16 m1 = p.len >= 32 ? 0xffff                                                   \
+                       : p.len > 16 ? (__mmask16)((1u << (p.len - 16)) - 1)                   \
+                                    : 0;
+#define PF_STORE(p, r, m0, m1, va, vb)                                                        \
+  _mm512_mask_storeu_ps(p.y + (r) * n, m0, pk_finish512(va, p.bias, m0, 1, relu));            \
+  _mm512_mask_storeu_ps(p.y + (r) * n + 16, m1,                                               \
+                        pk_finish512(vb, p.bias ? p.bias + 16 : 0, m1, 1, relu));
+
+/* One row (x0) over panels p and q. */
+__attribute__((target("avx512f"))) static void
+pk_few1x2_512(const pk_args *a, const float *restrict x0, pk_panel p, pk_panel q, long ldb) {
+  const long n = a->n, k = a->k;
+  const int relu = a->relu;
+  PF_MASKS(p, pm0, pm1)
+  PF_MASKS(q, qm0, qm1)
+  const float *restrict w = p.w, *restrict v = q.w;
+  __m512 pa = _mm512_setzero_ps(), pb = _mm512_setzero_ps();
+  __m512 qa = _mm512_setzero_ps(), qb = _mm512_setzero_ps();
+  for (long i = 0; i < k; i++) {
+    const __m512 xv = _mm512_set1_ps(x0[i]);
+    pa = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(pm0, w + i * ldb), pa);
+    pb = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(pm1, w + i * ldb + 16), pb);
+    qa = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(qm0, v + i * ldb), qa);
+    qb = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(qm1, v + i * ldb + 16), qb);
+  }
+  PF_STORE(p, 0, pm0, pm1, pa, pb)
+  PF_STORE(q, 0, qm0, qm1, qa, qb)
+}
+
+#define PF_ACC(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
+#define PF_FMA(r)                                                                             \
+  {                                                                                           \
+    const __m512 xv = _mm512_set1_ps(x##r[i]);                                                \
+    c##r##a = _mm512_fmadd_ps(xv, b0, c##r##a);                                               \
+    c##r##b = _mm512_fmadd_ps(xv, b1, c##r##b);                                               \
+  }
+#define PF_LOADS                                                                              \
+  const __m512 b0 = _mm512_maskz_loadu_ps(m0, w + i * ldb);                                   \
+  const __m512 b1 = _mm512_maskz_loadu_ps(m1, w + i * ldb + 16);
+#define PF_HEAD                                                                               \
+  const long n = a->n, k = a->k;                                                              \
+  const int relu = a->relu;                                                                   \
+  const float *restrict w = p.w;                                                              \
+  PF_MASKS(p, m0, m1)
+
+/* Rows xb (k floats each) over panel p: one, two or four. */
+__attribute__((target("avx512f"))) static void
+pk_few1_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
+  PF_HEAD
+  const float *restrict x0 = xb;
+  PF_ACC(0)
+  for (long i = 0; i < k; i++) {
+    PF_LOADS
+    PF_FMA(0)
+  }
+  PF_STORE(p, 0, m0, m1, c0a, c0b)
+}
+
+__attribute__((target("avx512f"))) static void
+pk_few2_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
+  PF_HEAD
+  const float *restrict x0 = xb, *restrict x1 = xb + k;
+  PF_ACC(0) PF_ACC(1)
+  for (long i = 0; i < k; i++) {
+    PF_LOADS
+    PF_FMA(0) PF_FMA(1)
+  }
+  PF_STORE(p, 0, m0, m1, c0a, c0b)
+  PF_STORE(p, 1, m0, m1, c1a, c1b)
+}
+
+__attribute__((target("avx512f"))) static void
+pk_few4_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
+  PF_HEAD
+  const float *restrict x0 = xb, *restrict x1 = xb + k, *restrict x2 = xb + 2 * k;
+  const float *restrict x3 = xb + 3 * k;
+  PF_ACC(0) PF_ACC(1) PF_ACC(2) PF_ACC(3)
+  for (long i = 0; i < k; i++) {
+    PF_LOADS
+    PF_FMA(0) PF_FMA(1) PF_FMA(2) PF_FMA(3)
+  }
+  PF_STORE(p, 0, m0, m1, c0a, c0b)
+  PF_STORE(p, 1, m0, m1, c1a, c1b)
+  PF_STORE(p, 2, m0, m1, c2a, c2b)
+  PF_STORE(p, 3, m0, m1, c3a, c3b)
+}
+#undef PF_ACC
+#undef PF_FMA
+#undef PF_LOADS
+#undef PF_HEAD
+#undef PF_MASKS
+#undef PF_STORE
+
+/* AVX2: one or two rows (xb, k floats each) over a 16-column half of a panel (h: 0 or 1),
+ * four or eight accumulators. */
+__attribute__((target("avx2,fma"))) static void
+pk_few_avx2(const pk_args *a, const float *restrict xb, long rows, pk_panel p, long h, long ldb) {
+  const long n = a->n, k = a->k, len = p.len - 16 * h < 16 ? p.len - 16 * h : 16;
+  const int relu = a->relu;
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len), iota);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len - 8), iota);
+  const float *restrict w = p.w + 16 * h;
+  const float *bias = p.bias ? p.bias + 16 * h : 0;
+  float *y = p.y + 16 * h;
+  __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
+  __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
+  if (rows == 2) {
+    for (long i = 0; i < k; i++) {
+      const __m256 b0 = _mm256_maskload_ps(w + i * ldb, m0);
+      const __m256 b1 = _mm256_maskload_ps(w + i * ldb + 8, m1);
+      const __m256 x0 = _mm256_broadcast_ss(xb + i), x1 = _mm256_broadcast_ss(xb + k + i);
+      c0a = _mm256_fmadd_ps(x0, b0, c0a);
+      c0b = _mm256_fmadd_ps(x0, b1, c0b);
+      c1a = _mm256_fmadd_ps(x1, b0, c1a);
+      c1b = _mm256_fmadd_ps(x1, b1, c1b);
+    }
+  } else {
+    for (long i = 0; i < k; i++) {
+      const __m256 x0 = _mm256_broadcast_ss(xb + i);
+      c0a = _mm256_fmadd_ps(x0, _mm256_maskload_ps(w + i * ldb, m0), c0a);
+      c0b = _mm256_fmadd_ps(x0, _mm256_maskload_ps(w + i * ldb + 8, m1), c0b);
+    }
+  }
+  _mm256_maskstore_ps(y, m0, pk_finish256(c0a, bias, m0, 1, relu));
+  _mm256_maskstore_ps(y + 8, m1, pk_finish256(c0b, bias ? bias + 8 : 0, m1, 1, relu));
+  if (rows == 2) {
+    _mm256_maskstore_ps(y + n, m0, pk_finish256(c1a, bias, m0, 1, relu));
+    _mm256_maskstore_ps(y + n + 8, m1, pk_finish256(c1b, bias ? bias + 8 : 0, m1, 1, relu));
+  }
+}
+#endif
+
+/* A few-row product: x in place (`xp` is x), the kernels above. */
+static int pk_is_few(const pk_args *a) { return a->m < PK_FEW && !a->limit; }
+
+/* Every row of a few-row product over one panel, on this CPU's kernels. */
+static void pk_few_panel(const pk_args *a, long panel, long ldb) {
+  const long step = pk_isa == 2 ? 4 : 2;
+  for (long r0 = 0, rows; r0 < a->m; r0 += rows) {
+    rows = a->m - r0 >= step ? step : a->m - r0 >= 2 ? 2 : 1;
+    const pk_panel p = pk_panel_at(a, panel, r0);
+    const float *xb = a->xp + r0 * a->k;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (pk_isa == 2) {
+      (rows == 4 ? pk_few4_512 : rows == 2 ? pk_few2_512 : pk_few1_512)(a, xb, p, ldb);
+      continue;
+    }
+    if (pk_isa == 1) {
+      for (long h = 0; h < 2 && 16 * h < p.len; h++) pk_few_avx2(a, xb, rows, p, h, ldb);
+      continue;
+    }
+#endif
+    pk_few_portable(a, xb, rows, p, ldb);
+  }
+}
+
+/* Panels [panel, panel + count) (count 1 or 2) of a few-row product, then the epilogue past
+ * relu on them: a single row reads two panels at once. */
+static void pk_few(const pk_args *a, long panel, long count) {
+  const long ldb = a->packed ? PK_NR : a->n;
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (pk_isa == 2 && a->m == 1 && count == 2)
+    pk_few1x2_512(a, a->xp, pk_panel_at(a, panel, 0), pk_panel_at(a, panel + 1, 0), ldb);
+  else
+#endif
+    for (long q = panel; q < panel + count; q++) pk_few_panel(a, q, ldb);
+  if (a->act > ACT_RELU) {
+    const long c0 = panel * PK_NR, c1 = c0 + count * PK_NR < a->n ? c0 + count * PK_NR : a->n;
+    act_cols(a->y, a->n, a->m, c0, c1, 0, a->act);
+  }
+}
+
+
 static void pk_chunk(void *q, long panel) {
   const pk_args *a = q;
+  if (pk_is_few(a)) {
+    pk_few(a, panel, 1);
+    return;
+  }
   const long c0 = panel * PK_NR, len = a->n - c0 < PK_NR ? a->n - c0 : PK_NR;
   const float *wb = a->packed ? a->w + panel * a->k * PK_NR : a->w + c0;
   const long ldb = a->packed ? PK_NR : a->n;
@@ -368,18 +583,34 @@ static void pack_rows_pool(const float *x, float *xp, long m, long k) {
     parallel_for(pack_rows_chunk, &a, chunks);
 }
 
-/* x packed into xp ((m + PK_MR - 1) k floats), then the panels of w (`packed`: in panels, else
- * read in place, row-major): on the pool when `pooled` and the product is large enough, else
+/* Panels 2 chunk and 2 chunk + 1 (the last may be alone) of a few-row product. */
+static void pk_few_pair(void *q, long chunk) {
+  const pk_args *a = q;
+  const long panels = (a->n + PK_NR - 1) / PK_NR;
+  pk_few(a, 2 * chunk, panels - 2 * chunk < 2 ? 1 : 2);
+}
+
+/* x packed into xp ((m + PK_MR - 1) k floats; fewer than PK_FEW rows are read in place), then
+ * the panels of w (`packed`: in panels, else read in place, row-major): on the pool when `pooled` and the product is large enough, else
  * on this thread alone (the same bits either way). */
 static void gemm_rows(const float *x, float *xp, const float *w, int packed, const float *bias,
                       float *y, long m, long k, long n, int act, const long *limit, int limit_k,
                       int pooled) {
+  pk_args a = {xp, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act};
+  const long panels = (n + PK_NR - 1) / PK_NR;
+  if (pk_is_few(&a)) { /* x in place; memory-bound: the pool once the weight is big enough */
+    a.xp = x;
+    const long pairs = (panels + 1) / 2;
+    if (!pooled || 4 * k * n < PARALLEL_BYTES)
+      for (long c = 0; c < pairs; c++) pk_few_pair(&a, c);
+    else
+      parallel_for(pk_few_pair, &a, pairs);
+    return;
+  }
   if (pooled)
     pack_rows_pool(x, xp, m, k);
   else
     pack_rows(x, xp, m, k);
-  pk_args a = {xp, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act};
-  const long panels = (n + PK_NR - 1) / PK_NR;
   if (!pooled || 2 * m * k * n < 4 * PARALLEL_BYTES) {
     for (long c = 0; c < panels; c++) pk_chunk(&a, c);
   } else {
@@ -442,8 +673,17 @@ typedef struct {
 
 static void gated_up_chunk(void *q, long panel) {
   const gated_pk_args *a = q;
-  pk_chunk(&a->gate, panel);
-  pk_chunk(&a->up, panel);
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (pk_isa == 2 && a->m == 1) { /* one row: the gate's and the up panel read together */
+    const long ldb = a->gate.packed ? PK_NR : a->f;
+    pk_few1x2_512(&a->gate, a->gate.xp, pk_panel_at(&a->gate, panel, 0),
+                  pk_panel_at(&a->up, panel, 0), ldb);
+  } else
+#endif
+  {
+    pk_chunk((void *)&a->gate, panel);
+    pk_chunk((void *)&a->up, panel);
+  }
   const long c0 = panel * PK_NR, len = a->f - c0 < PK_NR ? a->f - c0 : PK_NR;
   for (long r = 0; r < a->m; r++) silu_mul_range(a->g + r * a->f + c0, a->u + r * a->f + c0, 0, len);
 }
@@ -460,15 +700,17 @@ int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, c
   if (!xp) {
     rc = -1;
   } else {
-    pack_rows_pool(x, xp, m, k);
-    gated_pk_args a = {{xp, wg, 0, g, m, k, f, 0, packed, 0, 0},
-                       {xp, wu, 0, u, m, k, f, 0, packed, 0, 0},
+    const int few = m < PK_FEW; /* x read in place (`pk_few`) */
+    if (!few) pack_rows_pool(x, xp, m, k);
+    const float *xa = few ? x : xp;
+    gated_pk_args a = {{xa, wg, 0, g, m, k, f, 0, packed, 0, 0},
+                       {xa, wu, 0, u, m, k, f, 0, packed, 0, 0},
                        g,
                        u,
                        m,
                        f};
     const long panels = (f + PK_NR - 1) / PK_NR;
-    if (2 * m * k * f < 4 * PARALLEL_BYTES)
+    if (few ? 8 * k * f < PARALLEL_BYTES : 2 * m * k * f < 4 * PARALLEL_BYTES)
       for (long c = 0; c < panels; c++) gated_up_chunk(&a, c);
     else
       parallel_for(gated_up_chunk, &a, panels);

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import runtime.executor as rex
 from frontends.builder import GraphBuilder
 from passes.optimize import optimize_graph
 from runtime import native
@@ -63,7 +64,8 @@ def test_runs_of_native_kernels_become_one_program() -> None:
 def test_programs_compute_exactly_what_the_kernels_do(monkeypatch: pytest.MonkeyPatch) -> None:
     m = optimized()
     fused = Executor(m)
-    monkeypatch.setattr(native, "available", lambda: False)  # the executor calls each kernel
+    # the executor calls each (prepared) kernel: no runs fused into programs
+    monkeypatch.setattr(rex, "fuse_native_runs", lambda items, names, encoded, keep: (items, names))
     plain = Executor(m)
     assert not any(n.startswith("native program") for n in plain.op_names)
     assert len(plain.op_names) > len(fused.op_names)
@@ -116,7 +118,7 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
     fused = load_bundle(path).executor()
     programs = [n for n in fused.op_names if n.startswith("native program")]
     assert any("c_launch" in n for n in programs), fused.op_names
-    monkeypatch.setattr(native, "available", lambda: False)
+    monkeypatch.setattr(rex, "fuse_native_runs", lambda items, names, encoded, keep: (items, names))
     plain = load_bundle(path).executor()
     assert not any(n.startswith("native program") for n in plain.op_names)
     x_ = np.random.default_rng(6).standard_normal((1, D)).astype(np.float32)
@@ -126,6 +128,7 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
 _RUN_BUNDLE = """
 import sys
 import numpy as np
+import runtime.executor as rex
 from runtime import native
 from lowering.bundle import load_bundle
 from runtime.signing import load_public_keys

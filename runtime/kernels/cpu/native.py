@@ -9,11 +9,14 @@ where a SIMD micro-kernel runs (`native.simd_fma`: AVX-512 or AVX2), at 64x the 
 elsewhere.
 
 * `matmul`, `matmul_bias_act` and `gated_mlp` take the C path for every f32 product by a 2-D
-  weight. Fewer than `GEMV_ROWS` rows (a decode step's GEMVs): the library streams the weight
-  once over all threads. More rows (prefill, an MLP's batch): the packed FMA GEMM, one FMA
-  chain per output in k order (AVX-512 or AVX2 micro-kernel; the portable one gives the same
-  bits). Its weight is packed once when the executor is built (`prepare`: the operand is a
-  bundle constant), else read in place (the same bits, slower). `matmul_bias_act` (kernel
+  weight: the packed FMA GEMM, one FMA chain per output in k order (AVX-512 or AVX2
+  micro-kernel; the portable one gives the same bits). Its weight is packed once when the
+  executor is built (`prepare`: the operand is a bundle constant), else read in place (the
+  same bits, slower). Fewer than `GEMV_ROWS` rows (a decode step) read the panels with
+  kernels for exactly those rows (one row: two panels at once, each a sequential stream;
+  measured 1.3-2.4x the GEMV's bandwidth on weights that miss the cache), where a SIMD kernel
+  runs; a weight that is not in panels takes the GEMV, which streams the row-major weight once
+  over all threads (pairwise sums of 8 terms: other bits). `matmul_bias_act` (kernel
   source `native`) adds the bias (and relu) as the packed products are stored and runs other
   activations as the numpy kernel does (f64); its `native-vecmath` sibling runs the whole
   epilogue in C on each output tile as it is finished (GEMV tiles, packed panels): `+ b` in
@@ -133,9 +136,12 @@ def _writable(out: np.ndarray) -> bool:
     return out.dtype == F32 and out.flags.c_contiguous and out.flags.writeable
 
 
-def _fma_shape(a: np.ndarray, b: np.ndarray) -> bool:
-    """A packed-GEMM product: f32 x [..., k] (at least GEMV_ROWS rows) by a 2-D f32 weight."""
-    return a.dtype == F32 and b.dtype == F32 and b.ndim == 2 and _rows(a) >= GEMV_ROWS
+def _fma_shape(a: np.ndarray, b: np.ndarray, packed: np.ndarray | None = None) -> bool:
+    """A packed-GEMM product: f32 x [..., k] by a 2-D f32 weight, with at least GEMV_ROWS rows
+    or the weight in panels already (`packed`: a constant; a decode step's few rows then read
+    each panel front to back, fuel_gemm.c's `pk_few`, instead of the GEMV's row-major tiles)."""
+    few = packed is not None and _rows(a) > 0
+    return a.dtype == F32 and b.dtype == F32 and b.ndim == 2 and (_rows(a) >= GEMV_ROWS or few)
 
 
 def pack(w: np.ndarray, cache: dict | None = None) -> np.ndarray:
@@ -226,10 +232,10 @@ def _batched(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, packed: np.ndarray | None) -> None:
-    if _gemv_shape(a, b):
-        _gemv(a, b, out)
-    elif _fma_shape(a, b):
+    if _fma_shape(a, b, packed):
         _fma_gemm(a, b, packed, None, out)
+    elif _gemv_shape(a, b):
+        _gemv(a, b, out)
     elif _batched_shape(a, b):
         _batched(a, b, out)
     else:
@@ -255,7 +261,7 @@ def _matmul_bias_act_native(
     x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
     out, act = outputs[0], params["act"]
     y = out if _writable(out) else np.empty(out.shape, F32)
-    if _fma_shape(x, w) and _bias_1d(b, w.shape[1]):
+    if _fma_shape(x, w, packed) and _bias_1d(b, w.shape[1]):
         relu = act == "relu"
         _fma_gemm(x, w, packed, b, y, int(relu))
         if not relu and act != "none":
@@ -282,12 +288,12 @@ def _matmul_bias_act_vecmath(
     y = out if _writable(out) else np.empty(out.shape, F32)
     n, p, lib = y.shape[-1], native.ptr, native.library()
     bias = _bias_1d(b, n)
-    if bias and _gemv_shape(x, w):
+    if bias and _fma_shape(x, w, packed):
+        _fma_gemm(x, w, packed, b, y, code)
+    elif bias and _gemv_shape(x, w):
         rc = lib.fuel_native_gemm_bias_act(p(x), p(w), p(b), p(y), _rows(x), x.shape[-1], n, code)
         if rc:
             raise MemoryError("fuel native gemm: out of memory for its partial sums")
-    elif bias and _fma_shape(x, w):
-        _fma_gemm(x, w, packed, b, y, code)
     else:
         _matmul(x, w, y, packed)
         if not bias:
@@ -303,15 +309,17 @@ def _gated_mlp_native(
     params: Params,
     packed: Sequence[np.ndarray | None] = (None,) * 3,
 ) -> None:
-    """silu(x @ wg) * (x @ wu) @ wd: GEMV shapes in one C call; more rows (f32, 2-D weights):
-    the three products on the packed GEMM and silu * up in one vectorized C pass; anything
-    else in the numpy kernel."""
+    """silu(x @ wg) * (x @ wu) @ wd (f32, 2-D weights): on weights in panels (`packed`: the
+    constants of a prepared kernel) or many rows, the three products on the packed GEMM and
+    silu * up in one vectorized C pass; GEMV shapes of weights not in panels in one C call;
+    anything else in the numpy kernel."""
     x, wg, wu, wd = (np.ascontiguousarray(v) for v in inputs)
     out = outputs[0]
     if not _weights_2d(x, wg, wu, wd):
         _numpy_gated(inputs, outputs, params)
         return
-    if not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
+    in_panels = all(w is not None for w in packed) and _rows(x) > 0
+    if in_panels or not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
         y = out if _writable(out) else np.empty(out.shape, F32)
         record = _gated_packed_record(x, (wg, wu, wd), packed, y)
         entry, words, count = native.program([record])
@@ -746,7 +754,12 @@ Prepared = Kernel
 
 
 def _fma_rows(shapes: Shapes) -> bool:
-    return numel(shapes[0][:-1]) >= GEMV_ROWS and len(shapes[1]) == 2
+    """The product by a 2-D weight runs on its panels: rows enough for the packed GEMM, or a
+    few rows where a SIMD kernel reads the panels (`pk_few`; the portable one is slower than
+    the GEMV's tiles)."""
+    rows = numel(shapes[0][:-1])
+    few = rows > 0 and native.simd_fma()
+    return len(shapes[1]) == 2 and (rows >= GEMV_ROWS or few)
 
 
 def _packed_weight(
@@ -772,7 +785,7 @@ def _prepare_matmul(
 
     def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
         (a, b), out = ins, outs[0]
-        if not (isinstance(a, np.ndarray) and _fma_shape(a, b)):
+        if not (isinstance(a, np.ndarray) and _fma_shape(a, b, packed)):
             return None
         return _encode_packed(a, packed, None, out, 0)
 
@@ -795,7 +808,7 @@ def _prepare_mba(
         if not (
             act in ("none", "relu")
             and isinstance(x, np.ndarray)
-            and _fma_shape(x, w)
+            and _fma_shape(x, w, packed)
             and isinstance(b, np.ndarray)
             and _bias_1d(b, w.shape[1])
         ):
@@ -820,7 +833,7 @@ def _prepare_mba_vecmath(
         (x, w, b), out = ins, outs[0]
         if not (
             isinstance(x, np.ndarray)
-            and _fma_shape(x, w)
+            and _fma_shape(x, w, packed)
             and isinstance(b, np.ndarray)
             and _bias_1d(b, w.shape[1])
         ):
@@ -844,7 +857,7 @@ def _prepare_gated(
 
     def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
         x, out = ins[0], outs[0]
-        if not (native.contiguous_f32(x, out) and _rows(x) >= GEMV_ROWS):
+        if not (native.contiguous_f32(x, out) and _rows(x) > 0):
             return None
         return _gated_packed_record(x, ins[1:4], packed, out)
 

@@ -67,9 +67,17 @@ def isas() -> Iterator[list[int]]:
         lib.fuel_native_gemm_use_isa(-1)
 
 
-# rows: 8 (one 8-block), 9-11 (a padded 12-block), 12, 13, 16 (two 8s), 20, 33, 64; columns
-# around the 32-wide panel; k around the 256-row slice
+# rows: 1-7 (the few-row kernels: one row over two panels, 2 and 4 rows over one), 8 (one
+# 8-block), 9-11 (a padded 12-block), 12, 13, 16 (two 8s), 20, 33, 64; columns around the
+# 32-wide panel (an odd count of panels: a single row's last panel alone); k around the
+# 256-row slice
 SHAPES = [
+    (1, 1, 1),
+    (1, 300, 130),
+    (2, 64, 33),
+    (3, 257, 96),
+    (5, 5, 64),
+    (7, 513, 100),
     (8, 64, 32),
     (9, 1, 1),
     (11, 255, 33),
@@ -195,9 +203,47 @@ def test_prepared_kernels_pack_each_constant_once_and_change_no_bit() -> None:
         kernel(ins, [want], params)
         prepared(ins, [got], params)
         assert got.tobytes() == want.tobytes()
-    # a GEMV-shaped use, or a weight that is not a constant, is left alone
-    assert nk._matmul_native.prepare([None, wg], [(1, 32), wg.shape], {}, {}) is None
+    # a weight that is not a constant is left alone
     assert nk._matmul_native.prepare([x, None], shapes, {}, {}) is None
+
+
+def test_a_few_rows_read_the_panels_of_a_constant_weight() -> None:
+    """A decode step's product by a constant weight (fewer than GEMV_ROWS rows) is prepared
+    where a SIMD kernel runs: it reads the panels and gives the chain's bits (a row's bits are
+    those of the same row in a prefill); a bias, relu, gelu and the gated MLP too."""
+    g = rng(6)
+    x = g.standard_normal((3, 64)).astype(F32)
+    w, wu = (g.standard_normal((64, 72)).astype(F32) for _ in range(2))
+    wd, b = g.standard_normal((72, 40)).astype(F32), g.standard_normal(72).astype(F32)
+    prepared = nk._matmul_native.prepare([None, w], [x.shape, w.shape], {}, {})
+    assert (prepared is not None) == native.simd_fma()
+    if prepared is None:
+        return
+    got = np.empty((3, 72), F32)
+    prepared([x, w], [got], {})
+    assert got.tobytes() == ref_chain(x, w).tobytes()
+    big = g.standard_normal((12, 64)).astype(F32)
+    big[:3] = x
+    assert packed_gemm(big, w)[:3].tobytes() == got.tobytes()
+    for act in ("relu", "gelu"):
+        mba = nk._matmul_bias_act_vecmath.prepare(
+            [None, w, b], [x.shape, w.shape, b.shape], {"act": act}, {}
+        )
+        assert mba is not None
+        mba([x, w, b], [got], {"act": act})
+        want = ref_chain(x, w, b, act == "relu")
+        if act == "gelu":
+            native.library().fuel_native_bias_act(native.ptr(want), 0, 3, 72, native.ACT_CODES[act])
+        assert got.tobytes() == want.tobytes()
+    gated = nk._gated_mlp_native.prepare(
+        [None, w, wu, wd], [x.shape, w.shape, wu.shape, wd.shape], {}, {}
+    )
+    assert gated is not None
+    out = np.empty((3, 40), F32)
+    gated([x, w, wu, wd], [out], {})
+    h = ref_chain(x, w)
+    native.library().fuel_native_silu_mul(native.ptr(h), native.ptr(ref_chain(x, wu)), h.size)
+    assert out.tobytes() == ref_chain(h, wd).tobytes()
 
 
 def test_a_program_record_computes_what_the_call_does() -> None:
