@@ -17,9 +17,11 @@
  * time (`fuel_native_gemm_fma`: the same bits, slower: its rows are n floats apart). x is
  * packed per call into blocks of 12 or 8 rows (`pk_height`), k-major (a block's k-th column
  * is its rows' adjacent floats). A panel is one chunk of the pool; for each PK_KC-row slice
- * of it (32 KB: stays in L1) every row block runs the micro-kernel: AVX-512 12 x 32 or 8 x 32
+ * of it (64 KB, from L2, prefetched; 256 rows, the L1 size, measured 2% slower on Zen 4 and 8%
+ * on its AVX2 path) every row block runs the micro-kernel: AVX-512 12 x 32 or 8 x 32
  * accumulators in registers (AVX2: sub-blocks of 6 or 4 rows x 16 columns), one fused
- * multiply-add per k.
+ * multiply-add per k; B's vectors are loaded whole (a masked load costs that loop 7%: only an
+ * unpacked weight's last, narrower panel needs one).
  *
  * Every output is y = fma(x[k-1], w[k-1], ... fma(x[0], w[0], 0)): one FMA chain in k order,
  * continued across slices through y (a float store and reload is exact), then `+ bias` (one
@@ -31,7 +33,8 @@
 
 #define PK_NR 32
 #define PK_MR 12 /* rows of a block: 12, or 8 (see pk_height) */
-#define PK_KC 256
+#define PK_KC 512
+#define PACK_KC 256 /* k columns of x per chunk of `pack_rows_pool` */
 
 /* The micro-kernel this CPU runs: 2 AVX-512, 1 AVX2 + FMA, 0 the portable one (same bits,
  * each slower). */
@@ -153,11 +156,34 @@ __attribute__((target("avx512f"))) static inline __m512 pk_finish512(__m512 v, c
   float *y = a->y + r0 * n + c0;                                                              \
   const int last = i1 == a->k;                                                                \
   const float *bias = a->bias ? a->bias + c0 : 0;
-#define PK_B_LOADS                                                                           \
+/* The k loop: B's two vectors loaded whole when all 32 columns may be read (a packed panel is
+ * zero-padded; a full one), else under the column masks (masked loads cost this loop ~7% on
+ * Zen 4). */
+#define PK_LOOP(FMAS)                                                                        \
+  if (ldb == PK_NR || len == PK_NR) {                                                         \
+    for (long i = i0; i < i1; i++) {                                                          \
+      PK_PREFETCH                                                                             \
+      const __m512 b0 = _mm512_loadu_ps(wb + i * ldb);                                        \
+      const __m512 b1 = _mm512_loadu_ps(wb + i * ldb + 16);                                   \
+      FMAS                                                                                    \
+    }                                                                                         \
+  } else {                                                                                    \
+    for (long i = i0; i < i1; i++) {                                                          \
+      PK_PREFETCH                                                                             \
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, wb + i * ldb);                              \
+      const __m512 b1 = _mm512_maskz_loadu_ps(m1, wb + i * ldb + 16);                         \
+      FMAS                                                                                    \
+    }                                                                                         \
+  }
+#define PK_PREFETCH                                                                          \
   _mm_prefetch((const char *)(wb + (i + 16) * ldb), _MM_HINT_T0);                             \
-  _mm_prefetch((const char *)(wb + (i + 16) * ldb + 16), _MM_HINT_T0);                        \
-  const __m512 b0 = _mm512_maskz_loadu_ps(m0, wb + i * ldb);                                  \
-  const __m512 b1 = _mm512_maskz_loadu_ps(m1, wb + i * ldb + 16);
+  _mm_prefetch((const char *)(wb + (i + 16) * ldb + 16), _MM_HINT_T0);
+#define PK_FMAS12                                                                            \
+  PK_FMA(0, 12) PK_FMA(1, 12) PK_FMA(2, 12) PK_FMA(3, 12) PK_FMA(4, 12) PK_FMA(5, 12)       \
+  PK_FMA(6, 12) PK_FMA(7, 12) PK_FMA(8, 12) PK_FMA(9, 12) PK_FMA(10, 12) PK_FMA(11, 12)
+#define PK_FMAS8                                                                             \
+  PK_FMA(0, 8) PK_FMA(1, 8) PK_FMA(2, 8) PK_FMA(3, 8)                                        \
+  PK_FMA(4, 8) PK_FMA(5, 8) PK_FMA(6, 8) PK_FMA(7, 8)
 
 __attribute__((target("avx512f"))) static void
 pk_kernel12(const pk_args *a, const float *restrict xb, const float *restrict wb, long ldb,
@@ -167,11 +193,7 @@ pk_kernel12(const pk_args *a, const float *restrict xb, const float *restrict wb
   PK_ACC(6) PK_ACC(7) PK_ACC(8) PK_ACC(9) PK_ACC(10) PK_ACC(11)
   PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5)
   PK_LOAD(6) PK_LOAD(7) PK_LOAD(8) PK_LOAD(9) PK_LOAD(10) PK_LOAD(11)
-  for (long i = i0; i < i1; i++) {
-    PK_B_LOADS
-    PK_FMA(0, 12) PK_FMA(1, 12) PK_FMA(2, 12) PK_FMA(3, 12) PK_FMA(4, 12) PK_FMA(5, 12)
-    PK_FMA(6, 12) PK_FMA(7, 12) PK_FMA(8, 12) PK_FMA(9, 12) PK_FMA(10, 12) PK_FMA(11, 12)
-  }
+  PK_LOOP(PK_FMAS12)
   PK_STORE(0) PK_STORE(1) PK_STORE(2) PK_STORE(3) PK_STORE(4) PK_STORE(5)
   PK_STORE(6) PK_STORE(7) PK_STORE(8) PK_STORE(9) PK_STORE(10) PK_STORE(11)
 }
@@ -182,11 +204,7 @@ pk_kernel8(const pk_args *a, const float *restrict xb, const float *restrict wb,
   PK_KERNEL_HEAD
   PK_ACC(0) PK_ACC(1) PK_ACC(2) PK_ACC(3) PK_ACC(4) PK_ACC(5) PK_ACC(6) PK_ACC(7)
   PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5) PK_LOAD(6) PK_LOAD(7)
-  for (long i = i0; i < i1; i++) {
-    PK_B_LOADS
-    PK_FMA(0, 8) PK_FMA(1, 8) PK_FMA(2, 8) PK_FMA(3, 8)
-    PK_FMA(4, 8) PK_FMA(5, 8) PK_FMA(6, 8) PK_FMA(7, 8)
-  }
+  PK_LOOP(PK_FMAS8)
   PK_STORE(0) PK_STORE(1) PK_STORE(2) PK_STORE(3) PK_STORE(4) PK_STORE(5) PK_STORE(6) PK_STORE(7)
 }
 #undef PK_ACC
@@ -194,7 +212,10 @@ pk_kernel8(const pk_args *a, const float *restrict xb, const float *restrict wb,
 #undef PK_FMA
 #undef PK_STORE
 #undef PK_KERNEL_HEAD
-#undef PK_B_LOADS
+#undef PK_LOOP
+#undef PK_PREFETCH
+#undef PK_FMAS12
+#undef PK_FMAS8
 
 /* The AVX2 micro-kernel: the same chains, 8 lanes. A block of R rows runs as sub-blocks of S
  * rows (6 + 6 for R = 12, 4 + 4 for R = 8), each over the panel's two 16-column halves:
@@ -206,6 +227,13 @@ __attribute__((target("avx2,fma"))) static inline __m256 pk_finish256(__m256 v, 
   if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, mask));
   if (relu) v = _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NLE_UQ), v);
   return v;
+}
+
+/* 8 weights, whole when all 16 columns of the half may be read (`full`: a loop invariant, the
+ * loop is compiled twice), else under the mask. */
+__attribute__((target("avx2,fma"))) static inline __m256 pk_load256(const float *p, __m256i mask,
+                                                                    int full) {
+  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
 }
 
 #define PK2_ACC(r) __m256 c##r##a = _mm256_setzero_ps(), c##r##b = _mm256_setzero_ps();
@@ -233,10 +261,11 @@ __attribute__((target("avx2,fma"))) static inline __m256 pk_finish256(__m256 v, 
   const long n = a->n;                                                                        \
   float *y = a->y + r0 * n + c0;                                                              \
   const int last = i1 == a->k;                                                                \
-  const float *bias = a->bias ? a->bias + c0 : 0;
+  const float *bias = a->bias ? a->bias + c0 : 0;                                             \
+  const int full = ldb == PK_NR || len == 16;
 #define PK2_B_LOADS                                                                           \
-  const __m256 b0 = _mm256_maskload_ps(wb + i * ldb, m0);                                     \
-  const __m256 b1 = _mm256_maskload_ps(wb + i * ldb + 8, m1);
+  const __m256 b0 = pk_load256(wb + i * ldb, m0, full);                                       \
+  const __m256 b1 = pk_load256(wb + i * ldb + 8, m1, full);
 
 /* Rows [r0, r0 + rows) (rows <= 6, at xb's columns 0.. of a block of R) x 16 columns from c0
  * (len of them valid) over the k slice [i0, i1). */
@@ -342,12 +371,22 @@ pk_few1x2_512(const pk_args *a, const float *restrict x0, pk_panel p, pk_panel q
   const float *restrict w = p.w, *restrict v = q.w;
   __m512 pa = _mm512_setzero_ps(), pb = _mm512_setzero_ps();
   __m512 qa = _mm512_setzero_ps(), qb = _mm512_setzero_ps();
-  for (long i = 0; i < k; i++) {
-    const __m512 xv = _mm512_set1_ps(x0[i]);
-    pa = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(pm0, w + i * ldb), pa);
-    pb = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(pm1, w + i * ldb + 16), pb);
-    qa = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(qm0, v + i * ldb), qa);
-    qb = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(qm1, v + i * ldb + 16), qb);
+  if (ldb == PK_NR || (p.len == PK_NR && q.len == PK_NR)) {
+    for (long i = 0; i < k; i++) {
+      const __m512 xv = _mm512_set1_ps(x0[i]);
+      pa = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w + i * ldb), pa);
+      pb = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w + i * ldb + 16), pb);
+      qa = _mm512_fmadd_ps(xv, _mm512_loadu_ps(v + i * ldb), qa);
+      qb = _mm512_fmadd_ps(xv, _mm512_loadu_ps(v + i * ldb + 16), qb);
+    }
+  } else {
+    for (long i = 0; i < k; i++) {
+      const __m512 xv = _mm512_set1_ps(x0[i]);
+      pa = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(pm0, w + i * ldb), pa);
+      pb = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(pm1, w + i * ldb + 16), pb);
+      qa = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(qm0, v + i * ldb), qa);
+      qb = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(qm1, v + i * ldb + 16), qb);
+    }
   }
   PF_STORE(p, 0, pm0, pm1, pa, pb)
   PF_STORE(q, 0, qm0, qm1, qa, qb)
@@ -360,9 +399,20 @@ pk_few1x2_512(const pk_args *a, const float *restrict x0, pk_panel p, pk_panel q
     c##r##a = _mm512_fmadd_ps(xv, b0, c##r##a);                                               \
     c##r##b = _mm512_fmadd_ps(xv, b1, c##r##b);                                               \
   }
-#define PF_LOADS                                                                              \
-  const __m512 b0 = _mm512_maskz_loadu_ps(m0, w + i * ldb);                                   \
-  const __m512 b1 = _mm512_maskz_loadu_ps(m1, w + i * ldb + 16);
+/* The k loop, B loaded whole where it may be (as PK_LOOP). */
+#define PF_LOOP(FMAS)                                                                         \
+  if (ldb == PK_NR || p.len == PK_NR) {                                                       \
+    for (long i = 0; i < k; i++) {                                                            \
+      const __m512 b0 = _mm512_loadu_ps(w + i * ldb), b1 = _mm512_loadu_ps(w + i * ldb + 16); \
+      FMAS                                                                                    \
+    }                                                                                         \
+  } else {                                                                                    \
+    for (long i = 0; i < k; i++) {                                                            \
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, w + i * ldb);                               \
+      const __m512 b1 = _mm512_maskz_loadu_ps(m1, w + i * ldb + 16);                          \
+      FMAS                                                                                    \
+    }                                                                                         \
+  }
 #define PF_HEAD                                                                               \
   const long n = a->n, k = a->k;                                                              \
   const int relu = a->relu;                                                                   \
@@ -375,10 +425,7 @@ pk_few1_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
   PF_HEAD
   const float *restrict x0 = xb;
   PF_ACC(0)
-  for (long i = 0; i < k; i++) {
-    PF_LOADS
-    PF_FMA(0)
-  }
+  PF_LOOP(PF_FMA(0))
   PF_STORE(p, 0, m0, m1, c0a, c0b)
 }
 
@@ -387,10 +434,7 @@ pk_few2_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
   PF_HEAD
   const float *restrict x0 = xb, *restrict x1 = xb + k;
   PF_ACC(0) PF_ACC(1)
-  for (long i = 0; i < k; i++) {
-    PF_LOADS
-    PF_FMA(0) PF_FMA(1)
-  }
+  PF_LOOP(PF_FMA(0) PF_FMA(1))
   PF_STORE(p, 0, m0, m1, c0a, c0b)
   PF_STORE(p, 1, m0, m1, c1a, c1b)
 }
@@ -401,10 +445,7 @@ pk_few4_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
   const float *restrict x0 = xb, *restrict x1 = xb + k, *restrict x2 = xb + 2 * k;
   const float *restrict x3 = xb + 3 * k;
   PF_ACC(0) PF_ACC(1) PF_ACC(2) PF_ACC(3)
-  for (long i = 0; i < k; i++) {
-    PF_LOADS
-    PF_FMA(0) PF_FMA(1) PF_FMA(2) PF_FMA(3)
-  }
+  PF_LOOP(PF_FMA(0) PF_FMA(1) PF_FMA(2) PF_FMA(3))
   PF_STORE(p, 0, m0, m1, c0a, c0b)
   PF_STORE(p, 1, m0, m1, c1a, c1b)
   PF_STORE(p, 2, m0, m1, c2a, c2b)
@@ -412,7 +453,7 @@ pk_few4_512(const pk_args *a, const float *restrict xb, pk_panel p, long ldb) {
 }
 #undef PF_ACC
 #undef PF_FMA
-#undef PF_LOADS
+#undef PF_LOOP
 #undef PF_HEAD
 #undef PF_MASKS
 #undef PF_STORE
@@ -429,12 +470,13 @@ pk_few_avx2(const pk_args *a, const float *restrict xb, long rows, pk_panel p, l
   const float *restrict w = p.w + 16 * h;
   const float *bias = p.bias ? p.bias + 16 * h : 0;
   float *y = p.y + 16 * h;
+  const int full = ldb == PK_NR || len == 16;
   __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
   __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
   if (rows == 2) {
     for (long i = 0; i < k; i++) {
-      const __m256 b0 = _mm256_maskload_ps(w + i * ldb, m0);
-      const __m256 b1 = _mm256_maskload_ps(w + i * ldb + 8, m1);
+      const __m256 b0 = pk_load256(w + i * ldb, m0, full);
+      const __m256 b1 = pk_load256(w + i * ldb + 8, m1, full);
       const __m256 x0 = _mm256_broadcast_ss(xb + i), x1 = _mm256_broadcast_ss(xb + k + i);
       c0a = _mm256_fmadd_ps(x0, b0, c0a);
       c0b = _mm256_fmadd_ps(x0, b1, c0b);
@@ -444,8 +486,8 @@ pk_few_avx2(const pk_args *a, const float *restrict xb, long rows, pk_panel p, l
   } else {
     for (long i = 0; i < k; i++) {
       const __m256 x0 = _mm256_broadcast_ss(xb + i);
-      c0a = _mm256_fmadd_ps(x0, _mm256_maskload_ps(w + i * ldb, m0), c0a);
-      c0b = _mm256_fmadd_ps(x0, _mm256_maskload_ps(w + i * ldb + 8, m1), c0b);
+      c0a = _mm256_fmadd_ps(x0, pk_load256(w + i * ldb, m0, full), c0a);
+      c0b = _mm256_fmadd_ps(x0, pk_load256(w + i * ldb + 8, m1, full), c0b);
     }
   }
   _mm256_maskstore_ps(y, m0, pk_finish256(c0a, bias, m0, 1, relu));
@@ -560,10 +602,10 @@ typedef struct {
   long m, k;
 } pack_rows_args;
 
-/* Columns [chunk PK_KC, +PK_KC) of every row block: `pack_rows` cut by k for the pool. */
+/* Columns [chunk PACK_KC, +PACK_KC) of every row block: `pack_rows` cut by k for the pool. */
 static void pack_rows_chunk(void *q, long chunk) {
   const pack_rows_args *a = q;
-  const long k = a->k, i0 = chunk * PK_KC, i1 = i0 + PK_KC < k ? i0 + PK_KC : k;
+  const long k = a->k, i0 = chunk * PACK_KC, i1 = i0 + PACK_KC < k ? i0 + PACK_KC : k;
   for (long r0 = 0, R; r0 < a->m; r0 += R) {
     R = pk_height(a->m - r0);
     const long mr = a->m - r0 < R ? a->m - r0 : R;
@@ -576,7 +618,7 @@ static void pack_rows_chunk(void *q, long chunk) {
 /* `pack_rows` on the pool (a copy: the same floats in the same places). */
 static void pack_rows_pool(const float *x, float *xp, long m, long k) {
   pack_rows_args a = {x, xp, m, k};
-  const long chunks = (k + PK_KC - 1) / PK_KC;
+  const long chunks = (k + PACK_KC - 1) / PACK_KC;
   if (4 * m * k < PARALLEL_BYTES || chunks < 2)
     pack_rows(x, xp, m, k);
   else
