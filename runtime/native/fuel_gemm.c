@@ -15,8 +15,11 @@
  * once per weight (`fuel_native_pack`: a bundle's constant weights are packed when the
  * executor is built); a weight that is not a constant is read in place, PK_NR columns at a
  * time (`fuel_native_gemm_fma`: the same bits, slower: its rows are n floats apart). x is
- * packed per call into blocks of 12 or 8 rows (`pk_height`), k-major (a block's k-th column
- * is its rows' adjacent floats). A panel is one chunk of the pool; for each PK_KC-row slice
+ * read in place, row-major, in blocks of 12 or 8 rows (`pk_height`): a block's rows are 12
+ * streams the micro-kernel broadcasts from (packing x k-major cost 4% of a prefill, more than
+ * the packed broadcasts saved), except where its rows are a multiple of 4 KB apart (they would
+ * share one L1 set: `pk_rows` copies them a little further apart); a last block short of its
+ * height is copied, zero-padded. A panel is one chunk of the pool; for each PK_KC-row slice
  * of it (64 KB, from L2, prefetched; 256 rows, the L1 size, measured 2% slower on Zen 4 and 8%
  * on its AVX2 path) every row block runs the micro-kernel: AVX-512 12 x 32 or 8 x 32
  * accumulators in registers (AVX2: sub-blocks of 6 or 4 rows x 16 columns), one fused
@@ -34,7 +37,6 @@
 #define PK_NR 32
 #define PK_MR 12 /* rows of a block: 12, or 8 (see pk_height) */
 #define PK_KC 512
-#define PACK_KC 256 /* k columns of x per chunk of `pack_rows_pool` */
 
 /* The micro-kernel this CPU runs: 2 AVX-512, 1 AVX2 + FMA, 0 the portable one (same bits,
  * each slower). */
@@ -82,13 +84,15 @@ void fuel_native_pack(const float *w, float *p, long k, long n) {
 }
 
 typedef struct {
-  const float *xp, *w, *bias;
+  const float *xp, *w, *bias; /* xp: x's rows, lda floats apart (`pk_rows`) */
   float *y;
   long m, k, n;
   int relu, packed; /* w: panels (ldb PK_NR), or the row-major weight itself (ldb n) */
   const long *limit; /* or null: row r needs only columns (limit_k: k terms) < limit[r] */
   int limit_k;
   int act; /* an ACT_* past relu: run on each finished panel (act_cols), bias already added */
+  const float *tail; /* the last block's rows when it is short, zero-padded, or 0 (`pk_rows`) */
+  long lda;
 } pk_args;
 
 /* The height of the block that starts with `rest` rows left: 12 while at least 12 are (but
@@ -112,7 +116,7 @@ static void pk_block_portable(const pk_args *a, const float *restrict xb, const 
     float *restrict yr = a->y + (r0 + r) * a->n + c0;
     for (long j = 0; j < len; j++) {
       float acc = i0 ? yr[j] : 0.0f;
-      for (long i = i0; i < i1; i++) acc = fmaf(xb[i * R + r], wb[i * ldb + j], acc);
+      for (long i = i0; i < i1; i++) acc = fmaf(xb[r * a->lda + i], wb[i * ldb + j], acc);
       yr[j] = pk_finish(acc, a->bias ? a->bias + c0 : 0, j, last, a->relu);
     }
   }
@@ -128,18 +132,20 @@ __attribute__((target("avx512f"))) static inline __m512 pk_finish512(__m512 v, c
   return v;
 }
 
-/* Rows [r0, r0 + mr) (mr <= R, R = 12 or 8: the block's packed height) x one panel over the
- * k slice [i0, i1). The accumulators are named registers (an array of them is spilled to the
- * stack on every k by gcc); rows past mr are computed on the zero padding and not stored. */
+/* Rows [r0, r0 + mr) (mr <= R, R = 12 or 8: the block's height; xb its first row, rows lda
+ * floats apart) x one panel over the k slice [i0, i1). The accumulators are named registers
+ * (an array of them is spilled to the stack on every k by gcc); rows past mr are computed on
+ * the zero padding and not stored. Row 3 g + j is read at x<3g>[i + j lda]: four pointers and
+ * the row stride, in x86's base + index * scale addressing. */
 #define PK_ACC(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
 #define PK_LOAD(r)                                                                           \
   if (i0 && r < mr) {                                                                         \
     c##r##a = _mm512_maskz_loadu_ps(m0, y + r * n);                                           \
     c##r##b = _mm512_maskz_loadu_ps(m1, y + r * n + 16);                                      \
   }
-#define PK_FMA(r, R)                                                                          \
+#define PK_FMA(r, X, J)                                                                       \
   {                                                                                           \
-    const __m512 xv = _mm512_set1_ps(xb[i * R + r]);                                          \
+    const __m512 xv = _mm512_set1_ps(X[i + J * lda]);                                         \
     c##r##a = _mm512_fmadd_ps(xv, b0, c##r##a);                                               \
     c##r##b = _mm512_fmadd_ps(xv, b1, c##r##b);                                               \
   }
@@ -152,10 +158,11 @@ __attribute__((target("avx512f"))) static inline __m512 pk_finish512(__m512 v, c
 #define PK_KERNEL_HEAD                                                                       \
   const __mmask16 m0 = len >= 16 ? 0xffff : (__mmask16)((1u << len) - 1);                     \
   const __mmask16 m1 = len >= 32 ? 0xffff : len > 16 ? (__mmask16)((1u << (len - 16)) - 1) : 0; \
-  const long n = a->n;                                                                        \
+  const long n = a->n, lda = a->lda;                                                          \
   float *y = a->y + r0 * n + c0;                                                              \
   const int last = i1 == a->k;                                                                \
-  const float *bias = a->bias ? a->bias + c0 : 0;
+  const float *bias = a->bias ? a->bias + c0 : 0;                                             \
+  const float *restrict x0 = xb, *restrict x3 = xb + 3 * lda, *restrict x6 = xb + 6 * lda;
 /* The k loop: B's two vectors loaded whole when all 32 columns may be read (a packed panel is
  * zero-padded; a full one), else under the column masks (masked loads cost this loop ~7% on
  * Zen 4). */
@@ -179,16 +186,18 @@ __attribute__((target("avx512f"))) static inline __m512 pk_finish512(__m512 v, c
   _mm_prefetch((const char *)(wb + (i + 16) * ldb), _MM_HINT_T0);                             \
   _mm_prefetch((const char *)(wb + (i + 16) * ldb + 16), _MM_HINT_T0);
 #define PK_FMAS12                                                                            \
-  PK_FMA(0, 12) PK_FMA(1, 12) PK_FMA(2, 12) PK_FMA(3, 12) PK_FMA(4, 12) PK_FMA(5, 12)       \
-  PK_FMA(6, 12) PK_FMA(7, 12) PK_FMA(8, 12) PK_FMA(9, 12) PK_FMA(10, 12) PK_FMA(11, 12)
+  PK_FMA(0, x0, 0) PK_FMA(1, x0, 1) PK_FMA(2, x0, 2) PK_FMA(3, x3, 0) PK_FMA(4, x3, 1)     \
+  PK_FMA(5, x3, 2) PK_FMA(6, x6, 0) PK_FMA(7, x6, 1) PK_FMA(8, x6, 2) PK_FMA(9, x9, 0)     \
+  PK_FMA(10, x9, 1) PK_FMA(11, x9, 2)
 #define PK_FMAS8                                                                             \
-  PK_FMA(0, 8) PK_FMA(1, 8) PK_FMA(2, 8) PK_FMA(3, 8)                                        \
-  PK_FMA(4, 8) PK_FMA(5, 8) PK_FMA(6, 8) PK_FMA(7, 8)
+  PK_FMA(0, x0, 0) PK_FMA(1, x0, 1) PK_FMA(2, x0, 2) PK_FMA(3, x3, 0)                        \
+  PK_FMA(4, x3, 1) PK_FMA(5, x3, 2) PK_FMA(6, x6, 0) PK_FMA(7, x6, 1)
 
 __attribute__((target("avx512f"))) static void
 pk_kernel12(const pk_args *a, const float *restrict xb, const float *restrict wb, long ldb,
             long r0, long mr, long c0, long len, long i0, long i1) {
   PK_KERNEL_HEAD
+  const float *restrict x9 = xb + 9 * lda;
   PK_ACC(0) PK_ACC(1) PK_ACC(2) PK_ACC(3) PK_ACC(4) PK_ACC(5)
   PK_ACC(6) PK_ACC(7) PK_ACC(8) PK_ACC(9) PK_ACC(10) PK_ACC(11)
   PK_LOAD(0) PK_LOAD(1) PK_LOAD(2) PK_LOAD(3) PK_LOAD(4) PK_LOAD(5)
@@ -244,7 +253,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 pk_load256(const float 
   }
 #define PK2_FMA(r)                                                                            \
   {                                                                                           \
-    const __m256 xv = _mm256_broadcast_ss(xb + i * R + r);                                    \
+    const __m256 xv = _mm256_broadcast_ss(xb + r * lda + i);                                  \
     c##r##a = _mm256_fmadd_ps(xv, b0, c##r##a);                                               \
     c##r##b = _mm256_fmadd_ps(xv, b1, c##r##b);                                               \
   }
@@ -258,7 +267,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 pk_load256(const float 
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                             \
   const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len), iota);                   \
   const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len - 8), iota);               \
-  const long n = a->n;                                                                        \
+  const long n = a->n, lda = a->lda;                                                          \
   float *y = a->y + r0 * n + c0;                                                              \
   const int last = i1 == a->k;                                                                \
   const float *bias = a->bias ? a->bias + c0 : 0;                                             \
@@ -267,10 +276,10 @@ __attribute__((target("avx2,fma"))) static inline __m256 pk_load256(const float 
   const __m256 b0 = pk_load256(wb + i * ldb, m0, full);                                       \
   const __m256 b1 = pk_load256(wb + i * ldb + 8, m1, full);
 
-/* Rows [r0, r0 + rows) (rows <= 6, at xb's columns 0.. of a block of R) x 16 columns from c0
- * (len of them valid) over the k slice [i0, i1). */
+/* Rows [r0, r0 + rows) (rows <= 6, xb the first, lda floats apart) x 16 columns from c0 (len of
+ * them valid) over the k slice [i0, i1). */
 __attribute__((target("avx2,fma"))) static void
-pk_kernel_avx2_6(const pk_args *a, const float *restrict xb, long R, const float *restrict wb,
+pk_kernel_avx2_6(const pk_args *a, const float *restrict xb, const float *restrict wb,
                  long ldb, long r0, long rows, long c0, long len, long i0, long i1) {
   PK2_HEAD
   PK2_ACC(0) PK2_ACC(1) PK2_ACC(2) PK2_ACC(3) PK2_ACC(4) PK2_ACC(5)
@@ -283,7 +292,7 @@ pk_kernel_avx2_6(const pk_args *a, const float *restrict xb, long R, const float
 }
 
 __attribute__((target("avx2,fma"))) static void
-pk_kernel_avx2_4(const pk_args *a, const float *restrict xb, long R, const float *restrict wb,
+pk_kernel_avx2_4(const pk_args *a, const float *restrict xb, const float *restrict wb,
                  long ldb, long r0, long rows, long c0, long len, long i0, long i1) {
   PK2_HEAD
   PK2_ACC(0) PK2_ACC(1) PK2_ACC(2) PK2_ACC(3)
@@ -308,8 +317,8 @@ static void pk_block_avx2(const pk_args *a, const float *xb, const float *wb, lo
   for (long s0 = 0; s0 < R && s0 < mr; s0 += S)
     for (long h = 0; h < 2 && 16 * h < len; h++) {
       const long rows = mr - s0 < S ? mr - s0 : S, hl = len - 16 * h < 16 ? len - 16 * h : 16;
-      (S == 6 ? pk_kernel_avx2_6 : pk_kernel_avx2_4)(a, xb + s0, R, wb + 16 * h, ldb, r0 + s0,
-                                                     rows, c0 + 16 * h, hl, i0, i1);
+      (S == 6 ? pk_kernel_avx2_6 : pk_kernel_avx2_4)(a, xb + s0 * a->lda, wb + 16 * h, ldb,
+                                                     r0 + s0, rows, c0 + 16 * h, hl, i0, i1);
     }
 }
 #endif
@@ -554,7 +563,7 @@ static void pk_chunk(void *q, long panel) {
     for (long r0 = 0, R; r0 < a->m; r0 += R) {
       R = pk_height(a->m - r0);
       const long mr = a->m - r0 < R ? a->m - r0 : R;
-      const float *xb = a->xp + r0 * a->k;
+      const float *xb = a->tail && a->m - r0 < R ? a->tail : a->xp + r0 * a->lda;
       long i1b = i1;
       if (a->limit) { /* skip what no row of the block needs (causal attention) */
         long lim = 0;
@@ -584,45 +593,53 @@ static long pk_scratch_len;
 
 static float *pk_floats(long n) { return grow_floats(&pk_scratch, &pk_scratch_len, n); }
 
-/* Rows of x in blocks of pk_height rows, k-major (a short last block padded with zeros):
- * (m + PK_MR - 1) * k floats at most. */
-static void pack_rows(const float *restrict x, float *restrict xp, long m, long k) {
-  for (long r0 = 0, R; r0 < m; r0 += R) {
-    R = pk_height(m - r0);
-    const long mr = m - r0 < R ? m - r0 : R;
-    float *restrict dst = xp + r0 * k;
-    for (long i = 0; i < k; i++)
-      for (long r = 0; r < R; r++) dst[i * R + r] = r < mr ? x[(r0 + r) * k + i] : 0.0f;
-  }
+/* Floats of `pk_rows`'s scratch for x [m, k]. */
+static long pk_rows_floats(long m, long k) {
+  return k % 1024 ? PK_MR * k : (m + PK_MR) * (k + 16);
 }
 
 typedef struct {
   const float *x;
-  float *xp;
-  long m, k;
-} pack_rows_args;
+  float *dst;
+  long m, k, lda;
+} rows_copy_args;
 
-/* Columns [chunk PACK_KC, +PACK_KC) of every row block: `pack_rows` cut by k for the pool. */
-static void pack_rows_chunk(void *q, long chunk) {
-  const pack_rows_args *a = q;
-  const long k = a->k, i0 = chunk * PACK_KC, i1 = i0 + PACK_KC < k ? i0 + PACK_KC : k;
-  for (long r0 = 0, R; r0 < a->m; r0 += R) {
-    R = pk_height(a->m - r0);
-    const long mr = a->m - r0 < R ? a->m - r0 : R;
-    float *restrict dst = a->xp + r0 * k;
-    for (long i = i0; i < i1; i++)
-      for (long r = 0; r < R; r++) dst[i * R + r] = r < mr ? a->x[(r0 + r) * k + i] : 0.0f;
-  }
+/* Rows [16 chunk, +16) of x copied lda floats apart. */
+static void rows_copy_chunk(void *q, long chunk) {
+  const rows_copy_args *c = q;
+  for (long r = chunk * 16; r < c->m && r < chunk * 16 + 16; r++)
+    memcpy(c->dst + r * c->lda, c->x + r * c->k, (size_t)c->k * sizeof(float));
 }
 
-/* `pack_rows` on the pool (a copy: the same floats in the same places). */
-static void pack_rows_pool(const float *x, float *xp, long m, long k) {
-  pack_rows_args a = {x, xp, m, k};
-  const long chunks = (k + PACK_KC - 1) / PACK_KC;
-  if (4 * m * k < PARALLEL_BYTES || chunks < 2)
-    pack_rows(x, xp, m, k);
-  else
-    parallel_for(pack_rows_chunk, &a, chunks);
+/* Where the micro-kernels read x [m, k] (a->xp, a->lda, a->tail): in place, rows k floats
+ * apart, unless k is a multiple of 1024: rows 4 KB apart fall in one L1 set, and a block's
+ * 12 rows evict each other (measured 5-9% slower on Zen 4): then x is copied into buf, rows
+ * k + 16 floats apart (on the pool when `pooled` and large). A last block short of its height
+ * (m = 10: one block of 12) is copied and zero-padded, so no kernel reads a row past x.
+ * buf: `pk_rows_floats(m, k)` floats. */
+static void pk_rows(pk_args *a, const float *x, float *buf, long m, long k, int pooled) {
+  a->xp = x, a->lda = k, a->tail = 0;
+  if (k % 1024 == 0) {
+    rows_copy_args c = {x, buf, m, k, k + 16};
+    if (pooled && 4 * m * k >= PARALLEL_BYTES && m > 16)
+      parallel_for(rows_copy_chunk, &c, (m + 15) / 16);
+    else
+      for (long ch = 0; ch < (m + 15) / 16; ch++) rows_copy_chunk(&c, ch);
+    a->xp = buf, a->lda = k + 16, buf += m * (k + 16);
+  }
+  long r0 = 0, R = 0;
+  for (; r0 < m; r0 += R) {
+    R = pk_height(m - r0);
+    if (m - r0 < R) break;
+  }
+  if (r0 >= m) return;
+  for (long r = 0; r < R; r++) {
+    if (r0 + r < m)
+      memcpy(buf + r * a->lda, a->xp + (r0 + r) * a->lda, (size_t)k * sizeof(float));
+    else
+      memset(buf + r * a->lda, 0, (size_t)k * sizeof(float));
+  }
+  a->tail = buf;
 }
 
 /* Panels 2 chunk and 2 chunk + 1 (the last may be alone) of a few-row product. */
@@ -632,16 +649,15 @@ static void pk_few_pair(void *q, long chunk) {
   pk_few(a, 2 * chunk, panels - 2 * chunk < 2 ? 1 : 2);
 }
 
-/* x packed into xp ((m + PK_MR - 1) k floats; fewer than PK_FEW rows are read in place), then
+/* x read where `pk_rows` says (xp: its scratch, `pk_rows_floats(m, k)` floats), times
  * the panels of w (`packed`: in panels, else read in place, row-major): on the pool when `pooled` and the product is large enough, else
  * on this thread alone (the same bits either way). */
 static void gemm_rows(const float *x, float *xp, const float *w, int packed, const float *bias,
                       float *y, long m, long k, long n, int act, const long *limit, int limit_k,
                       int pooled) {
-  pk_args a = {xp, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act};
+  pk_args a = {x, w, bias, y, m, k, n, act == ACT_RELU, packed, limit, limit_k, act, 0, k};
   const long panels = (n + PK_NR - 1) / PK_NR;
-  if (pk_is_few(&a)) { /* x in place; memory-bound: the pool once the weight is big enough */
-    a.xp = x;
+  if (pk_is_few(&a)) { /* memory-bound: the pool once the weight is big enough */
     const long pairs = (panels + 1) / 2;
     if (!pooled || 4 * k * n < PARALLEL_BYTES)
       for (long c = 0; c < pairs; c++) pk_few_pair(&a, c);
@@ -649,10 +665,7 @@ static void gemm_rows(const float *x, float *xp, const float *w, int packed, con
       parallel_for(pk_few_pair, &a, pairs);
     return;
   }
-  if (pooled)
-    pack_rows_pool(x, xp, m, k);
-  else
-    pack_rows(x, xp, m, k);
+  pk_rows(&a, x, xp, m, k, pooled);
   if (!pooled || 2 * m * k * n < 4 * PARALLEL_BYTES) {
     for (long c = 0; c < panels; c++) pk_chunk(&a, c);
   } else {
@@ -665,7 +678,7 @@ static int gemm_limited_locked(const float *x, const float *w, int packed, const
                                float *y, long m, long k, long n, int act, const long *limit,
                                int limit_k) {
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-  float *xp = pk_floats((m + PK_MR - 1) * k);
+  float *xp = pk_floats(pk_rows_floats(m, k));
   if (!xp) return -1;
   gemm_rows(x, xp, w, packed, bias, y, m, k, n, act, limit, limit_k, 1);
   return 0;
@@ -737,22 +750,20 @@ int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, c
   int rc = 0;
   pthread_mutex_lock(&call_mu);
   if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-  const long widest = k > f ? k : f;
-  float *xp = pk_floats((m + PK_MR - 1) * widest);
+  float *xp = pk_floats(pk_rows_floats(m, k));
   if (!xp) {
     rc = -1;
   } else {
-    const int few = m < PK_FEW; /* x read in place (`pk_few`) */
-    if (!few) pack_rows_pool(x, xp, m, k);
-    const float *xa = few ? x : xp;
-    gated_pk_args a = {{xa, wg, 0, g, m, k, f, 0, packed, 0, 0},
-                       {xa, wu, 0, u, m, k, f, 0, packed, 0, 0},
+    pk_args rows = {x, 0, 0, 0, m, k, 0, 0, 0, 0, 0, 0, 0, k};
+    if (m >= PK_FEW) pk_rows(&rows, x, xp, m, k, 1);
+    gated_pk_args a = {{rows.xp, wg, 0, g, m, k, f, 0, packed, 0, 0, 0, rows.tail, rows.lda},
+                       {rows.xp, wu, 0, u, m, k, f, 0, packed, 0, 0, 0, rows.tail, rows.lda},
                        g,
                        u,
                        m,
                        f};
     const long panels = (f + PK_NR - 1) / PK_NR;
-    if (few ? 8 * k * f < PARALLEL_BYTES : 2 * m * k * f < 4 * PARALLEL_BYTES)
+    if (m < PK_FEW ? 8 * k * f < PARALLEL_BYTES : 2 * m * k * f < 4 * PARALLEL_BYTES)
       for (long c = 0; c < panels; c++) gated_up_chunk(&a, c);
     else
       parallel_for(gated_up_chunk, &a, panels);
@@ -805,15 +816,15 @@ int fuel_native_gemm_batched(const float *x, const float *w, float *y, long batc
       parallel_for(batched_gemv_chunk, &a, batch);
   } else {
     if (pk_isa < 0) pk_isa = fuel_native_gemm_isa();
-    const long per = (m + PK_MR - 1) * k; /* packed rows of one element */
+    const long per = pk_rows_floats(m, k); /* an element's scratch (`pk_rows`) */
     float *xp = pk_floats(batch * per);
     pk_args *pk = malloc((size_t)batch * sizeof(pk_args));
     if (!xp || !pk) {
       rc = -1;
     } else {
       for (long b = 0; b < batch; b++) {
-        pack_rows(x + xoff[b], xp + b * per, m, k);
-        pk_args e = {xp + b * per, w + woff[b], 0, y + b * m * n, m, k, n, 0, 0, 0, 0};
+        pk_args e = {0, w + woff[b], 0, y + b * m * n, m, k, n, 0, 0, 0, 0, 0, 0, k};
+        pk_rows(&e, x + xoff[b], xp + b * per, m, k, 0);
         pk[b] = e;
       }
       a.pk = pk;
@@ -965,12 +976,12 @@ typedef struct {
 
 /* Floats of one group's scratch: K^T in panels, the scores, then (8-byte aligned) the rows'
  * sums, live keys, mask rows and uncut key counts; with `own_xp`, room for the products'
- * packed rows too (a group run on one thread packs into its own scratch). */
+ * `pk_rows` copies too (a group run on one thread makes them in its own scratch). */
 static long att_floats(const att_args *a, int own_xp) {
   const long m = a->hq / a->hkv * a->sq, n = a->kv_len;
-  const long wide = a->d > n ? a->d : n;
-  return fuel_native_packed_floats(a->d, n) + m * n + 8 * m + 2 +
-         (own_xp ? (m + PK_MR - 1) * wide : 0);
+  const long rows = pk_rows_floats(m, a->d) > pk_rows_floats(m, n) ? pk_rows_floats(m, a->d)
+                                                                     : pk_rows_floats(m, n);
+  return fuel_native_packed_floats(a->d, n) + m * n + 8 * m + 2 + (own_xp ? rows : 0);
 }
 
 /* The attention of group `grp` (a batch row's kv head and the g query heads that share it):

@@ -85,7 +85,9 @@ SHAPES = [
     (13, 257, 64),
     (16, 600, 100),
     (20, 3, 65),
+    (14, 1024, 40),  # rows 4 KB apart: copied further apart (`pk_rows`), a short last block
     (21, 1030, 40),
+    (24, 2048, 33),
     (33, 513, 96),
     (64, 300, 130),
 ]
@@ -149,6 +151,11 @@ def test_kernels_take_the_packed_path_per_matrix() -> None:
     outb = np.empty((2, 16, 40), F32)
     nk._matmul_native([xb, wb], [outb], {})  # batched weights: the same chain per matrix
     assert outb.tobytes() == np.stack([ref_chain(xb[i], wb[i]) for i in range(2)]).tobytes()
+    xk, wk = g.standard_normal((2, 10, 1024)).astype(F32), g.standard_normal((2, 1024, 8))
+    outk = np.empty((2, 10, 8), F32)  # rows 4 KB apart, a short block: copied, same chain
+    nk._matmul_native([xk, wk.astype(F32)], [outk], {})
+    want = [ref_chain(xk[i], wk[i].astype(F32)) for i in range(2)]
+    assert outk.tobytes() == np.stack(want).tobytes()
     x3 = g.standard_normal((2, 8, 48)).astype(F32)  # leading dims flatten into rows
     out3 = np.empty((2, 8, 40), F32)
     nk._matmul_native([x3, w], [out3], {})
@@ -242,8 +249,25 @@ def test_a_few_rows_read_the_panels_of_a_constant_weight() -> None:
     assert gated is not None
     out = np.empty((3, 40), F32)
     gated([x, w, wu, wd], [out], {})
-    h = ref_chain(x, w)
-    native.library().fuel_native_silu_mul(native.ptr(h), native.ptr(ref_chain(x, wu)), h.size)
+    h, u = ref_chain(x, w), ref_chain(x, wu)  # u held: ptr() keeps no reference
+    native.library().fuel_native_silu_mul(native.ptr(h), native.ptr(u), h.size)
+    assert out.tobytes() == ref_chain(h, wd).tobytes()
+
+
+def test_the_gated_mlp_reads_rows_4k_apart_as_the_chain() -> None:
+    """Rows of x a multiple of 4 KB apart (k = 1024) are copied further apart before the gate
+    and up products (and a short last block padded): the bits of the three chains."""
+    g = rng(7)
+    x = g.standard_normal((13, 1024)).astype(F32)
+    wg, wu = (g.standard_normal((1024, 40)).astype(F32) for _ in range(2))
+    wd = g.standard_normal((40, 1024)).astype(F32)
+    shapes = [x.shape, wg.shape, wu.shape, wd.shape]
+    gated = nk._gated_mlp_native.prepare([None, wg, wu, wd], shapes, {}, {})
+    assert gated is not None
+    out = np.empty((13, 1024), F32)
+    gated([x, wg, wu, wd], [out], {})
+    h, u = ref_chain(x, wg), ref_chain(x, wu)  # u held: ptr() keeps no reference
+    native.library().fuel_native_silu_mul(native.ptr(h), native.ptr(u), h.size)
     assert out.tobytes() == ref_chain(h, wd).tobytes()
 
 
