@@ -325,6 +325,29 @@ static void pk_block_avx2(const pk_args *a, const float *xb, const float *wb, lo
 
 static int pk_isa = -1; /* fuel_native_gemm_isa(), or a lesser one (tests) */
 
+#if defined(__GNUC__) && defined(__x86_64__)
+/* dst[j][i] = src[i][j] for an 8 x 8 block of floats (rows ls and ld floats apart). */
+__attribute__((target("avx"))) static void transpose8x8(const float *src, long ls, float *dst,
+                                                         long ld) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ls);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; i++) {
+    _mm256_storeu_ps(dst + i * ld, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ld, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+#endif
+
 /* -- a few rows (decode) ------------------------------------------------------------------- */
 /* Fewer than PK_FEW rows (a decode step's products): the micro-kernels above compute a block of
  * 8 rows whatever m is, so m = 1 would pay 16 FMAs per 32 weights read and be compute-bound.
@@ -866,7 +889,7 @@ int fuel_native_gemm_use_isa(int isa) {
 /* out[b, h, i] = softmax(scale * q[b, h, i] . k[b, h / g, j] for j < L_i) @ v[b, h / g], the
  * mask as `fuel_native_flash_attention`'s, for many queries: per (batch, kv head) the g heads'
  * queries [g sq, d] times K^T (packed per call, panels of 32 keys) give the scores in one GEMM;
- * each row's softmax runs in double (`exp_vec`), its weights rounded to f32 and summed in
+ * each row's softmax runs in double (`softmax_exp`), its weights rounded to f32 and summed in
  * double; the weights times V (read in place) is a second GEMM; each row is then divided by
  * its sum. A causal row block skips the key panels (and k terms) past its rows' live keys.
  * FMA chains in f32 where the flash kernel sums in f64: error ~ gamma_L max|v| (L live keys)
@@ -887,29 +910,85 @@ typedef struct {
 /* The lowest float: what exporters fill a mask with (torch.finfo(float32).min), or -inf. */
 #define MASK_LOWEST (-0x1.fffffep+127f)
 
-/* p[j] = exp(p[j] - mx) (p: the row's scaled scores, f32) rounded to f32 for j < n (below
- * -700: 0), their sum in double over 8 lanes in a fixed order (lane c sums j = c mod 8, then
- * pairwise), vectorized. */
+/* Eight lanes of doubles (GCC vector extensions: one zmm on the AVX-512 clone, two ymm on
+ * AVX2, the same IEEE operations lane by lane on each, so the same bits). */
+typedef double sm_v8d __attribute__((vector_size(64)));
+typedef float sm_v8f __attribute__((vector_size(32)));
+typedef long long sm_v8l __attribute__((vector_size(64)));
+typedef int sm_v8i __attribute__((vector_size(32)));
+#pragma GCC diagnostic ignored "-Wpsabi" /* inlined: no vector crosses a call */
+
+/* e^x for x <= 0 (a score minus its row's max) or NaN, 8 lanes: c-vecmath's `fuel_vm_exp`
+ * (runtime/native/vecmath.py, prepended to this unit: x = n ln2 + r, a degree-7 fit of e^r,
+ * 4e-11 relative, far inside an f32 rounding; 2^n in the exponent bits), its operations in
+ * its order, so each lane is `fuel_vm_exp`'s bits. x is clamped to -160 (e^-160 rounds to a
+ * float 0); a NaN stays NaN. */
+static inline __attribute__((always_inline)) sm_v8d softmax_exp8(sm_v8d x) {
+  const sm_v8l low = (sm_v8l)(x < -160.0); /* all ones where x is below the clamp */
+  const sm_v8d lo = (sm_v8d){0} - 160.0;
+  const sm_v8d c = (sm_v8d)(((sm_v8l)x & ~low) | ((sm_v8l)lo & low));
+  const sm_v8d t = c * 0x1.71547652b82fep+0 + 0x1.8p52, n = t - 0x1.8p52;
+  const sm_v8d r = (c - n * 0x1.62e42feep-1) - n * 0x1.a39ef35793c76p-33;
+  return FUEL_VM_EXP_POLY(r) * (sm_v8d)(((sm_v8l)t + 1023) << 52);
+}
+
+/* p[j] = exp(p[j] - mx) (p: the row's scaled scores, f32, mx their max) rounded to f32 for
+ * j < n, 8 at a time (`softmax_exp8`; the last short group padded with -inf, whose weight is
+ * a float 0), their sum in double over 8 lanes in a fixed order (lane c sums j = c mod 8,
+ * then pairwise). */
 FUEL_CLONES
 static double softmax_exp(float *restrict p, double mx, long n) {
-  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  sm_v8d lane = {0, 0, 0, 0, 0, 0, 0, 0};
   long j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int c = 0; c < 8; c++) {
-      const double x = (double)p[j + c] - mx;
-      p[j + c] = (float)exp_vec(x < -700.0 ? -700.0 : x);
-      lane[c] += (double)p[j + c];
-    }
-  for (int c = 0; j < n; j++, c++) {
-    const double x = (double)p[j] - mx;
-    p[j] = (float)exp_vec(x < -700.0 ? -700.0 : x);
-    lane[c] += (double)p[j];
+  for (; j + 8 <= n; j += 8) {
+    sm_v8f f;
+    memcpy(&f, p + j, sizeof f);
+    const sm_v8f e = __builtin_convertvector(softmax_exp8(__builtin_convertvector(f, sm_v8d) - mx),
+                                             sm_v8f);
+    memcpy(p + j, &e, sizeof e);
+    lane += __builtin_convertvector(e, sm_v8d);
+  }
+  if (j < n) {
+    sm_v8f f = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    memcpy(&f, p + j, (size_t)(n - j) * sizeof(float));
+    const sm_v8f e = __builtin_convertvector(softmax_exp8(__builtin_convertvector(f, sm_v8d) - mx),
+                                             sm_v8f);
+    memcpy(p + j, &e, (size_t)(n - j) * sizeof(float));
+    lane += __builtin_convertvector(e, sm_v8d);
   }
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+/* s[j] = s[j] scale (+ mr[j mj] unless mr is null) in f32 for j < n (the flash kernel's f32
+ * product and f32 mask sum), vectorized; returns their max (NaNs skipped; -inf if none is
+ * above it). */
+FUEL_CLONES
+static double softmax_logits(float *restrict s, long n, float scale, const float *restrict mr,
+                             long mj) {
+  if (!mr)
+    for (long j = 0; j < n; j++) s[j] = s[j] * scale;
+  else if (mj == 1)
+    for (long j = 0; j < n; j++) s[j] = s[j] * scale + mr[j];
+  else
+    for (long j = 0; j < n; j++) s[j] = s[j] * scale + mr[j * mj];
+  sm_v8f m8 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+               -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  long j = 0;
+  for (; j + 8 <= n; j += 8) {
+    sm_v8f v;
+    memcpy(&v, s + j, sizeof v);
+    const sm_v8i gt = (sm_v8i)(v > m8); /* a NaN compares false: skipped */
+    m8 = (sm_v8f)(((sm_v8i)v & gt) | ((sm_v8i)m8 & ~gt));
+  }
+  float m = -INFINITY;
+  for (int c = 0; c < 8; c++) m = m8[c] > m ? m8[c] : m;
+  for (; j < n; j++) m = s[j] > m ? s[j] : m;
+  return m;
+}
+
 /* Rows [chunk * 16, +16) of the scores: p = exp(scale s - max) over the row's live keys (0
- * past them; exp(-700) rounds to a float 0 as well), their sum in l. */
+ * past them; e^-160 rounds to a float 0 as well), their sum in l. */
 static void softmax_chunk(void *q, long chunk) {
   const softmax_args *a = q;
   const long r1 = (chunk + 1) * 16 < a->m ? (chunk + 1) * 16 : a->m;
@@ -918,11 +997,7 @@ static void softmax_chunk(void *q, long chunk) {
     long live = a->live[r];
     double mx = -INFINITY;
     const float *mr = a->mask ? a->mask + a->mrow[r] : 0;
-    for (long j = 0; j < live; j++) {
-      s[j] *= a->scale; /* the flash kernel's f32 product (and f32 mask sum) */
-      if (mr) s[j] += mr[j * a->mj];
-      if ((double)s[j] > mx) mx = s[j];
-    }
+    mx = softmax_logits(s, live, a->scale, mr, a->mj);
     if (mr && live < a->full[r] && !(mx >= -1e38)) {
       /* every kept key is masked out too: the cut keys count after all. Their logits are
        * their mask values exactly (scale q . k is below 2^100 here, under half an ulp of the
@@ -984,6 +1059,43 @@ static long att_floats(const att_args *a, int own_xp) {
   return fuel_native_packed_floats(a->d, n) + m * n + 8 * m + 2 + (own_xp ? rows : 0);
 }
 
+/* K^T [d, n] in panels of PK_NR keys (zero past n): kp[p][i][c] = k[p PK_NR + c][i]. Blocks
+ * of 8 keys x 8 dims are transposed in registers (AVX; moves only), the rest one by one. */
+static void pack_keys(const float *restrict k, float *restrict kp, long n, long d) {
+  for (long p = 0; p * PK_NR < n; p++) {
+    float *restrict dst = kp + p * d * PK_NR;
+    const long c1 = n - p * PK_NR < PK_NR ? n - p * PK_NR : PK_NR;
+    long i0 = 0;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (pk_isa >= 1) {
+      for (; i0 + 8 <= d; i0 += 8)
+        for (long c0 = 0; c0 + 8 <= c1; c0 += 8)
+          transpose8x8(k + (p * PK_NR + c0) * d + i0, d, dst + i0 * PK_NR + c0, PK_NR);
+      /* the keys of a short panel past its last whole 8, every dim below i0 */
+      for (long i = 0; i < i0; i++)
+        for (long c = c1 / 8 * 8; c < PK_NR; c++)
+          dst[i * PK_NR + c] = c < c1 ? k[(p * PK_NR + c) * d + i] : 0.0f;
+    }
+#endif
+    for (long i = i0; i < d; i++)
+      for (long c = 0; c < PK_NR; c++)
+        dst[i * PK_NR + c] = c < c1 ? k[(p * PK_NR + c) * d + i] : 0.0f;
+  }
+}
+
+/* o[r] = o[r] / l[r] in double, rounded to f32 (0 where l[r] is 0: no live key). */
+FUEL_CLONES
+static void divide_rows(float *restrict o, const double *restrict l, long m, long dv) {
+  for (long r = 0; r < m; r++) {
+    float *restrict orow = o + r * dv;
+    const double lr = l[r];
+    if (lr > 0.0)
+      for (long c = 0; c < dv; c++) orow[c] = (float)((double)orow[c] / lr);
+    else
+      for (long c = 0; c < dv; c++) orow[c] = 0.0f;
+  }
+}
+
 /* The attention of group `grp` (a batch row's kv head and the g query heads that share it):
  * its products and softmax on the pool (`pooled`), else all on this thread, packing into
  * `buf`'s own room (the same bits either way). 0, or -1 when out of memory. */
@@ -1021,10 +1133,7 @@ static int att_group(const att_args *a, long grp, float *buf, int pooled) {
     mrow[r] = b * ms[0] + (kvh * g + r / a->sq) * ms[1] + r % a->sq * ms[2];
     while (cut && live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] <= MASK_LOWEST) live[r]--;
   }
-  for (long p = 0; p * PK_NR < n; p++) /* K^T [d, n] in panels: kp[p][i][c] = k[p 32 + c][i] */
-    for (long i = 0; i < d; i++)
-      for (long c = 0; c < PK_NR; c++)
-        kp[(p * d + i) * PK_NR + c] = p * PK_NR + c < n ? kb[(p * PK_NR + c) * d + i] : 0.0f;
+  pack_keys(kb, kp, n, d);
   if (pooled) {
     if (gemm_limited_locked(qg, kp, 1, 0, s, m, d, n, 0, live, 0)) return -1;
   } else {
@@ -1038,9 +1147,7 @@ static int att_group(const att_args *a, long grp, float *buf, int pooled) {
     for (long c = 0; c < (m + 15) / 16; c++) softmax_chunk(&sa, c);
     gemm_rows(s, xp, vb, 0, 0, og, m, n, dv, 0, live, 1, 0);
   }
-  for (long r = 0; r < m; r++)
-    for (long c = 0; c < dv; c++)
-      og[r * dv + c] = l[r] > 0.0 ? (float)((double)og[r * dv + c] / l[r]) : 0.0f;
+  divide_rows(og, l, m, dv);
   return 0;
 }
 
