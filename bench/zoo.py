@@ -6,7 +6,8 @@ no download): GPT-2, Llama, Mistral, BERT and a T5 encoder. Each is exported thr
 run by fuel (imported from that export, compiled to a bundle with the default options) and by
 onnxruntime (CPU EP, all graph optimizations, 2 intra-op threads; the `torch.export` route is
 compared with the dynamo ONNX file, the same program), in one process, interleaved
-(`_timing.measure`). Graphs: prefill of `--tokens` tokens, and for the decoders one decode step
+(`_timing.measure`, each block of runs after `_timing.SETTLE_S` idle: the other runner's
+spinning pool does not slow its first runs). Graphs: prefill of `--tokens` tokens, and for the decoders one decode step
 after `--tokens - 1` cached positions (the KV cache in and out as tensors).
 
 Every fuel result is checked against eager PyTorch before timing, and again on a second,
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import executor_overhead as eo  # noqa: E402
-from _timing import measure, mismatch, runs_for_budget  # noqa: E402
+from _timing import SETTLE_S, measure, mismatch, runs_for_budget  # noqa: E402
 
 VOCAB = 4096
 ROUTES = ("onnx-legacy", "onnx-dynamo", "torch-export")
@@ -339,7 +340,7 @@ def run_row(
             row.status = f"onnxruntime disagrees with torch ({why})"
         stage = "timing"
         runs = runs_for_budget(runners, budget_s, lo=10, hi=2000)
-        stats = measure(runners, runs, rounds=10)
+        stats = measure(runners, runs, rounds=10, settle_s=SETTLE_S)
         row.fuel_ms, row.ort_ms = stats["fuel"].median / 1e3, stats["ort"].median / 1e3
     except Exception as e:  # a failing route is a row, not the end of the table
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
