@@ -7,8 +7,9 @@ run by fuel (imported from that export, compiled to a bundle with the default op
 onnxruntime (CPU EP, all graph optimizations, 2 intra-op threads; the `torch.export` route is
 compared with the dynamo ONNX file, the same program), in one process, interleaved
 (`_timing.measure`, each block of runs after `_timing.SETTLE_S` idle: the other runner's
-spinning pool does not slow its first runs). Graphs: prefill of `--tokens` tokens, and for the decoders one decode step
-after `--tokens - 1` cached positions (the KV cache in and out as tensors).
+spinning pool does not slow its first runs). Graphs: prefill of `--tokens` tokens, and for the
+decoders one decode step after `--tokens - 1` cached positions (the KV cache in and out as
+tensors).
 
 Every fuel result is checked against eager PyTorch before timing, and again on a second,
 different input (the outputs must change: a graph whose result does not depend on its input
