@@ -672,9 +672,9 @@ static void pk_few_pair(void *q, long chunk) {
   pk_few(a, 2 * chunk, panels - 2 * chunk < 2 ? 1 : 2);
 }
 
-/* x read where `pk_rows` says (xp: its scratch, `pk_rows_floats(m, k)` floats), times
- * the panels of w (`packed`: in panels, else read in place, row-major): on the pool when `pooled` and the product is large enough, else
- * on this thread alone (the same bits either way). */
+/* x read where `pk_rows` says (xp: its scratch, `pk_rows_floats(m, k)` floats), times the
+ * panels of w (`packed`: in panels, else read in place, row-major): on the pool when `pooled`
+ * and the product is large enough, else on this thread alone (the same bits either way). */
 static void gemm_rows(const float *x, float *xp, const float *w, int packed, const float *bias,
                       float *y, long m, long k, long n, int act, const long *limit, int limit_k,
                       int pooled) {
