@@ -927,9 +927,8 @@ static inline __attribute__((always_inline)) sm_v8d softmax_exp8(sm_v8d x) {
   const sm_v8l low = (sm_v8l)(x < -160.0); /* all ones where x is below the clamp */
   const sm_v8d lo = (sm_v8d){0} - 160.0;
   const sm_v8d c = (sm_v8d)(((sm_v8l)x & ~low) | ((sm_v8l)lo & low));
-  const sm_v8d t = c * 0x1.71547652b82fep+0 + 0x1.8p52, n = t - 0x1.8p52;
-  const sm_v8d r = (c - n * 0x1.62e42feep-1) - n * 0x1.a39ef35793c76p-33;
-  return FUEL_VM_EXP_POLY(r) * (sm_v8d)(((sm_v8l)t + 1023) << 52);
+  const sm_v8d t = FUEL_VM_EXP_T(c), n = t - 0x1.8p52;
+  return FUEL_VM_EXP_POLY(FUEL_VM_EXP_R(c, n)) * (sm_v8d)(((sm_v8l)t + 1023) << 52);
 }
 
 /* p[j] = exp(p[j] - mx) (p: the row's scaled scores, f32, mx their max) rounded to f32 for

@@ -91,13 +91,17 @@ static inline __attribute__((always_inline)) double fuel_vm_as_f64(uint64_t u) {
   fuel_vm_u64 v; v.u = u; return v.d;
 }""",
     "fuel_vm_exp": f"""
-/* e^r on |r| <= ln2 / 2 (Horner; r may be a GCC vector: fuel_gemm.c's softmax) */
+/* The steps of e^c, |c| <= 160 (expressions: c may be a GCC vector, as in fuel_gemm.c's
+   softmax): t = c / ln2 + 1.5 2^52 (n = t - 1.5 2^52 rounds c / ln2 to an integer, whose
+   bits t's low word holds), r = c - n ln2 (two-part ln2), e^r on |r| <= ln2 / 2 (Horner) */
+#define FUEL_VM_EXP_T(c) ((c) * 0x1.71547652b82fep+0 + 0x1.8p52)
+#define FUEL_VM_EXP_R(c, n) (((c) - (n) * 0x1.62e42feep-1) - (n) * 0x1.a39ef35793c76p-33)
 #define FUEL_VM_EXP_POLY(r) ({_horner("(r)", _EXP_POLY)})
 /* e^x: x = n ln2 + r, a degree-7 fit of e^r (4e-11 relative), 2^n in the exponent bits */
 {_INLINE} fuel_vm_exp(double x) {{
   double c = x < -160.0 ? -160.0 : (x > 160.0 ? 160.0 : x);
-  double t = c * 0x1.71547652b82fep+0 + 0x1.8p52, n = t - 0x1.8p52;
-  double r = (c - n * 0x1.62e42feep-1) - n * 0x1.a39ef35793c76p-33;
+  double t = FUEL_VM_EXP_T(c), n = t - 0x1.8p52;
+  double r = FUEL_VM_EXP_R(c, n);
   double p = FUEL_VM_EXP_POLY(r);
   double e = p * fuel_vm_as_f64((fuel_vm_as_u64(t) + 1023u) << 52);
   return x != x ? x : e;
