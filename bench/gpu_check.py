@@ -132,7 +132,7 @@ def rope64(x, c, s, interleaved: bool) -> torch.Tensor:
 UNARY64 = {
     "neg": torch.neg,
     "abs": torch.abs,
-    "relu": torch.relu,
+    "relu": lambda x: torch.where(x.isnan() | (x > 0), x, 0.0),  # numpy's: relu(-0.0) = 0.0
     "exp": torch.exp,
     "log": torch.log,
     "sqrt": torch.sqrt,
@@ -175,6 +175,7 @@ def _unary_input(op: str, t: str, n: int) -> torch.Tensor:
         x = x.abs() * 10 + 1e-3
     if op == "exp":  # the dtype's finite range, subnormal results included
         x = x.clamp(-10, 10) if t == "f16" else (x * 20).clamp(-100, 88)
+    x[:2] = torch.tensor([0.0, -0.0]) if op not in ("log", "sqrt", "rsqrt") else x[:2]
     return x.to(TD[t])
 
 

@@ -45,7 +45,7 @@ FLOATS = ("f64", "f32", "f16", "bf16")
 # -- op table: one line of Triton per fuel op, in compute types -------------------------------
 
 UNARY = {
-    "neg": "-{x}",
+    "neg": "{x} * {minus_one}",
     "abs": "tl.abs({x})",
     "relu": "tl.where(({x} > 0) | ({x} != {x}), {x}, tl.zeros_like({x}))",
     "exp": "tl.exp({x})",
@@ -62,7 +62,8 @@ UNARY = {
     "gelu": "_gelu_erf({x})",
     "gelu_tanh": "_x_sigmoid({x}, {x} * (1.5957691216057308 + 0.07135481627260025 * {x} * {x}))",
 }
-"""Unary fuel op -> expression; sigmoid, silu and gelu(tanh) share the overflow-free x*sigmoid(v)
+"""Unary fuel op -> expression (neg multiplies: Triton's unary minus is 0 - x, which makes
+-(+0.0) +0.0); sigmoid, silu and gelu(tanh) share the overflow-free x*sigmoid(v)
 form of the numpy kernels (exp only sees -|v|)."""
 
 BINARY = {
@@ -126,7 +127,7 @@ def _pow(x, y):
     integral = tl.floor(yd) == yd
     r = tl.exp2(yd * tl.log2(tl.where(integral, tl.abs(xd), xd)))
     odd = integral & (tl.floor(yd * 0.5) != yd * 0.5)
-    r = tl.where((xd < 0) & odd, -r, r)
+    r = tl.where((xd < 0) & odd, r * -1.0, r)
     r = tl.where((yd == 0) | (xd == 1), 1.0, r)
     return r.to(x.dtype)
 ''',
@@ -207,11 +208,13 @@ class _Emitter:
         self.lines.append(f"{name} = {expr}  # {op.name}")
 
     def expr(self, op: Operation, key: str, args: list[str]) -> str:
-        ct = compute_type(dtype_name(op.operands[-1].type))
+        operand = dtype_name(op.operands[-1].type)
+        ct = compute_type(operand)
         fmt = {
             "ct": ct,
             "sqrt": "tl.sqrt_rn" if ct == "tl.float32" else "tl.sqrt",
             "div": "tl.div_rn" if ct == "tl.float32" else "_div",
+            "minus_one": "-1.0" if operand in FLOATS else "-1",
         }
         if key in UNARY:
             template = UNARY[key]

@@ -66,6 +66,8 @@ def _unary_input(op: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
         half = x.size // 2
         x = np.concatenate([x.ravel()[:half], np.geomspace(1e-6, 0.6, x.size - half)])
         x = x.reshape(shape)
+    if op not in POSITIVE:  # signed zeros: Triton's unary minus (0 - x) loses -0.0 on a GPU
+        x.flat[:2] = (0.0, -0.0)
     return quantize(x, dtype)
 
 

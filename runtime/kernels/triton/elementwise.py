@@ -94,11 +94,11 @@ def _tanh(v):
 @triton.jit
 def _unary(v, OP: tl.constexpr):
     if OP == 0:
-        r = -v
+        r = v * -1.0  # not -v: Triton lowers unary minus to 0 - v, which makes -(+0.0) +0.0
     elif OP == 1:
         r = tl.abs(v)
     elif OP == 2:
-        r = tl.where(v < 0.0, 0.0, v)  # NaN stays NaN, like numpy's maximum(x, 0)
+        r = tl.where(v <= 0.0, 0.0, v)  # like numpy's maximum(x, 0): NaN stays, -0.0 -> 0.0
     elif OP == 3:
         r = tl.exp(v)
     elif OP == 4:
@@ -134,7 +134,7 @@ def _pow(a, b):
     r = tl.exp2(b * tl.log2(tl.abs(a)))
     b_int = tl.floor(b) == b
     odd = b_int & (tl.abs(b - 2.0 * tl.floor(0.5 * b)) == 1.0)
-    neg = tl.where(odd, -r, r)
+    neg = tl.where(odd, r * -1.0, r)
     r = tl.where(a < 0.0, tl.where(b_int, neg, float("nan")), r)
     return tl.where(b == 0.0, 1.0, r)
 
