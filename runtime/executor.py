@@ -332,6 +332,8 @@ class _Compiler(ViewPlanner, InPlacePlanner):
             self.reshape(op.input, op.result)
         elif isinstance(op, GatherOp | SliceOp) and self.select_view(op):
             pass
+        elif isinstance(op, TransposeOp) and self.transpose_view(op):
+            pass
         elif op in self.elided:  # its inputs were written into its output
             pass
         elif isinstance(op, IndexCopyOp) and self.index_copy_in_place(op):

@@ -2,10 +2,11 @@
 
 `ViewPlanner` is the part of the executor's compiler (`runtime.executor._Compiler`) that turns
 reshapes, transposes of size-1 dims, slices and single-index gathers into numpy views of their
-input, and lets the producers of a concat's inputs write straight into its output (a decode
-step's KV cache: the layers' updated caches become blocks of the stacked output, no copy).
-A view of a planned buffer shares its storage; a view of a per-run value (a graph input) is
-remade each run by a `view_item`.
+input (and transposes that keep the last dim, for readers that take such strides in place),
+and lets the producers of a concat's inputs write straight into its output (a decode step's KV
+cache: the layers' updated caches become blocks of the stacked output, no copy). A view of a
+planned buffer shares its storage; a view of a per-run value (a graph input) is remade each run
+by a `view_item`.
 """
 
 from __future__ import annotations
@@ -115,6 +116,36 @@ class ViewPlanner:
                     return False
             except BindingTableError:
                 return False  # reported when the reader itself is compiled
+        return True
+
+    def transpose_view(self, op: TransposeOp) -> bool:
+        """Make a host `fuel.transpose` that keeps the last dim last a view of its planned
+        input when every reader reads such views in place (`KernelCaps.strided_rows`): an
+        attention's q, k and v as exporters write them ([b, s, h, d] products transposed to
+        [b, h, s, d]) are then read where the products left them. False: run the kernel."""
+        src, perm = op.input, tuple(op.perm.get_values())
+        if placed_device(op) not in (None, HOST) or src in self.where or src not in self.static:
+            return False
+        if perm[-1] != len(perm) - 1 or op.result in self.into:
+            return False
+        for use in op.result.uses:
+            user = use.operation
+            if not isinstance(user, KernelOp) or placed_device(user) not in (None, HOST):
+                return False
+            try:
+                if not compile_op(user, self.table, self.backend).entry.caps.strided_rows:
+                    return False
+            except BindingTableError:
+                return False  # reported when the reader itself is compiled
+        for kind in (self.anywhere, self.input_views):
+            if src in kind:
+                kind.add(op.result)
+        if src in self.slots:
+            self.slots[op.result] = self.slots[src]
+        self.static[op.result] = self.static[src].transpose(perm)
+        if src in self.storage:  # share the storage: it lives while either value does
+            self.storage[op.result] = st = self.storage[src]
+            st.refs += 1
         return True
 
     def alloc_into(self, v: SSAValue) -> Any:

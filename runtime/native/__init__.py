@@ -182,7 +182,7 @@ _SIGNATURES = {
     "fuel_native_gated_packed": ([_F] * 7 + [_L] * 4 + [ctypes.c_int], ctypes.c_int),
     "fuel_native_gemm_use_isa": ([ctypes.c_int], ctypes.c_int),
     "fuel_native_attention_gemm": (
-        [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double, _F, _F],
+        [_F] * 4 + [_L] * 8 + [ctypes.c_int, ctypes.c_double, _F, _F, _F],
         ctypes.c_int,
     ),
 }
@@ -250,7 +250,7 @@ ARITY = {
     OP_GEMM_PACKED: 8,
     OP_GEMM_BATCHED: 9,
     OP_GATED_PACKED: 12,
-    OP_ATTN: 16,
+    OP_ATTN: 17,
     OP_PERMUTE: 5,
     OP_CONCAT: 5,
     OP_GEMM_ACT: 8,
@@ -279,6 +279,18 @@ class Record:
             raise ValueError(f"record {self.words[:1]} has {len(self.words) - 1} arguments")
 
 
+def rows_f32(*arrays: Any) -> bool:
+    """Every array is an f32 ndarray whose rows (last dim) are dense and whose strides are
+    whole elements: a C kernel taking element strides reads it in place (a transposed view)."""
+    return all(
+        isinstance(a, np.ndarray)
+        and a.dtype == np.float32
+        and (a.shape[-1] <= 1 or a.strides[-1] == 4)
+        and all(st % 4 == 0 for st in a.strides)
+        for a in arrays
+    )
+
+
 def contiguous_f32(*arrays: Any) -> bool:
     """Every array is a C-contiguous f32 ndarray (what a program record may point to)."""
     return all(
@@ -303,6 +315,7 @@ __all__ = [
     "Record",
     "available",
     "contiguous_f32",
+    "rows_f32",
     "enabled",
     "f64_bits",
     "install_prebuilt",

@@ -1018,13 +1018,13 @@ static void softmax_chunk(void *q, long chunk) {
   }
 }
 
-/* The largest squared norm of `rows` rows of length d, in double over 8 lanes; NaN if any
- * element is NaN (inf if any is infinite). */
+/* The largest squared norm of `rows` rows of length d (ld floats apart), in double over 8
+ * lanes; NaN if any element is NaN (inf if any is infinite). */
 FUEL_CLONES
-static double max_norm2(const float *restrict x, long rows, long d) {
+static double max_norm2(const float *restrict x, long rows, long d, long ld) {
   double mx = 0.0;
   for (long r = 0; r < rows; r++) {
-    const float *restrict xr = x + r * d;
+    const float *restrict xr = x + r * ld;
     double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     long i = 0;
     for (; i + 8 <= d; i += 8)
@@ -1045,22 +1045,26 @@ typedef struct {
   double scale;
   const float *mask;
   const long *ms;
+  const long *st; /* element strides of q, k, v along batch, head, position (rows: dense) */
   _Atomic int failed; /* a group found no memory for its scratch */
 } att_args;
 
-/* Floats of one group's scratch: K^T in panels, the scores, then (8-byte aligned) the rows'
- * sums, live keys, mask rows and uncut key counts; with `own_xp`, room for the products'
- * `pk_rows` copies too (a group run on one thread makes them in its own scratch). */
+/* Floats of one group's scratch: K^T in panels, the scores, dense copies of the group's
+ * queries and values (when strided), then (8-byte aligned) the rows' sums, live keys, mask
+ * rows and uncut key counts; with `own_xp`, room for the products' `pk_rows` copies too (a
+ * group run on one thread makes them in its own scratch). */
 static long att_floats(const att_args *a, int own_xp) {
-  const long m = a->hq / a->hkv * a->sq, n = a->kv_len;
-  const long rows = pk_rows_floats(m, a->d) > pk_rows_floats(m, n) ? pk_rows_floats(m, a->d)
-                                                                     : pk_rows_floats(m, n);
-  return fuel_native_packed_floats(a->d, n) + m * n + 8 * m + 2 + (own_xp ? rows : 0);
+  const long m = a->hq / a->hkv * a->sq, n = a->kv_len, d = a->d;
+  const long rows = pk_rows_floats(m, d) > pk_rows_floats(m, n) ? pk_rows_floats(m, d)
+                                                                 : pk_rows_floats(m, n);
+  return fuel_native_packed_floats(d, n) + m * n + m * d + n * a->dv + 8 * m + 2 +
+         (own_xp ? rows : 0);
 }
 
-/* K^T [d, n] in panels of PK_NR keys (zero past n): kp[p][i][c] = k[p PK_NR + c][i]. Blocks
- * of 8 keys x 8 dims are transposed in registers (AVX; moves only), the rest one by one. */
-static void pack_keys(const float *restrict k, float *restrict kp, long n, long d) {
+/* K^T [d, n] (k's rows ld floats apart) in panels of PK_NR keys (zero past n): kp[p][i][c] =
+ * k[p PK_NR + c][i]. Blocks of 8 keys x 8 dims are transposed in registers (AVX; moves only),
+ * the rest one by one. */
+static void pack_keys(const float *restrict k, long ld, float *restrict kp, long n, long d) {
   for (long p = 0; p * PK_NR < n; p++) {
     float *restrict dst = kp + p * d * PK_NR;
     const long c1 = n - p * PK_NR < PK_NR ? n - p * PK_NR : PK_NR;
@@ -1069,16 +1073,16 @@ static void pack_keys(const float *restrict k, float *restrict kp, long n, long 
     if (pk_isa >= 1) {
       for (; i0 + 8 <= d; i0 += 8)
         for (long c0 = 0; c0 + 8 <= c1; c0 += 8)
-          transpose8x8(k + (p * PK_NR + c0) * d + i0, d, dst + i0 * PK_NR + c0, PK_NR);
+          transpose8x8(k + (p * PK_NR + c0) * ld + i0, ld, dst + i0 * PK_NR + c0, PK_NR);
       /* the keys of a short panel past its last whole 8, every dim below i0 */
       for (long i = 0; i < i0; i++)
         for (long c = c1 / 8 * 8; c < PK_NR; c++)
-          dst[i * PK_NR + c] = c < c1 ? k[(p * PK_NR + c) * d + i] : 0.0f;
+          dst[i * PK_NR + c] = c < c1 ? k[(p * PK_NR + c) * ld + i] : 0.0f;
     }
 #endif
     for (long i = i0; i < d; i++)
       for (long c = 0; c < PK_NR; c++)
-        dst[i * PK_NR + c] = c < c1 ? k[(p * PK_NR + c) * d + i] : 0.0f;
+        dst[i * PK_NR + c] = c < c1 ? k[(p * PK_NR + c) * ld + i] : 0.0f;
   }
 }
 
@@ -1101,7 +1105,8 @@ static void divide_rows(float *restrict o, const double *restrict l, long m, lon
 static int att_group(const att_args *a, long grp, float *buf, int pooled) {
   const long g = a->hq / a->hkv, m = g * a->sq, n = a->kv_len, d = a->d, dv = a->dv;
   const long b = grp / a->hkv, kvh = grp % a->hkv;
-  const float *qg = a->q + (b * a->hq + kvh * g) * a->sq * d;
+  const long *st = a->st;
+  const float *qg = a->q + b * st[0] + kvh * g * st[1];
   float *og = a->out + (b * a->hq + kvh * g) * a->sq * dv;
   if (!n) { /* no live key: zeros, like a fully masked row */
     memset(og, 0, (size_t)(m * dv) * sizeof(float));
@@ -1110,21 +1115,37 @@ static int att_group(const att_args *a, long grp, float *buf, int pooled) {
   const float *mask = a->mask;
   const long *ms = a->ms;
   const long sfloats = m * n;
-  float *kp = buf, *s = kp + fuel_native_packed_floats(d, n);
-  double *l = (double *)(s + sfloats + (sfloats & 1)); /* 8-byte aligned */
+  float *kp = buf, *s = kp + fuel_native_packed_floats(d, n), *qc = s + sfloats;
+  float *vc = qc + m * d;
+  const long cfloats = sfloats + m * d + n * dv;
+  double *l = (double *)(vc + n * dv + (cfloats & 1)); /* 8-byte aligned */
   long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
   long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
   long *full = mrow + m;
   float *xp = (float *)(full + m); /* the products' packed rows (not `pooled`) */
-  const float *kb = a->k + (b * a->hkv + kvh) * a->sk * d;
-  const float *vb = a->v + (b * a->hkv + kvh) * a->sk * dv;
+  const float *kb = a->k + b * st[3] + kvh * st[4];
+  const float *vb = a->v + b * st[6] + kvh * st[7];
+  /* Strided queries and values (a transposed view: rows h d floats apart) are copied dense
+   * here, by the thread that runs the group, into its scratch (the products read x and an
+   * unpacked w dense; rows a multiple of 2 KB apart would also share a few L1 sets). K is
+   * packed from where it is. */
+  if (st[2] != d || (g > 1 && st[1] != a->sq * d)) {
+    for (long r = 0; r < m; r++)
+      memcpy(qc + r * d, qg + r / a->sq * st[1] + r % a->sq * st[2], (size_t)d * sizeof(float));
+    qg = qc;
+  }
+  if (st[8] != dv) {
+    for (long j = 0; j < n; j++)
+      memcpy(vc + j * dv, vb + j * st[8], (size_t)dv * sizeof(float));
+    vb = vc;
+  }
   /* A row's trailing keys the mask sets to the lowest float or -inf (a causal mask written
    * out) are cut before scoring when every |scale q . k| is below 2^100 (by Cauchy-Schwarz
    * on the largest norms; a NaN or inf operand: nothing is cut): their logits are then the
    * mask value exactly, whose weight is 0 next to any key not masked out (the softmax puts
    * them back for a row whose kept keys are all masked out too). */
-  const int cut = mask && fabs(a->scale) * sqrt(max_norm2(qg, m, d)) *
-                                 sqrt(max_norm2(kb, n, d)) * 1.01 <
+  const int cut = mask && fabs(a->scale) * sqrt(max_norm2(qg, m, d, d)) *
+                                 sqrt(max_norm2(kb, n, d, st[5])) * 1.01 <
                              0x1p100;
   for (long r = 0; r < m; r++) {
     full[r] = live[r] = live_keys(r % a->sq, a->sq, n, a->causal);
@@ -1132,7 +1153,7 @@ static int att_group(const att_args *a, long grp, float *buf, int pooled) {
     mrow[r] = b * ms[0] + (kvh * g + r / a->sq) * ms[1] + r % a->sq * ms[2];
     while (cut && live[r] > 0 && mask[mrow[r] + (live[r] - 1) * ms[3]] <= MASK_LOWEST) live[r]--;
   }
-  pack_keys(kb, kp, n, d);
+  pack_keys(kb, st[5], kp, n, d);
   if (pooled) {
     if (gemm_limited_locked(qg, kp, 1, 0, s, m, d, n, 0, live, 0)) return -1;
   } else {
@@ -1165,15 +1186,21 @@ static float *att_scratch;
 static long att_scratch_len;
 
 /* q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, sq, dv]; kv_len
- * clamped to [0, sk] by the caller. Groups (a batch row's kv head) split evenly over the pool
- * run whole on one thread each (one head's products are too small to share: ~4 panels);
- * otherwise group after group, each product and softmax on the pool. 0, or -1 when out of
- * memory. */
+ * clamped to [0, sk] by the caller. q, k and v are read at the element strides `st` (each
+ * one's along batch, head and position; its rows dense), or dense where st is null: a
+ * transposed view ([b, s, h, d] read as [b, h, s, d]) needs no transpose pass of its own.
+ * Groups (a batch row's kv head) split evenly over the pool run whole on one thread each (one
+ * head's products are too small to share: ~4 panels); otherwise group after group, each
+ * product and softmax on the pool. 0, or -1 when out of memory. */
 int fuel_native_attention_gemm(const float *q, const float *k, const float *v, float *out,
                                long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
                                long kv_len, int causal, double scale, const float *mask,
-                               const long *ms) {
-  att_args a = {q, k, v, out, bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale, mask, ms, 0};
+                               const long *ms, const long *st) {
+  const long dense[9] = {hq * sq * d,   sq * d,  d, /* q */
+                         hkv * sk * d,  sk * d,  d, /* k */
+                         hkv * sk * dv, sk * dv, dv /* v */};
+  att_args a = {q,  k,      v,      out,   bsz,  hq, hkv, sq, sk, d,
+                dv, kv_len, causal, scale, mask, ms, st ? st : dense, 0};
   const long groups = bsz * hkv;
   int rc = 0;
   pthread_mutex_lock(&call_mu);

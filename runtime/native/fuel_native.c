@@ -869,7 +869,7 @@ int fuel_native_gated_packed(const float *x, const float *wg, const float *wu, c
 int fuel_native_attention_gemm(const float *q, const float *k, const float *v, float *out,
                                long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
                                long kv_len, int causal, double scale, const float *mask,
-                               const long *ms);
+                               const long *ms, const long *st);
 
 /* -- programs: a run of kernels in one call --------------------------------------------------- */
 
@@ -970,18 +970,19 @@ long fuel_native_program(const int64_t *prog, long records) {
       a += 12;
       break;
     case OP_ATTN: /* q, k, v, out, part, bsz, hq, hkv, sq, sk, d, dv, causal, scale bits,
-                     additive mask (0: none), its element strides: every key live */
+                     additive mask (0: none), its element strides, q/k/v strides (0: dense;
+                     sq > 1 only): every key live */
       if (a[8] > 1) {
         if (fuel_native_attention_gemm(P(0), P(1), P(2), P(3), a[5], a[6], a[7], a[8], a[9],
                                        a[10], a[11], a[9], (int)a[12], bits_f64(a[13]), P(14),
-                                       P(15)))
+                                       P(15), P(16)))
           return r;
       } else {
         fuel_native_flash_attention(P(0), P(1), P(2), P(3), P(4), a[5], a[6], a[7], a[8], a[9],
                                     a[10], a[11], a[9], (int)a[12], bits_f64(a[13]), P(14),
                                     P(15));
       }
-      a += 16;
+      a += 17;
       break;
     case OP_PERMUTE: /* x, out, rank, sizes, x's strides */
       fuel_native_permute(P(0), P(1), a[2], P(3), P(4));

@@ -125,6 +125,46 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
     assert fused.run({"x": x_})["y"].tobytes() == plain.run({"x": x_})["y"].tobytes()
 
 
+def test_attention_reads_its_transposed_operands_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exporter's attention: q, k, v products reshaped to [b, s, h, d] and transposed to
+    [b, h, s, d]. The native attention reads those transposes as views (`strided_rows`): only
+    the output's transpose is left, and the bits are those of the copying schedule."""
+    from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
+    from fuel_dialect.base import KernelOp
+    from runtime.kernels import global_bindings
+    from runtime.kernels.cpu.native import NATIVE
+    from runtime.views import ViewPlanner
+
+    S = 24
+    g = GraphBuilder(seed=7)
+    x = g.input("x", (1, S, D))
+    heads = [
+        g.transpose(g.reshape(g.matmul(x, g.weight(n, (D, D))), (1, S, H, HD)), (0, 2, 1, 3))
+        for n in ("wq", "wk", "wv")
+    ]
+    o = g.reshape(g.transpose(g.attention(*heads, causal=True), (0, 2, 1, 3)), (1, S, D))
+    m = g.build({"y": g.matmul(o, g.weight("wo", (D, D)))})
+    optimize_graph(m.op)
+    [att] = [op for op in m.op.walk() if isinstance(op, KernelOp) and op.KERNEL_OP == "attention"]
+    entry = next(
+        e
+        for e in global_bindings().lookup_alternatives("attention", att.kernel_dtypes(), "cpu")
+        if e.kernel_source == NATIVE
+    )  # the picker's choice at this size may be numpy's; pin the kernel under test
+    att.attributes[KERNEL_ATTR] = KernelRefAttr.get(
+        "attention", att.kernel_dtypes(), "cpu", NATIVE, entry.revision_hash
+    )
+    viewed = Executor(m)
+    names = " ".join(viewed.op_names)
+    assert "attention" in names and names.count("transpose") == 1, viewed.op_names
+    monkeypatch.setattr(ViewPlanner, "transpose_view", lambda self, op: False)
+    copied = Executor(m)
+    assert " ".join(copied.op_names).count("transpose") == 4, copied.op_names
+    for seed in (0, 1):
+        x_ = np.random.default_rng(seed).standard_normal((1, S, D)).astype(np.float32)
+        assert viewed.run({"x": x_})["y"].tobytes() == copied.run({"x": x_})["y"].tobytes()
+
+
 _RUN_BUNDLE = """
 import sys
 import numpy as np
@@ -192,6 +232,17 @@ def test_a_masked_attention_record_computes_what_its_kernel_does(sq: int, causal
     fn, words, n = native.program([kernel.encode(ins, [got], params)])
     assert fn(words.ctypes.data, n) == -1
     assert got.tobytes() == want.tobytes() and np.isfinite(got).all()
+    # q, k, v as transposed views: read at their strides by the GEMM kernel (prefill), no
+    # record for the flash kernel (decode), which takes them dense
+    views = [np.ascontiguousarray(a.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3) for a in ins[:3]]
+    record = kernel.encode([*views, ins[3]], [got], params)
+    if sq == 1:
+        assert record is None
+        return
+    got[...] = np.nan
+    fn, words, n = native.program([record])
+    assert fn(words.ctypes.data, n) == -1
+    assert got.tobytes() == want.tobytes()
 
 
 def test_copy_records_are_numpys_copies() -> None:

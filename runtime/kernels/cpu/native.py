@@ -66,7 +66,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime import native
-from runtime.binding_table import Kernel, KernelBindingTable
+from runtime.binding_table import Kernel, KernelBindingTable, KernelCaps
 from runtime.cost import CostEstimate, CostFn
 from runtime.kernels.cpu import vecmath
 from runtime.kernels.cpu._common import (
@@ -425,13 +425,30 @@ def _mask_view(mask: np.ndarray, full: tuple[int, ...]) -> tuple[np.ndarray, np.
     return data, np.array([st // F32.itemsize for st in view.strides], np.int64)
 
 
+ROWS_CAPS = KernelCaps(strided_input=True, strided_rows=True)
+"""The packed-GEMM attention's: q, k and v taken at their strides (rows dense), no numpy copy
+first: K is packed from where it is, a strided q or v gathered into the thread's scratch per
+head group, where the products read it (one query per head: the flash kernel copies them, a
+decode step's few bytes)."""
+
+
+def _qkv_strides(*arrays: np.ndarray) -> np.ndarray:
+    """The element strides of q, k and v along batch, head and position (their rows dense),
+    as `fuel_native_attention_gemm` takes them."""
+    return np.array([st // F32.itemsize for a in arrays for st in a.strides[:3]], np.int64)
+
+
 def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
     def attention_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         """Every query over its live keys (causal: numpy's mask; an additive mask added to the
         scaled scores in f32), f32 in C: one query per head on the flash kernel (split-KV, f64
-        sums), more on the packed GEMM (scores, then the weights times V;
-        `fuel_native_attention_gemm`)."""
-        q, k, v = (np.ascontiguousarray(a, dtype=F32) for a in inputs[:3])
+        sums, dense operands), more on the packed GEMM (scores, then the weights times V;
+        `fuel_native_attention_gemm`), which takes q, k and v at their strides."""
+        sq = inputs[0].shape[2]
+        q, k, v = (
+            a if sq > 1 and native.rows_f32(a) else np.ascontiguousarray(a, dtype=F32)
+            for a in inputs[:3]
+        )
         (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
         lib, out = native.library(), outputs[0]
@@ -440,8 +457,25 @@ def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
         mask, ms = _mask_view(inputs[3], (bsz, hq, sq, sk)) if with_mask else (None, None)
         mp, msp = (p(mask), p(ms)) if mask is not None and ms is not None else (None, None)
         if sq > 1:
+            st = _qkv_strides(q, k, v)
             if lib.fuel_native_attention_gemm(
-                p(q), p(k), p(v), p(y), bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale, mp, msp
+                p(q),
+                p(k),
+                p(v),
+                p(y),
+                bsz,
+                hq,
+                hkv,
+                sq,
+                sk,
+                d,
+                dv,
+                kv_len,
+                causal,
+                scale,
+                mp,
+                msp,
+                p(st),
             ):
                 raise MemoryError("fuel native attention: out of memory for its scores")
         else:
@@ -677,17 +711,22 @@ def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | 
 
 def _encode_attention(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     """The masked attention (any query count) as one record: the mask read in place by its
-    broadcast strides, as `_attention_native` reads it."""
+    broadcast strides, and (several queries) q, k and v by theirs, as `_attention_native`
+    reads them."""
     (q, k, v, mask), out = ins, outs[0]
-    if not native.contiguous_f32(q, k, v, mask, out):
+    sq = q.shape[2]
+    if not native.contiguous_f32(mask, out) or not (
+        native.rows_f32(q, k, v) if sq > 1 else native.contiguous_f32(q, k, v)
+    ):
         return None
     (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
     _, ms = _mask_view(mask, (bsz, hq, sq, sk))
+    st = _qkv_strides(q, k, v)
     part = np.empty(bsz * hq * native.library().fuel_native_flash_splits(sk) * (dv + 2))
     words = [native.OP_ATTN, *(_p(a) for a in (q, k, v, out, part)), bsz, hq, hkv, sq, sk, d]
     scale = native.f64_bits(float(params["scale"]))
-    words += [dv, int(bool(params["causal"])), scale, _p(mask), _p(ms)]
-    return R(words, [part, ms])
+    words += [dv, int(bool(params["causal"])), scale, _p(mask), _p(ms), _p(st)]
+    return R(words, [part, ms, st])
 
 
 _UFUNC_OPS = {np.add: native.OP_ADD, np.multiply: native.OP_MUL}
@@ -1101,8 +1140,9 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
             _attention_native(with_kv_len),
             attn,
             _attention_cost,
-            also=(_writable,),
+            also=(_writable, _qkv_strides),
             source=NATIVE,
+            caps=ROWS_CAPS,
             code=code,
         )
     add(
@@ -1112,8 +1152,9 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         _attention_native(False, with_mask=True),
         attn,
         _attention_cost,
-        also=(_writable, _mask_view),
+        also=(_writable, _mask_view, _qkv_strides),
         source=NATIVE,
+        caps=ROWS_CAPS,
         code=code,
     )
 

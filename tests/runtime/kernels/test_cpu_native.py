@@ -405,6 +405,36 @@ def test_attention_any_query_count_against_float64(
     assert one.tobytes() == dec.tobytes()
 
 
+@pytest.mark.parametrize(
+    ("hq", "hkv", "sq", "sk", "causal", "masked"),
+    [(8, 8, 128, 128, False, True), (4, 2, 9, 12, True, False), (6, 2, 5, 40, False, True)],
+)
+def test_attention_reads_transposed_views_as_their_dense_copies(
+    hq: int, hkv: int, sq: int, sk: int, causal: bool, masked: bool
+) -> None:
+    """q, k, v as [b, s, h, d] products transposed to [b, h, s, d] (numpy views): the kernel
+    reads them at their strides (`KernelCaps.strided_rows`), the bits of their dense copies,
+    grouped-query heads and a kernel without a mask too."""
+    g, d, b = rng(12), 16, 2
+    q = g.standard_normal((b, sq, hq, d)).astype(F32).transpose(0, 2, 1, 3)
+    k, v = (g.standard_normal((b, sk, hkv, d)).astype(F32).transpose(0, 2, 1, 3) for _ in "kv")
+    mask = [np.where(g.random((b, 1, sq, sk)) < 0.2, -np.inf, 0.5).astype(F32)] if masked else []
+    kernel = nk._attention_native(False, with_mask=masked)
+    params = {"scale": 0.3, "causal": causal}
+    got, want = (np.full((b, hq, sq, d), np.nan, F32) for _ in range(2))
+    kernel([q, k, v, *mask], [got], params)
+    kernel([np.ascontiguousarray(a) for a in (q, k, v)] + mask, [want], params)
+    assert got.tobytes() == want.tobytes() and np.isfinite(got).all()
+    ref = attention64(*(np.ascontiguousarray(a) for a in (q, k, v)), sk, causal, 0.3)
+    assert masked or normwise(got, ref) < 1e-6
+    entry = next(
+        e
+        for e in global_bindings().lookup_alternatives("attention", ("f32",) * (4 + masked), "cpu")
+        if e.kernel_source == nk.NATIVE
+    )
+    assert entry.caps.strided_rows
+
+
 def test_flash_decode_refuses_prefill() -> None:
     q = np.zeros((1, 2, 3, 8), F32)
     k = np.zeros((1, 2, 3, 8), F32)
