@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
@@ -103,10 +104,17 @@ class ViewPlanner:
                 off += n
             self.elided.add(op)
 
-    def strided_ok(self, v: SSAValue) -> bool:
-        """Every reader of `v` is a host kernel (not a reshape) that walks any strides."""
+    def strided_ok(self, v: SSAValue, arr: Any) -> bool:
+        """Every reader of `v` (planned as the strided view `arr`) is a host kernel that walks
+        any strides, or a host reshape numpy makes as a view of `arr` (a GPT-2 qkv split's
+        slice to heads: [1, s, 3 h d] -> [1, s, h d] -> [1, s, h, d]) whose readers are."""
         for use in v.uses:
             user = use.operation
+            if isinstance(user, ReshapeOp) and placed_device(user) in (None, HOST):
+                view = _view_reshape(arr, shape_of(user.result.type))
+                if view is None or not self.strided_ok(user.result, view):
+                    return False
+                continue
             if not isinstance(user, KernelOp) or isinstance(user, ReshapeOp | CopyOp):
                 return False
             if placed_device(user) not in (None, HOST):
@@ -166,7 +174,8 @@ class ViewPlanner:
         (or a reshape's) would be made once, at compile time, not per run."""
         shape = shape_of(result.type)
         if index is not None and src in self.static and src not in self.anywhere:
-            if not self.static[src][index].flags.c_contiguous and not self.strided_ok(result):
+            view = _view_reshape(self.static[src][index], shape)
+            if view is None or not (view.flags.c_contiguous or self.strided_ok(result, view)):
                 return False
         at = self.where.get(src)
         if at is not None:
@@ -179,7 +188,10 @@ class ViewPlanner:
             self.input_views.add(result)
         if src in self.static:
             arr = self.static[src]
-            self.static[result] = (arr if index is None else arr[index]).reshape(shape)
+            view = _view_reshape(arr if index is None else arr[index], shape)
+            if view is None:  # strided_ok admits only reshapes numpy makes as views
+                raise ExecutionError(f"{result}: a reshape of a strided buffer needs a copy")
+            self.static[result] = view
             if src in self.storage:  # share the storage: it lives while either value does
                 self.storage[result] = st = self.storage[src]
                 st.refs += 1
@@ -189,6 +201,18 @@ class ViewPlanner:
         self.items.append((view_item, [args, consumers, shape, index]))
         self.names.append(result.owner.name)  # type: ignore[union-attr]
         return True
+
+
+def _view_reshape(arr: Any, shape: tuple[int, ...]) -> Any:
+    """`arr` reshaped to `shape` as a view of it, or None where that takes a copy (numpy's
+    reshape would copy silently: a planned buffer's copy made once would go stale). A device
+    array (never strided here) reshapes by its own library."""
+    if not isinstance(arr, np.ndarray):
+        return arr.reshape(shape)
+    try:
+        return arr.reshape(shape, copy=False)
+    except ValueError:
+        return None
 
 
 _NOT_IN_PLACE = (ReshapeOp, GatherOp, SliceOp, ConcatOp, CopyOp, WeightOp, ConstantOp)

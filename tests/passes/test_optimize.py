@@ -165,7 +165,17 @@ def test_equivalence_gate_branchless_order_is_the_plan_order() -> None:
     plan = compile_plan(m.op, CPU_ONLY.plan_options())
     want = [op.name for op in plan.order if op in plan.decisions]
     ran = [n for n in Executor(m).call_names if n != "fuel.reshape"]
-    assert ran == want
+    # the executor runs them in plan order, less the transposes it reads as views (the
+    # attention's operands: `ViewPlanner.transpose_view`)
+    left = iter(ran)
+    skipped = []
+    nxt = next(left, None)
+    for n in want:
+        if n == nxt:
+            nxt = next(left, None)
+        else:
+            skipped.append(n)
+    assert nxt is None and set(skipped) <= {"fuel.transpose"}, (ran, want)
     assert [op.name for op in graph.dispatch_order() if is_decision_point(op)] == want
 
 

@@ -135,6 +135,24 @@ def test_slices_become_views_where_their_readers_take_them() -> None:
     assert ex.op_names.count("fuel.slice") == 1
 
 
+def test_a_slice_reshaped_as_a_view_is_a_view() -> None:
+    """A GPT-2 qkv split: a strided slice reshaped to heads (numpy makes that a view) read by
+    a kernel that walks strides is a view; a reshape that would need a copy (merging a
+    strided dim) keeps the slice's copy, not_applied."""
+    g = GraphBuilder()
+    x = g.input("x", (2, 6, 24))
+    h = g.neg(x)
+    heads = g.reshape(g.slice(h, [0, 0, 8], [2, 6, 16]), (2, 6, 2, 4))  # a view of h
+    flat = g.reshape(g.slice(h, [0, 0, 0], [2, 6, 8]), (2, 48))  # merges strided dims: a copy
+    ex = Executor(g.build({"a": g.neg(heads), "b": g.neg(flat)}))
+    for seed in (0, 1):
+        x_ = np.random.default_rng(seed).standard_normal((2, 6, 24)).astype(np.float32)
+        got = ex.run({"x": x_})
+        assert got["a"].tobytes() == x_[:, :, 8:16].reshape(2, 6, 2, 4).tobytes()
+        assert got["b"].tobytes() == x_[:, :, :8].reshape(2, 48).tobytes()
+    assert ex.op_names.count("fuel.slice") == 1
+
+
 def test_concat_in_place_inputs_outlive_the_concat() -> None:
     """A concat input read again after the concat's last use keeps the buffer alive."""
     g = GraphBuilder()
