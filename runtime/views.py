@@ -189,8 +189,10 @@ class ViewPlanner:
         if src in self.static:
             arr = self.static[src]
             view = _view_reshape(arr if index is None else arr[index], shape)
-            if view is None:  # strided_ok admits only reshapes numpy makes as views
+            if view is None and src not in self.anywhere:  # strided_ok admits only views
                 raise ExecutionError(f"{result}: a reshape of a strided buffer needs a copy")
+            if view is None:  # a constant's strided view: its one copy never goes stale
+                view = np.ascontiguousarray(arr if index is None else arr[index]).reshape(shape)
             self.static[result] = view
             if src in self.storage:  # share the storage: it lives while either value does
                 self.storage[result] = st = self.storage[src]

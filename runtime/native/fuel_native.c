@@ -811,14 +811,18 @@ static void rope_row(const float *restrict xr, const float *restrict c, const fl
   }
 }
 
-/* ldt: the tables' row stride in elements (their rows are contiguous; h when packed). */
-void fuel_native_rope(const float *x, const float *cs, const float *sn, float *out, long outer,
-                      long s, long d, int interleaved, long ldt) {
+/* x [n0, n1, s, d] -> out (dense). ldt: the tables' row stride in elements (their rows are
+ * contiguous; h when packed). xs: x's element strides along n0, n1 and s (its rows dense: a
+ * transposed view, [b, s, h, d] read as [b, h, s, d]), or null: x dense. */
+void fuel_native_rope(const float *x, const float *cs, const float *sn, float *out, long n0,
+                      long n1, long s, long d, int interleaved, long ldt, const long *xs) {
   const long h = d / 2, ia = interleaved ? 2 : 1, ib = interleaved ? 1 : h;
-  for (long o = 0; o < outer; o++)
+  const long dense[3] = {n1 * s * d, s * d, d};
+  if (!xs) xs = dense;
+  for (long o = 0; o < n0 * n1; o++)
     for (long t = 0; t < s; t++)
-      rope_row(x + (o * s + t) * d, cs + t * ldt, sn + t * ldt, out + (o * s + t) * d, h, ia,
-               ib);
+      rope_row(x + o / n1 * xs[0] + o % n1 * xs[1] + t * xs[2], cs + t * ldt, sn + t * ldt,
+               out + (o * s + t) * d, h, ia, ib);
 }
 
 /* -- copies: transpose and concat (exact) ------------------------------------------------- */
@@ -923,9 +927,10 @@ long fuel_native_program(const int64_t *prog, long records) {
       fuel_native_rms_norm(P(0), P(1), P(2), a[3], a[4], bits_f64(a[5]));
       a += 6;
       break;
-    case OP_ROPE: /* x, cos, sin, out, outer, s, d, interleaved, the tables' row stride */
-      fuel_native_rope(P(0), P(1), P(2), P(3), a[4], a[5], a[6], (int)a[7], a[8]);
-      a += 9;
+    case OP_ROPE: /* x, cos, sin, out, n0, n1, s, d, interleaved, the tables' row stride, x's
+                     strides (0: dense) */
+      fuel_native_rope(P(0), P(1), P(2), P(3), a[4], a[5], a[6], a[7], (int)a[8], a[9], P(10));
+      a += 11;
       break;
     case OP_FLASH: { /* a[11]: the i64 live length's address (0: all sk keys) */
       long sk = a[8], n = a[11] ? *(const int64_t *)P(11) : sk;

@@ -153,6 +153,18 @@ def test_a_slice_reshaped_as_a_view_is_a_view() -> None:
     assert ex.op_names.count("fuel.slice") == 1
 
 
+def test_a_constants_strided_slice_reshaped_with_a_copy_runs() -> None:
+    """A constant's strided slice, reshaped in a way only a copy can (merging the strided
+    dims): copied once at compile time, which a constant's data allows."""
+    g = GraphBuilder()
+    w = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
+    flat = g.reshape(g.slice(g.weight("w", (4, 6, 8), value=w), [0, 0, 0], [4, 6, 4]), (4, 24))
+    x = g.input("x", (4, 24))
+    ex = Executor(g.build({"y": g.add(x, flat)}))
+    x_ = np.ones((4, 24), np.float32)
+    assert ex.run({"x": x_})["y"].tobytes() == (x_ + w[:, :, :4].reshape(4, 24)).tobytes()
+
+
 def test_concat_in_place_inputs_outlive_the_concat() -> None:
     """A concat input read again after the concat's last use keeps the buffer alive."""
     g = GraphBuilder()

@@ -426,10 +426,10 @@ def _mask_view(mask: np.ndarray, full: tuple[int, ...]) -> tuple[np.ndarray, np.
 
 
 ROWS_CAPS = KernelCaps(strided_input=True, strided_rows=True)
-"""The packed-GEMM attention's: q, k and v taken at their strides (rows dense), no numpy copy
-first: K is packed from where it is, a strided q or v gathered into the thread's scratch per
-head group, where the products read it (one query per head: the flash kernel copies them, a
-decode step's few bytes)."""
+"""Rope's and the packed-GEMM attention's: operands with dense rows taken at their strides, no
+numpy copy first. Rope reads x's rows where they are; the attention packs K from where it is
+and gathers a strided q or v into the thread's scratch per head group, where the products read
+it (one query per head: the flash kernel copies them, a decode step's few bytes)."""
 
 
 def _qkv_strides(*arrays: np.ndarray) -> np.ndarray:
@@ -535,13 +535,24 @@ def _rope_tables(c: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return c, s, c.shape[-1]
 
 
+def _rope_x(x: np.ndarray) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+    """x as the C kernel reads it, [n0, n1, s, d]: a 4-D f32 view with dense rows in place at
+    its strides (a transposed view: `KernelCaps.strided_rows`), else a dense copy."""
+    if x.ndim == 4 and native.rows_f32(x) and not x.flags.c_contiguous:
+        return x, x.shape[0], x.shape[1], np.array([st // 4 for st in x.strides[:3]], np.int64)
+    x = np.ascontiguousarray(x)
+    return x, _rows(x) // x.shape[-2], 1, None
+
+
 def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
     """x (..., S, D) rotated by cos/sin (S, D/2) in C: the numpy kernel's f64 arithmetic. The
-    tables are read in place when their rows are contiguous (a slice of a full-width table)."""
-    x, out = np.ascontiguousarray(inputs[0]), outputs[0]
+    tables are read in place when their rows are contiguous (a slice of a full-width table),
+    and x when its rows are (a transposed view)."""
+    x, out = inputs[0], outputs[0]
     if not (x.dtype == inputs[1].dtype == inputs[2].dtype == F32):
         _numpy_rope(inputs, outputs, params)
         return
+    x, n0, n1, xs = _rope_x(x)
     c, s, ld = _rope_tables(inputs[1], inputs[2])
     y = out if _writable(out) else np.empty(out.shape, F32)
     p = native.ptr
@@ -550,11 +561,13 @@ def _rope_native(inputs: Arrays, outputs: Arrays, params: Params) -> None:
         p(c),
         p(s),
         p(y),
-        _rows(x) // x.shape[-2],
+        n0,
+        n1,
         x.shape[-2],
         x.shape[-1],
         int(bool(params["interleaved"])),
         ld,
+        None if xs is None else p(xs),
     )
     if y is not out:
         np.copyto(out, y)
@@ -675,11 +688,14 @@ def _encode_ln(ins: Arrays, outs: Arrays, params: Params) -> native.Record | Non
 def _encode_rope(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     (x, c, s), out = ins, outs[0]
     ld = _row_strided(c) if isinstance(c, np.ndarray) else None
-    if not native.contiguous_f32(x, out) or ld is None or ld != _row_strided(s):
+    if ld is None or ld != _row_strided(s) or not native.contiguous_f32(out):
         return None
-    outer, seq, d = _rows(x) // x.shape[-2], x.shape[-2], x.shape[-1]
-    flag = int(bool(params["interleaved"]))
-    return R([native.OP_ROPE, _p(x), _p(c), _p(s), _p(out), outer, seq, d, flag, ld])
+    if not (native.contiguous_f32(x) or (x.ndim == 4 and native.rows_f32(x))):
+        return None
+    x, n0, n1, xs = _rope_x(x)
+    seq, d, flag = x.shape[-2], x.shape[-1], int(bool(params["interleaved"]))
+    words = [native.OP_ROPE, _p(x), _p(c), _p(s), _p(out), n0, n1, seq, d, flag, ld]
+    return R([*words, 0 if xs is None else _p(xs)], [] if xs is None else [xs])
 
 
 def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
@@ -1100,8 +1116,9 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
             "rounding, then the final one (the numpy kernel's operations)",
         ),
         _rope_cost,
-        also=(_numpy_rope, _row_strided, _rope_tables),
+        also=(_numpy_rope, _row_strided, _rope_tables, _rope_x),
         source=NATIVE,
+        caps=ROWS_CAPS,
         code=code,
     )
     copy = exact("exact copy (C row copies)")

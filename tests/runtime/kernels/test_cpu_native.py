@@ -449,7 +449,7 @@ def test_rope_is_the_numpy_kernel_bit_for_bit(interleaved: bool) -> None:
     from runtime.kernels.cpu.nn import _rope
 
     g = rng(11)
-    for shape in [(1, 8, 1, 64), (2, 3, 5, 16), (7, 2)]:
+    for shape in [(1, 8, 1, 64), (2, 3, 5, 16), (2, 4, 6, 8), (7, 2)]:
         x = g.standard_normal(shape).astype(F32)
         c, s = (g.standard_normal((shape[-2], shape[-1] // 2)).astype(F32) for _ in range(2))
         got, want = np.empty_like(x), np.empty_like(x)
@@ -466,6 +466,16 @@ def test_rope_is_the_numpy_kernel_bit_for_bit(interleaved: bool) -> None:
         assert np.array_equal(got, want)
         got[...] = np.nan
         fn, words, n = native.program([nk._encode_rope([x, *halves], [got], params)])
+        assert fn(words.ctypes.data, n) == -1 and np.array_equal(got, want)
+        if len(shape) != 4:
+            continue
+        # x as a transposed view ([b, s, h, d] read as [b, h, s, d]): read at its strides
+        xt = np.ascontiguousarray(x.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+        got[...] = np.nan
+        nk._rope_native([xt, c, s], [got], params)
+        assert np.array_equal(got, want)
+        got[...] = np.nan
+        fn, words, n = native.program([nk._encode_rope([xt, *halves], [got], params)])
         assert fn(words.ctypes.data, n) == -1 and np.array_equal(got, want)
 
 
