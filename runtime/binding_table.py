@@ -40,16 +40,18 @@ BindingKey = tuple[str, tuple[str, ...], str]
 
 @dataclass(frozen=True)
 class KernelCaps:
-    """What a kernel can read. `strided_input`: walks arbitrary strides (incl. stride 0), so the
-    executor may pass views. `strided_rows`: takes operands whose rows (last dim) are dense at
-    any other strides without a copy pass (what it gathers, it gathers into its own scratch as
-    it goes), so a transpose that keeps the last dim may be a view for it
-    (`runtime.views.ViewPlanner.transpose_view`). `requires_broadcast`:
-    bakes a broadcast pattern and would misread a dense operand, so dense lookups never pick
-    it."""
+    """What a kernel can read and write. `strided_input`: walks arbitrary strides (incl. stride
+    0), so the executor may pass views. `strided_rows`: takes operands whose rows (last dim)
+    are dense at any other strides without a copy pass (what it gathers, it gathers into its
+    own scratch as it goes), so a transpose that keeps the last dim may be a view for it
+    (`runtime.views.ViewPlanner.transpose_view`). `strided_out_rows`: writes its output's rows
+    (dense) at any other strides, so a transpose of its output that keeps the last dim may be
+    written by it directly (`ViewPlanner.plan_transposes`). `requires_broadcast`: bakes a
+    broadcast pattern and would misread a dense operand, so dense lookups never pick it."""
 
     strided_input: bool = False
     strided_rows: bool = False
+    strided_out_rows: bool = False
     requires_broadcast: bool = False
 
 

@@ -201,8 +201,12 @@ class _Compiler(ViewPlanner, InPlacePlanner):
     into: dict[SSAValue, tuple[SSAValue, tuple]] = field(default_factory=dict)
     """Producer results written straight into a block of a concat's output: (concat result,
     basic index of the block); see `plan_concats`."""
+    into_t: dict[SSAValue, tuple[SSAValue, tuple[int, ...]]] = field(default_factory=dict)
+    """Producer results written straight into a transpose's output, seen through the inverse
+    permutation: (transpose result, inverse perm); see `plan_transposes`."""
     elided: set[Operation] = field(default_factory=set)
-    """Concats whose every input is written in place: nothing left to copy."""
+    """Concats whose every input is written in place, transposes whose input is written
+    transposed: nothing left to copy."""
     input_views: set[SSAValue] = field(default_factory=set)
     """Graph inputs and the views of them: a returned one is copied even with
     `copy_outputs=False` (an output never aliases the caller's input)."""
@@ -334,7 +338,7 @@ class _Compiler(ViewPlanner, InPlacePlanner):
             pass
         elif isinstance(op, TransposeOp) and self.transpose_view(op):
             pass
-        elif op in self.elided:  # its inputs were written into its output
+        elif op in self.elided:  # its inputs were written into its output (or transposed)
             pass
         elif isinstance(op, IndexCopyOp) and self.index_copy_in_place(op):
             pass
@@ -754,6 +758,7 @@ class Executor:
         assert isinstance(ret, func.ReturnOp)
         dying: dict[int, list[SSAValue]] = {}
         c.plan_concats(ops)
+        c.plan_transposes(ops)
         c.plan_in_place(ops, last_use)
         for v, i in last_use.items():
             if i < len(ops) - 1:

@@ -3,7 +3,8 @@
 `ViewPlanner` is the part of the executor's compiler (`runtime.executor._Compiler`) that turns
 reshapes, transposes of size-1 dims, slices and single-index gathers into numpy views of their
 input (and transposes that keep the last dim, for readers that take such strides in place),
-and lets the producers of a concat's inputs write straight into its output (a decode step's KV
+lets a kernel that writes rows at any strides write a transpose's output directly, and lets
+the producers of a concat's inputs write straight into its output (a decode step's KV
 cache: the layers' updated caches become blocks of the stacked output, no copy). A view of a
 planned buffer shares its storage; a view of a per-run value (a graph input) is remade each run
 by a `view_item`.
@@ -55,6 +56,7 @@ class ViewPlanner:
     items: list
     names: list
     into: dict
+    into_t: dict
     elided: set
     input_views: set
     alloc: Any
@@ -102,6 +104,37 @@ class ViewPlanner:
                 n = shape_of(v.type)[axis]
                 self.into[r] = (op.result, (slice(None),) * axis + (slice(off, off + n),))
                 off += n
+            self.elided.add(op)
+
+    def plan_transposes(self, ops: Sequence[Operation]) -> None:
+        """Elide each host `fuel.transpose` of `ops` that keeps the last dim and moves more
+        than unit dims, whose input is the only result of a host kernel in the same block that
+        writes its rows at any strides (`KernelCaps.strided_out_rows`: the attention), read by
+        nothing else: that kernel writes into the transpose's output, seen through the inverse
+        permutation (`into_t`); the transpose copies nothing."""
+        for op in ops:
+            if not isinstance(op, TransposeOp) or placed_device(op) not in (None, HOST):
+                continue
+            perm, v = tuple(op.perm.get_values()), op.input
+            owner = v.owner
+            if perm[-1] != len(perm) - 1 or moves_unit_dims(op) or op.result in self.into:
+                continue
+            if sum(1 for _ in v.uses) != 1 or v in self.into or v in self.into_t:
+                continue
+            if (
+                not isinstance(owner, KernelOp)
+                or isinstance(owner, _NOT_IN_PLACE)
+                or owner.parent is not op.parent
+                or len(owner.results) != 1
+                or placed_device(owner) not in (None, HOST)
+            ):
+                continue
+            try:
+                if not compile_op(owner, self.table, self.backend).entry.caps.strided_out_rows:
+                    continue
+            except BindingTableError:
+                continue  # reported when the producer itself is compiled
+            self.into_t[v] = (op.result, tuple(int(i) for i in np.argsort(perm)))
             self.elided.add(op)
 
     def strided_ok(self, v: SSAValue, arr: Any) -> bool:
@@ -157,7 +190,15 @@ class ViewPlanner:
         return True
 
     def alloc_into(self, v: SSAValue) -> Any:
-        """`v`'s host buffer: its block of a concat's output if planned so, else its own."""
+        """`v`'s host buffer: its block of a concat's output, or a transpose's output seen
+        through the inverse permutation, if planned so, else its own."""
+        if v in self.into_t:
+            dst, inverse = self.into_t[v]
+            if dst not in self.static:
+                self.static[dst] = self.alloc(dst)
+            self.storage[v] = st = self.storage[dst]  # it keeps the output alive
+            st.refs += 1
+            return self.static[dst].transpose(inverse)
         if v not in self.into:
             return self.alloc(v)
         dst, index = self.into[v]

@@ -1045,19 +1045,19 @@ typedef struct {
   double scale;
   const float *mask;
   const long *ms;
-  const long *st; /* element strides of q, k, v along batch, head, position (rows: dense) */
+  const long *st; /* element strides of q, k, v, out along batch, head, position (rows dense) */
   _Atomic int failed; /* a group found no memory for its scratch */
 } att_args;
 
 /* Floats of one group's scratch: K^T in panels, the scores, dense copies of the group's
- * queries and values (when strided), then (8-byte aligned) the rows' sums, live keys, mask
- * rows and uncut key counts; with `own_xp`, room for the products' `pk_rows` copies too (a
- * group run on one thread makes them in its own scratch). */
+ * queries, values and output (when strided), then (8-byte aligned) the rows' sums, live keys,
+ * mask rows and uncut key counts; with `own_xp`, room for the products' `pk_rows` copies too
+ * (a group run on one thread makes them in its own scratch). */
 static long att_floats(const att_args *a, int own_xp) {
-  const long m = a->hq / a->hkv * a->sq, n = a->kv_len, d = a->d;
+  const long m = a->hq / a->hkv * a->sq, n = a->kv_len, d = a->d, dv = a->dv;
   const long rows = pk_rows_floats(m, d) > pk_rows_floats(m, n) ? pk_rows_floats(m, d)
                                                                  : pk_rows_floats(m, n);
-  return fuel_native_packed_floats(d, n) + m * n + m * d + n * a->dv + 8 * m + 2 +
+  return fuel_native_packed_floats(d, n) + m * n + m * d + n * dv + m * dv + 8 * m + 2 +
          (own_xp ? rows : 0);
 }
 
@@ -1107,18 +1107,23 @@ static int att_group(const att_args *a, long grp, float *buf, int pooled) {
   const long b = grp / a->hkv, kvh = grp % a->hkv;
   const long *st = a->st;
   const float *qg = a->q + b * st[0] + kvh * g * st[1];
-  float *og = a->out + (b * a->hq + kvh * g) * a->sq * dv;
+  /* the group's output rows: dense (its place in out), else in scratch and then copied to
+   * their strides (a transposed view: rows h dv floats apart) */
+  float *const ob = a->out + b * st[9] + kvh * g * st[10];
+  const int out_dense = st[11] == dv && (g == 1 || st[10] == a->sq * dv);
   if (!n) { /* no live key: zeros, like a fully masked row */
-    memset(og, 0, (size_t)(m * dv) * sizeof(float));
+    for (long r = 0; r < m; r++)
+      memset(ob + r / a->sq * st[10] + r % a->sq * st[11], 0, (size_t)dv * sizeof(float));
     return 0;
   }
   const float *mask = a->mask;
   const long *ms = a->ms;
   const long sfloats = m * n;
   float *kp = buf, *s = kp + fuel_native_packed_floats(d, n), *qc = s + sfloats;
-  float *vc = qc + m * d;
-  const long cfloats = sfloats + m * d + n * dv;
-  double *l = (double *)(vc + n * dv + (cfloats & 1)); /* 8-byte aligned */
+  float *vc = qc + m * d, *oc = vc + n * dv;
+  float *og = out_dense ? ob : oc;
+  const long cfloats = sfloats + m * d + n * dv + m * dv;
+  double *l = (double *)(oc + m * dv + (cfloats & 1)); /* 8-byte aligned */
   long *live = (long *)(l + m); /* keys row r reads: causal rows skip the later panels */
   long *mrow = live + m;        /* row r (head kvh g + r / sq, query r % sq): its mask row */
   long *full = mrow + m;
@@ -1168,6 +1173,9 @@ static int att_group(const att_args *a, long grp, float *buf, int pooled) {
     gemm_rows(s, xp, vb, 0, 0, og, m, n, dv, 0, live, 1, 0);
   }
   divide_rows(og, l, m, dv);
+  if (!out_dense)
+    for (long r = 0; r < m; r++)
+      memcpy(ob + r / a->sq * st[10] + r % a->sq * st[11], oc + r * dv, (size_t)dv * sizeof(float));
   return 0;
 }
 
@@ -1186,9 +1194,9 @@ static float *att_scratch;
 static long att_scratch_len;
 
 /* q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk, dv] -> out [b, hq, sq, dv]; kv_len
- * clamped to [0, sk] by the caller. q, k and v are read at the element strides `st` (each
+ * clamped to [0, sk] by the caller. q, k, v and out are at the element strides `st` (each
  * one's along batch, head and position; its rows dense), or dense where st is null: a
- * transposed view ([b, s, h, d] read as [b, h, s, d]) needs no transpose pass of its own.
+ * transposed view ([b, s, h, d] as [b, h, s, d]) needs no transpose pass of its own.
  * Groups (a batch row's kv head) split evenly over the pool run whole on one thread each (one
  * head's products are too small to share: ~4 panels); otherwise group after group, each
  * product and softmax on the pool. 0, or -1 when out of memory. */
@@ -1196,9 +1204,10 @@ int fuel_native_attention_gemm(const float *q, const float *k, const float *v, f
                                long bsz, long hq, long hkv, long sq, long sk, long d, long dv,
                                long kv_len, int causal, double scale, const float *mask,
                                const long *ms, const long *st) {
-  const long dense[9] = {hq * sq * d,   sq * d,  d, /* q */
-                         hkv * sk * d,  sk * d,  d, /* k */
-                         hkv * sk * dv, sk * dv, dv /* v */};
+  const long dense[12] = {hq * sq * d,   sq * d,  d,  /* q */
+                          hkv * sk * d,  sk * d,  d,  /* k */
+                          hkv * sk * dv, sk * dv, dv, /* v */
+                          hq * sq * dv,  sq * dv, dv /* out */};
   att_args a = {q,  k,      v,      out,   bsz,  hq, hkv, sq, sk, d,
                 dv, kv_len, causal, scale, mask, ms, st ? st : dense, 0};
   const long groups = bsz * hkv;

@@ -127,8 +127,9 @@ def test_generated_c_kernels_join_programs(tmp_path: Path, monkeypatch: pytest.M
 
 def test_attention_reads_its_transposed_operands_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exporter's attention: q, k, v products reshaped to [b, s, h, d] and transposed to
-    [b, h, s, d]. The native attention reads those transposes as views (`strided_rows`): only
-    the output's transpose is left, and the bits are those of the copying schedule."""
+    [b, h, s, d], its output transposed back. The native attention reads those transposes as
+    views (`strided_rows`) and writes the output's (`strided_out_rows`): no transpose is
+    left, and the bits are those of the copying schedule."""
     from fuel_dialect.attrs import KERNEL_ATTR, KernelRefAttr
     from fuel_dialect.base import KernelOp
     from runtime.kernels import global_bindings
@@ -156,13 +157,18 @@ def test_attention_reads_its_transposed_operands_in_place(monkeypatch: pytest.Mo
     )
     viewed = Executor(m)
     names = " ".join(viewed.op_names)
-    assert "attention" in names and names.count("transpose") == 1, viewed.op_names
+    assert "attention" in names and "transpose" not in names, viewed.op_names
+    monkeypatch.setattr(ViewPlanner, "plan_transposes", lambda self, ops: None)
+    written = Executor(m)  # the output's transpose runs
+    assert " ".join(written.op_names).count("transpose") == 1, written.op_names
     monkeypatch.setattr(ViewPlanner, "transpose_view", lambda self, op: False)
     copied = Executor(m)
     assert " ".join(copied.op_names).count("transpose") == 4, copied.op_names
     for seed in (0, 1):
         x_ = np.random.default_rng(seed).standard_normal((1, S, D)).astype(np.float32)
-        assert viewed.run({"x": x_})["y"].tobytes() == copied.run({"x": x_})["y"].tobytes()
+        want = copied.run({"x": x_})["y"].tobytes()
+        assert viewed.run({"x": x_})["y"].tobytes() == want
+        assert written.run({"x": x_})["y"].tobytes() == want
 
 
 _RUN_BUNDLE = """
@@ -243,6 +249,10 @@ def test_a_masked_attention_record_computes_what_its_kernel_does(sq: int, causal
     fn, words, n = native.program([record])
     assert fn(words.ctypes.data, n) == -1
     assert got.tobytes() == want.tobytes()
+    back = np.full((1, sq, 4, HD), np.nan, np.float32)  # the output at its strides too
+    fn, words, n = native.program([kernel.encode(ins, [back.transpose(0, 2, 1, 3)], params)])
+    assert fn(words.ctypes.data, n) == -1
+    assert back.tobytes() == np.ascontiguousarray(want.transpose(0, 2, 1, 3)).tobytes()
 
 
 def test_copy_records_are_numpys_copies() -> None:

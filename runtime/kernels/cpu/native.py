@@ -426,15 +426,18 @@ def _mask_view(mask: np.ndarray, full: tuple[int, ...]) -> tuple[np.ndarray, np.
 
 
 ROWS_CAPS = KernelCaps(strided_input=True, strided_rows=True)
-"""Rope's and the packed-GEMM attention's: operands with dense rows taken at their strides, no
-numpy copy first. Rope reads x's rows where they are; the attention packs K from where it is
-and gathers a strided q or v into the thread's scratch per head group, where the products read
-it (one query per head: the flash kernel copies them, a decode step's few bytes)."""
+"""Rope's: x with dense rows read where they are, no numpy copy first."""
+ATTN_CAPS = KernelCaps(strided_input=True, strided_rows=True, strided_out_rows=True)
+"""The packed-GEMM attention's: q, k, v with dense rows taken at their strides and the output
+written at its own: K packed from where it is, a strided q or v gathered into the thread's
+scratch per head group where the products read it, a strided output's rows copied there
+from scratch (one query per head: the flash kernel takes and makes them dense, a decode
+step's few bytes)."""
 
 
 def _qkv_strides(*arrays: np.ndarray) -> np.ndarray:
-    """The element strides of q, k and v along batch, head and position (their rows dense),
-    as `fuel_native_attention_gemm` takes them."""
+    """The element strides of q, k, v and the output along batch, head and position (their
+    rows dense), as `fuel_native_attention_gemm` takes them."""
     return np.array([st // F32.itemsize for a in arrays for st in a.strides[:3]], np.int64)
 
 
@@ -443,7 +446,7 @@ def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
         """Every query over its live keys (causal: numpy's mask; an additive mask added to the
         scaled scores in f32), f32 in C: one query per head on the flash kernel (split-KV, f64
         sums, dense operands), more on the packed GEMM (scores, then the weights times V;
-        `fuel_native_attention_gemm`), which takes q, k and v at their strides."""
+        `fuel_native_attention_gemm`), which takes q, k, v and the output at their strides."""
         sq = inputs[0].shape[2]
         q, k, v = (
             a if sq > 1 and native.rows_f32(a) else np.ascontiguousarray(a, dtype=F32)
@@ -452,12 +455,13 @@ def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
         (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
         kv_len = min(max(int(inputs[3]), 0), sk) if with_kv_len else sk
         lib, out = native.library(), outputs[0]
-        y = out if _writable(out) else np.empty(out.shape, F32)
+        strided = sq > 1 and native.rows_f32(out) and out.flags.writeable
+        y = out if _writable(out) or strided else np.empty(out.shape, F32)
         p, causal, scale = native.ptr, int(bool(params["causal"])), float(params["scale"])
         mask, ms = _mask_view(inputs[3], (bsz, hq, sq, sk)) if with_mask else (None, None)
         mp, msp = (p(mask), p(ms)) if mask is not None and ms is not None else (None, None)
         if sq > 1:
-            st = _qkv_strides(q, k, v)
+            st = _qkv_strides(q, k, v, y)
             if lib.fuel_native_attention_gemm(
                 p(q),
                 p(k),
@@ -727,17 +731,17 @@ def _encode_flash(ins: Arrays, outs: Arrays, params: Params) -> native.Record | 
 
 def _encode_attention(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
     """The masked attention (any query count) as one record: the mask read in place by its
-    broadcast strides, and (several queries) q, k and v by theirs, as `_attention_native`
-    reads them."""
+    broadcast strides, and (several queries) q, k, v and the output at theirs, as
+    `_attention_native` takes them."""
     (q, k, v, mask), out = ins, outs[0]
     sq = q.shape[2]
-    if not native.contiguous_f32(mask, out) or not (
-        native.rows_f32(q, k, v) if sq > 1 else native.contiguous_f32(q, k, v)
+    if not native.contiguous_f32(mask) or not (
+        native.rows_f32(q, k, v, out) if sq > 1 else native.contiguous_f32(q, k, v, out)
     ):
         return None
     (bsz, hq, sq, d), (hkv, sk), dv = q.shape, k.shape[1:3], v.shape[3]
     _, ms = _mask_view(mask, (bsz, hq, sq, sk))
-    st = _qkv_strides(q, k, v)
+    st = _qkv_strides(q, k, v, out)
     part = np.empty(bsz * hq * native.library().fuel_native_flash_splits(sk) * (dv + 2))
     words = [native.OP_ATTN, *(_p(a) for a in (q, k, v, out, part)), bsz, hq, hkv, sq, sk, d]
     scale = native.f64_bits(float(params["scale"]))
@@ -1159,7 +1163,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
             _attention_cost,
             also=(_writable, _qkv_strides),
             source=NATIVE,
-            caps=ROWS_CAPS,
+            caps=ATTN_CAPS,
             code=code,
         )
     add(
@@ -1171,7 +1175,7 @@ def register_native(table: KernelBindingTable, force: bool = False) -> None:
         _attention_cost,
         also=(_writable, _mask_view, _qkv_strides),
         source=NATIVE,
-        caps=ROWS_CAPS,
+        caps=ATTN_CAPS,
         code=code,
     )
 

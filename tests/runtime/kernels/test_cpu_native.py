@@ -413,8 +413,9 @@ def test_attention_reads_transposed_views_as_their_dense_copies(
     hq: int, hkv: int, sq: int, sk: int, causal: bool, masked: bool
 ) -> None:
     """q, k, v as [b, s, h, d] products transposed to [b, h, s, d] (numpy views): the kernel
-    reads them at their strides (`KernelCaps.strided_rows`), the bits of their dense copies,
-    grouped-query heads and a kernel without a mask too."""
+    reads them at their strides (`KernelCaps.strided_rows`), and writes an output so viewed
+    (`strided_out_rows`), the bits of their dense copies; grouped-query heads and a kernel
+    without a mask too."""
     g, d, b = rng(12), 16, 2
     q = g.standard_normal((b, sq, hq, d)).astype(F32).transpose(0, 2, 1, 3)
     k, v = (g.standard_normal((b, sk, hkv, d)).astype(F32).transpose(0, 2, 1, 3) for _ in "kv")
@@ -425,6 +426,10 @@ def test_attention_reads_transposed_views_as_their_dense_copies(
     kernel([q, k, v, *mask], [got], params)
     kernel([np.ascontiguousarray(a) for a in (q, k, v)] + mask, [want], params)
     assert got.tobytes() == want.tobytes() and np.isfinite(got).all()
+    # the output written at its strides too: [b, s, h, d] seen as [b, h, s, d]
+    back = np.full((b, sq, hq, d), np.nan, F32)
+    kernel([q, k, v, *mask], [back.transpose(0, 2, 1, 3)], params)
+    assert back.tobytes() == np.ascontiguousarray(want.transpose(0, 2, 1, 3)).tobytes()
     ref = attention64(*(np.ascontiguousarray(a) for a in (q, k, v)), sk, causal, 0.3)
     assert masked or normwise(got, ref) < 1e-6
     entry = next(
@@ -432,7 +437,7 @@ def test_attention_reads_transposed_views_as_their_dense_copies(
         for e in global_bindings().lookup_alternatives("attention", ("f32",) * (4 + masked), "cpu")
         if e.kernel_source == nk.NATIVE
     )
-    assert entry.caps.strided_rows
+    assert entry.caps.strided_rows and entry.caps.strided_out_rows
 
 
 def test_flash_decode_refuses_prefill() -> None:
