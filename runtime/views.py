@@ -33,7 +33,7 @@ from fuel_dialect.ops_movement import (
     TransposeOp,
     WeightOp,
 )
-from runtime.binding_table import BindingTableError
+from runtime.binding_table import BindingTableError, KernelCaps
 from runtime.compiled import ExecutionError, compile_op
 from runtime.work_items import view_item
 
@@ -126,14 +126,11 @@ class ViewPlanner:
                 or isinstance(owner, _NOT_IN_PLACE)
                 or owner.parent is not op.parent
                 or len(owner.results) != 1
-                or placed_device(owner) not in (None, HOST)
             ):
                 continue
-            try:
-                if not compile_op(owner, self.table, self.backend).entry.caps.strided_out_rows:
-                    continue
-            except BindingTableError:
-                continue  # reported when the producer itself is compiled
+            caps = self.host_caps(owner)
+            if caps is None or not caps.strided_out_rows:
+                continue
             self.into_t[v] = (op.result, tuple(int(i) for i in np.argsort(perm)))
             self.elided.add(op)
 
@@ -148,16 +145,22 @@ class ViewPlanner:
                 if view is None or not self.strided_ok(user.result, view):
                     return False
                 continue
-            if not isinstance(user, KernelOp) or isinstance(user, ReshapeOp | CopyOp):
+            caps = self.host_caps(user)
+            if caps is None or not caps.strided_input:
                 return False
-            if placed_device(user) not in (None, HOST):
-                return False
-            try:
-                if not compile_op(user, self.table, self.backend).entry.caps.strided_input:
-                    return False
-            except BindingTableError:
-                return False  # reported when the reader itself is compiled
         return True
+
+    def host_caps(self, op: Operation) -> KernelCaps | None:
+        """What the kernel of a host kernel op (not a reshape or a copy) can read and write,
+        or None: another op, another device, or no kernel (reported when it is compiled)."""
+        if not isinstance(op, KernelOp) or isinstance(op, ReshapeOp | CopyOp):
+            return None
+        if placed_device(op) not in (None, HOST):
+            return None
+        try:
+            return compile_op(op, self.table, self.backend).entry.caps
+        except BindingTableError:
+            return None
 
     def transpose_view(self, op: TransposeOp) -> bool:
         """Make a host `fuel.transpose` that keeps the last dim last a view of its planned
@@ -170,14 +173,9 @@ class ViewPlanner:
         if perm[-1] != len(perm) - 1 or op.result in self.into:
             return False
         for use in op.result.uses:
-            user = use.operation
-            if not isinstance(user, KernelOp) or placed_device(user) not in (None, HOST):
+            caps = self.host_caps(use.operation)
+            if caps is None or not caps.strided_rows:
                 return False
-            try:
-                if not compile_op(user, self.table, self.backend).entry.caps.strided_rows:
-                    return False
-            except BindingTableError:
-                return False  # reported when the reader itself is compiled
         for kind in (self.anywhere, self.input_views):
             if src in kind:
                 kind.add(op.result)

@@ -460,49 +460,14 @@ def _attention_native(with_kv_len: bool, with_mask: bool = False) -> Kernel:
         p, causal, scale = native.ptr, int(bool(params["causal"])), float(params["scale"])
         mask, ms = _mask_view(inputs[3], (bsz, hq, sq, sk)) if with_mask else (None, None)
         mp, msp = (p(mask), p(ms)) if mask is not None and ms is not None else (None, None)
+        dims = (bsz, hq, hkv, sq, sk, d, dv, kv_len, causal, scale, mp, msp)
         if sq > 1:
             st = _qkv_strides(q, k, v, y)
-            if lib.fuel_native_attention_gemm(
-                p(q),
-                p(k),
-                p(v),
-                p(y),
-                bsz,
-                hq,
-                hkv,
-                sq,
-                sk,
-                d,
-                dv,
-                kv_len,
-                causal,
-                scale,
-                mp,
-                msp,
-                p(st),
-            ):
+            if lib.fuel_native_attention_gemm(p(q), p(k), p(v), p(y), *dims, p(st)):
                 raise MemoryError("fuel native attention: out of memory for its scores")
         else:
             part = np.empty(bsz * hq * lib.fuel_native_flash_splits(kv_len) * (dv + 2))
-            lib.fuel_native_flash_attention(
-                p(q),
-                p(k),
-                p(v),
-                p(y),
-                p(part),
-                bsz,
-                hq,
-                hkv,
-                sq,
-                sk,
-                d,
-                dv,
-                kv_len,
-                causal,
-                scale,
-                mp,
-                msp,
-            )
+            lib.fuel_native_flash_attention(p(q), p(k), p(v), p(y), p(part), *dims)
         if y is not out:
             store(out, y)
 
