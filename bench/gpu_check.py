@@ -175,7 +175,8 @@ def _unary_input(op: str, t: str, n: int) -> torch.Tensor:
         x = x.abs() * 10 + 1e-3
     if op == "exp":  # the dtype's finite range, subnormal results included
         x = x.clamp(-10, 10) if t == "f16" else (x * 20).clamp(-100, 88)
-    x[:2] = torch.tensor([0.0, -0.0]) if op not in ("log", "sqrt", "rsqrt") else x[:2]
+    if op not in ("log", "sqrt", "rsqrt"):  # signed zeros: Triton's unary minus loses -0.0
+        x[:2] = torch.tensor([0.0, -0.0])
     return x.to(TD[t])
 
 
