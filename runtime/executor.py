@@ -92,6 +92,7 @@ from runtime.loaders.triton import GeneratedKernel, KernelPlan
 from runtime.lowered import is_lowered, place_lowered
 from runtime.module import FuelModule, io_names
 from runtime.native import blas
+from runtime.relocate import Relocations, census
 from runtime.route import ArmProfile, RoutePicker, arm_latency_ns
 from runtime.topology import DEFAULT_BACKENDS, SystemTopology, TopologyError
 from runtime.views import ViewPlanner, moves_unit_dims
@@ -644,6 +645,33 @@ def _nbytes(v: SSAValue) -> int:
     return math.prod(shape_of(v.type)) * to_numpy(dtype_name(v.type)).itemsize
 
 
+MOVE_BYTES = 64 * 1024
+"""Outputs from this size are handed over uncopied (`runtime.relocate`); below it a copy costs
+less than moving the schedule off a buffer the caller kept."""
+
+
+def _movable_outputs(
+    c: _Compiler, items: list[Any], outputs: list[Any], pipelined: bool
+) -> list[Relocations | None]:
+    """Per output, the references to its planned host buffer where every one can be moved
+    (`runtime.relocate.census`), else None (a weight, a view of an input, a donated input, a
+    small output, or a buffer some reference pins: those are copied)."""
+    moves: list[Relocations | None] = [None] * len(outputs)
+    if pipelined:
+        return moves
+    planned = {id(st.raw): st.raw for st in c.storage.values() if st.device == HOST}
+    words = [k for k in c.keep if isinstance(k, np.ndarray) and k.dtype == np.int64]
+    found: dict[int, Relocations | None] = {}
+    for i, a in enumerate(outputs):
+        raw = a.base if isinstance(a, np.ndarray) else None
+        if raw is None or id(raw) not in planned or raw.nbytes < MOVE_BYTES:
+            continue
+        if id(raw) not in found:
+            found[id(raw)] = census(raw, [items, outputs, c.keep], words)
+        moves[i] = found[id(raw)]
+    return moves
+
+
 def _donated(fn: func.FuncOp, i: int) -> bool:
     """Argument `i` carries `fuel.donate` (the run may update its buffer in place)."""
     return fn.arg_attrs is not None and DONATE_ATTR in fn.arg_attrs.data[i].data
@@ -746,6 +774,11 @@ class Executor:
             for _, profiles, cell in c.routes:
                 self.route_picker.add(profiles, cell)
         self._pipelined = bool(c.used or c.marks)
+        self._moves = _movable_outputs(c, self._items, self._outputs, self._pipelined)
+        """Per output, the references to its planned buffer (`runtime.relocate`), or None:
+        an output that has them is handed over uncopied; a run first moves the schedule off
+        any such buffer the caller still holds."""
+        self._movers = list({id(r): r for r in self._moves if r is not None}.values())
 
     def _compile_body(self, c: _Compiler, fn: func.FuncOp) -> None:
         ops = list(fn.body.block.ops)
@@ -797,8 +830,13 @@ class Executor:
         outputs are the executor's own buffers, valid until the next run (outputs resident on
         a device are always read back into fresh arrays; a view of an input is always copied:
         an output never aliases the caller's input, except a donated input's in-place update,
-        which is the caller's array: `donated_outputs`)."""
+        which is the caller's array: `donated_outputs`). A large host output (`MOVE_BYTES`)
+        is handed over uncopied either way: the caller gets the executor's buffer, which no
+        later run writes while the caller holds it (`runtime.relocate`)."""
         self._bind(inputs)
+        for rel in self._movers:
+            if rel.held():
+                rel.move()
         with blas.one_thread():  # one pool: numpy's BLAS on the calling thread (blas.py)
             if self._pipelined:
                 return self._run_pipelined(copy_outputs)
@@ -808,10 +846,17 @@ class Executor:
 
     def _handed(self, outs: Sequence[Any], copy_outputs: bool) -> list[Any]:
         """Host outputs as handed back: copies, or (`copy_outputs=False`) the executor's own
-        buffers; a view of an input is always copied."""
+        buffers; a view of an input is always copied. A movable output is its buffer, as a
+        new view (which holds the buffer: the next run sees the caller keep it)."""
         return [
-            np.array(a, copy=True) if (copy_outputs or alias) and not mine else a
-            for a, alias, mine in zip(outs, self._out_alias, self.donated_outputs, strict=True)
+            a.view()
+            if move is not None
+            else np.array(a, copy=True)
+            if (copy_outputs or alias) and not mine
+            else a
+            for a, alias, mine, move in zip(
+                outs, self._out_alias, self.donated_outputs, self._moves, strict=True
+            )
         ]
 
     def profile_items(
