@@ -834,9 +834,6 @@ class Executor:
         is handed over uncopied either way: the caller gets the executor's buffer, which no
         later run writes while the caller holds it (`runtime.relocate`)."""
         self._bind(inputs)
-        for rel in self._movers:
-            if rel.held():
-                rel.move()
         with blas.one_thread():  # one pool: numpy's BLAS on the calling thread (blas.py)
             if self._pipelined:
                 return self._run_pipelined(copy_outputs)
@@ -1008,6 +1005,9 @@ class Executor:
                 )
             for lst, j, contiguous in patches:
                 lst[j] = np.ascontiguousarray(arr) if contiguous else arr
+        for rel in self._movers:  # never write into an output the caller still holds
+            if rel.held():
+                rel.move()
 
 
 _TORCH_TO_FUEL = {

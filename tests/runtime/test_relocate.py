@@ -183,3 +183,12 @@ def test_a_decode_loop_feeding_the_cache_back(reference: Executor) -> None:
         assert _same(got, want)
         f = step_feeds(10 + i, got["k_out"], got["v_out"])
         g = step_feeds(10 + i, want["k_out"], want["v_out"])
+
+
+@needs_native
+def test_profiling_never_writes_into_a_kept_output() -> None:
+    ex = Executor(optimized_step())
+    kept = ex.run(step_feeds(0))
+    want = {k: a.copy() for k, a in kept.items()}
+    ex.profile_items(step_feeds(1), runs=2)
+    assert _same(kept, want)
