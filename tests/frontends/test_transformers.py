@@ -74,6 +74,20 @@ MODELS: dict[str, tuple[Callable[[], Any], bool]] = {
         ),
         True,
     ),
+    "qwen2": (  # biased q, k, v projections, grouped-query attention
+        lambda: _llama_like(tf.Qwen2ForCausalLM, tf.Qwen2Config, num_key_value_heads=2),
+        True,
+    ),
+    "phi3": (  # one fused qkv projection and one fused gate-up projection, sliced
+        lambda: _llama_like(
+            tf.Phi3ForCausalLM, tf.Phi3Config, num_key_value_heads=4, pad_token_id=0
+        ),
+        True,
+    ),
+    "gpt-neox": (  # rope on a quarter of each head, attention and MLP in parallel
+        lambda: _llama_like(tf.GPTNeoXForCausalLM, tf.GPTNeoXConfig, rotary_pct=0.25),
+        True,
+    ),
     "bert": (
         lambda: tf.BertModel(
             tf.BertConfig(
@@ -164,7 +178,9 @@ def _runs_every_length(plan: Any, model: Any) -> Any:
     return compiled
 
 
-@pytest.mark.parametrize("name", ["bert", "gemma", "gpt2", "llama", "t5-encoder"])
+@pytest.mark.parametrize(
+    "name", ["bert", "gemma", "gpt-neox", "gpt2", "llama", "phi3", "qwen2", "t5-encoder"]
+)
 def test_torch_export_as_exported(name: str) -> None:
     """`torch.export.export(model, (ids, mask), dynamic_shapes=...)` with `Dim("seq")`, as a
     user writes it (no decomposition): one import runs every length, the dim named `seq`."""
@@ -238,12 +254,21 @@ CANONICAL: dict[str, tuple[dict[str, int], dict[str, int]]] = {
     # op counts after fuel-canonicalize, fused matches then found (one block)
     "gpt2": ({"fuel.pow": 0, "fuel.tanh": 0, "fuel.gelu": 1}, {"matmul_bias_act": 4}),
     "llama": ({"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 1}, {"rms_norm": 3, "gated_mlp": 1}),
+    "qwen2": (
+        {"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 1},
+        {"rms_norm": 3, "gated_mlp": 1, "attention": 1, "matmul_bias_act": 3},
+    ),
+    "phi3": ({"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 1}, {"rms_norm": 3, "attention": 1}),
+    "gpt-neox": ({"fuel.erf": 0, "fuel.gelu": 1}, {"matmul_bias_act": 4, "attention": 1}),
 }
 """GPT-2's tanh GELU (with its pow(x, 3)) becomes fuel.gelu and each c_fc one matmul + bias +
-gelu_tanh; Llama's RMSNorm (pow, Sqrt, Div) and SiLU (x * Sigmoid) match whole."""
+gelu_tanh; Llama's RMSNorm (pow, Sqrt, Div) and SiLU (x * Sigmoid) match whole; Qwen2's biased
+q, k, v projections are matmul + bias; GPT-NeoX's erf GELU is fuel.gelu. Phi-3's MLP is one
+product to [gate | up] then two slices: no gated_mlp (its pieces run as a product, a generated
+C kernel and a product)."""
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
+@pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "phi3", "gpt-neox"])
 def test_onnx_legacy_export(name: str) -> None:
     """As imported, then after `fuel-canonicalize` (the same numbers, the canonical forms)."""
     model, args, alt = _case(name)
