@@ -13,6 +13,8 @@ the picker and `fuel-fuse-patterns`:
 * transpose of transpose, reshape of reshape, identity ones (`passes.canonical.movement`).
 * `x * 1`, `x / 1`, `x + (-0.0)`, `x - 0` -> x, exactly (`passes.canonical.identities`).
 * `reduce_sum(v) / N` and `* (1/N)` -> `reduce_mean(v)` (`passes.canonical.reductions`).
+* a product by a constant matrix read only through column slices -> one product per slice, by
+  the weight's columns (`passes.canonical.products`: Phi-3's fused gate-up projection).
 
 Each rewrite keeps the value's meaning: rsqrt is computed in a wider type and rounded once, so
 it is at least as accurate as the two roundings of 1 / sqrt it replaces.
@@ -44,6 +46,7 @@ from passes.canonical.activations import FoldGelu, FoldMulSigmoid, HoistActivati
 from passes.canonical.identities import FoldIdentityArithmetic
 from passes.canonical.movement import FoldReshapeOfReshape, FoldTransposeOfTranspose
 from passes.canonical.powers import SpellPowByConstant
+from passes.canonical.products import SliceProductByColumns
 from passes.canonical.reductions import FoldSumByCountToMean
 from passes.fused.patterns import scalar_constant
 
@@ -101,6 +104,7 @@ PATTERNS: tuple[type[RewritePattern], ...] = (
     FoldTransposeOfTranspose,
     FoldReshapeOfReshape,
     FoldSumByCountToMean,
+    SliceProductByColumns,
 )
 """Every rewrite, in the order tried on each op."""
 

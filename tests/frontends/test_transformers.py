@@ -258,14 +258,17 @@ CANONICAL: dict[str, tuple[dict[str, int], dict[str, int]]] = {
         {"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 1},
         {"rms_norm": 3, "gated_mlp": 1, "attention": 1, "matmul_bias_act": 3},
     ),
-    "phi3": ({"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 1}, {"rms_norm": 3, "attention": 1}),
+    "phi3": (
+        {"fuel.pow": 0, "fuel.sigmoid": 0, "fuel.silu": 1},
+        {"rms_norm": 3, "gated_mlp": 1, "attention": 1},
+    ),
     "gpt-neox": ({"fuel.erf": 0, "fuel.gelu": 1}, {"matmul_bias_act": 4, "attention": 1}),
 }
 """GPT-2's tanh GELU (with its pow(x, 3)) becomes fuel.gelu and each c_fc one matmul + bias +
 gelu_tanh; Llama's RMSNorm (pow, Sqrt, Div) and SiLU (x * Sigmoid) match whole; Qwen2's biased
 q, k, v projections are matmul + bias; GPT-NeoX's erf GELU is fuel.gelu. Phi-3's MLP is one
-product to [gate | up] then two slices: no gated_mlp (its pieces run as a product, a generated
-C kernel and a product)."""
+product to [gate | up] then two slices: one product per slice (`passes.canonical.products`),
+then gated_mlp."""
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "phi3", "gpt-neox"])

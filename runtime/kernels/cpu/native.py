@@ -159,6 +159,13 @@ def pack(w: np.ndarray, cache: dict | None = None) -> np.ndarray:
     return packed
 
 
+def _weight(w: np.ndarray, packed: np.ndarray | None) -> np.ndarray:
+    """A product's weight as its kernel reads it: where its panels are given (`packed`, a
+    prepared kernel's constant) only its shape is read, so a strided view (a column slice of
+    a fused projection, `passes.canonical.products`) is not copied per call; else dense f32."""
+    return w if packed is not None else np.ascontiguousarray(w, dtype=F32)
+
+
 def _fma_gemm(
     x: np.ndarray,
     w: np.ndarray | None,
@@ -258,7 +265,8 @@ def _matmul_bias_act_native(
     """`fused._matmul_bias_act` (f32): the product in C, bias [n] (and relu) added as the
     packed GEMM stores; other activations (and GEMV shapes) as the numpy kernel: `out += b`,
     then the activation in place."""
-    x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
+    x, b = (np.ascontiguousarray(a, dtype=F32) for a in (inputs[0], inputs[2]))
+    w = _weight(inputs[1], packed)
     out, act = outputs[0], params["act"]
     y = out if _writable(out) else np.empty(out.shape, F32)
     if _fma_shape(x, w, packed) and _bias_1d(b, w.shape[1]):
@@ -283,7 +291,8 @@ def _matmul_bias_act_vecmath(
     and the activation by the c-vecmath functions (1 ulp; relu exact) on each output tile as
     it is finished (`act_cols` in fuel_native.c). Batched weights: the product in C, then the
     same epilogue in one more C call."""
-    x, w, b = (np.ascontiguousarray(a, dtype=F32) for a in inputs)
+    x, b = (np.ascontiguousarray(a, dtype=F32) for a in (inputs[0], inputs[2]))
+    w = _weight(inputs[1], packed)
     out, code = outputs[0], native.ACT_CODES[params["act"]]
     y = out if _writable(out) else np.empty(out.shape, F32)
     n, p, lib = y.shape[-1], native.ptr, native.library()
@@ -313,12 +322,13 @@ def _gated_mlp_native(
     constants of a prepared kernel) or many rows, the three products on the packed GEMM and
     silu * up in one vectorized C pass; GEMV shapes of weights not in panels in one C call;
     anything else in the numpy kernel."""
-    x, wg, wu, wd = (np.ascontiguousarray(v) for v in inputs)
+    x = np.ascontiguousarray(inputs[0])
+    in_panels = all(w is not None for w in packed) and _rows(x) > 0
+    wg, wu, wd = (w if in_panels else np.ascontiguousarray(w) for w in inputs[1:4])
     out = outputs[0]
     if not _weights_2d(x, wg, wu, wd):
         _numpy_gated(inputs, outputs, params)
         return
-    in_panels = all(w is not None for w in packed) and _rows(x) > 0
     if in_panels or not (_gemv_shape(x, wg) and _gemv_shape(x, wd)):
         y = out if _writable(out) else np.empty(out.shape, F32)
         record = _gated_packed_record(x, (wg, wu, wd), packed, y)
@@ -804,8 +814,7 @@ def _prepare_matmul(
         return None
 
     def matmul_packed(inputs: Arrays, outputs: Arrays, params: Params) -> None:
-        a, b = (np.ascontiguousarray(v) for v in inputs)
-        _matmul(a, b, outputs[0], packed)
+        _matmul(np.ascontiguousarray(inputs[0]), inputs[1], outputs[0], packed)
 
     def encode(ins: Arrays, outs: Arrays, params: Params) -> native.Record | None:
         (a, b), out = ins, outs[0]

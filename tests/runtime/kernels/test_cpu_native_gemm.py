@@ -215,6 +215,37 @@ def test_prepared_kernels_pack_each_constant_once_and_change_no_bit() -> None:
     assert nk._matmul_native.prepare([x, None], shapes, {}, {}) is None
 
 
+@pytest.mark.parametrize("rows", [1, 12])
+def test_prepared_kernels_read_column_slices_of_a_fused_weight_in_panels(rows: int) -> None:
+    """A fused projection split by columns (`passes.canonical.products`): the weights are
+    strided views of one constant, packed like dense ones: the same bits."""
+    g = rng(6)
+    x = g.standard_normal((rows, 32)).astype(F32)
+    fused = g.standard_normal((32, 160)).astype(F32)
+    wg, wu = fused[:, :80], fused[:, 80:]
+    wd = g.standard_normal((80, 32)).astype(F32)
+    b = g.standard_normal(80).astype(F32)
+    shapes = [x.shape, wg.shape, wu.shape, wd.shape]
+    prepared = [
+        (nk._matmul_native, [x, wu], {}),
+        (nk._matmul_bias_act_native, [x, wg, b], {"act": "relu"}),
+        (nk._matmul_bias_act_vecmath, [x, wg, b], {"act": "silu"}),
+        (nk._gated_mlp_native, [x, wg, wu, wd], {}),
+    ]
+    for kernel, ins, params in prepared:
+        made = kernel.prepare([None, *ins[1:]], shapes[: len(ins)], params, {})
+        if made is None:  # a few rows without a SIMD micro-kernel: the GEMV reads in place
+            assert rows < nk.GEMV_ROWS and not native.simd_fma()
+            continue
+        dense = [x, *(np.ascontiguousarray(w) for w in ins[1:])]
+        made_dense = kernel.prepare([None, *dense[1:]], shapes[: len(ins)], params, {})
+        n = ins[-1].shape[1] if kernel is nk._gated_mlp_native or len(ins) == 2 else 80
+        want, got = np.empty((rows, n), F32), np.empty((rows, n), F32)
+        made_dense(dense, [want], params)
+        made(ins, [got], params)
+        assert got.tobytes() == want.tobytes(), kernel.__name__
+
+
 def test_a_few_rows_read_the_panels_of_a_constant_weight() -> None:
     """A decode step's product by a constant weight (fewer than GEMV_ROWS rows) is prepared
     where a SIMD kernel runs: it reads the panels and gives the chain's bits (a row's bits are
