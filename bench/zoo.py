@@ -1,7 +1,8 @@
 """`python bench/zoo.py`: fuel against onnxruntime on models fuel did not write.
 
 Models from the `transformers` library, built from small configs with random weights (seeded,
-no download): GPT-2, Llama, Mistral, BERT and a T5 encoder. Each is exported three ways —
+no download): GPT-2, Llama, Mistral, BERT and a T5 encoder (`--models` adds Qwen2, Phi-3,
+GPT-NeoX and Gemma). Each is exported three ways —
 `torch.onnx` legacy (TorchScript), `torch.onnx` dynamo, and `torch.export` — and each export is
 run by fuel (imported from that export, compiled to a bundle with the default options) and by
 onnxruntime (CPU EP, all graph optimizations, 2 intra-op threads; the `torch.export` route is
@@ -109,7 +110,37 @@ def _specs() -> dict[str, ModelSpec]:
             ),
             False,
         ),
+        # more architectures, by name only (`--models qwen2 phi3 ...`)
+        "qwen2": ModelSpec(  # biased q, k, v projections
+            "qwen2",
+            lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(num_key_value_heads=4, **llama)),
+            True,
+        ),
+        "phi3": ModelSpec(  # fused qkv and gate-up projections
+            "phi3",
+            lambda: tf.Phi3ForCausalLM(
+                tf.Phi3Config(num_key_value_heads=8, pad_token_id=0, **llama)
+            ),
+            True,
+        ),
+        "gpt-neox": ModelSpec(  # rope on a quarter of each head, parallel residual
+            "gpt-neox",
+            lambda: tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(rotary_pct=0.25, **llama)),
+            True,
+        ),
+        "gemma": ModelSpec(  # GELU-tanh gated MLP, (1 + w) RMSNorm, scaled embedding
+            "gemma",
+            lambda: tf.GemmaForCausalLM(
+                tf.GemmaConfig(num_key_value_heads=4, head_dim=64, **llama)
+            ),
+            True,
+        ),
     }
+
+
+DEFAULT_MODELS = ("gpt2", "llama", "mistral", "bert", "t5-encoder")
+"""The table `bench/zoo.py` prints by default: the issue's five architectures."""
+MODELS = (*DEFAULT_MODELS, "qwen2", "phi3", "gpt-neox", "gemma")
 
 
 # -- the graphs: wrappers whose inputs and outputs are plain tensors ---------------------------
@@ -353,7 +384,13 @@ def run_row(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", nargs="*", default=None, help="subset of the models (default: all)")
+    p.add_argument(
+        "--models",
+        nargs="*",
+        default=None,
+        choices=MODELS,
+        help=f"models (default: {' '.join(DEFAULT_MODELS)})",
+    )
     p.add_argument("--routes", nargs="*", default=list(ROUTES), choices=ROUTES)
     p.add_argument("--graphs", nargs="*", default=list(GRAPHS), choices=GRAPHS)
     p.add_argument("--tokens", type=int, default=128, help="prefill length; decode's past + 1")
@@ -370,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(0)
     torch.set_num_threads(2)
     specs = _specs()
-    names = args.models or list(specs)
+    names = args.models or list(DEFAULT_MODELS)
     print("| model      | route        | graph   | fuel ms  | ORT ms   | ratio | status |")
     print("|---|---|---|---|---|---|---|")
     rows: list[Row] = []
