@@ -192,3 +192,31 @@ def test_profiling_never_writes_into_a_kept_output() -> None:
     want = {k: a.copy() for k, a in kept.items()}
     ex.profile_items(step_feeds(1), runs=2)
     assert _same(kept, want)
+
+
+def chain() -> FuelModule:
+    """An elementwise chain over a large tensor: one generated C kernel writes the output."""
+    g = GraphBuilder(seed=0)
+    x = g.input("x", (128, 256))
+    y = g.tanh(g.add(g.mul(x, 2.0), 1.0))
+    return g.build({"y": g.mul(y, x)})
+
+
+@needs_native
+def test_a_generated_c_kernels_pointer_array_moves_too(tmp_path) -> None:  # noqa: ANN001
+    from lowering.bundle import load_bundle, write_bundle
+    from runtime.loaders.c import find_compiler
+
+    if find_compiler() is None:
+        pytest.skip("no C compiler")
+    path = write_bundle(chain(), tmp_path / "chain", options={"cpu": {"codegen": "c"}})
+    ex = load_bundle(path).executor()
+    assert any("c_launch" in n for n in ex.op_names), ex.op_names
+    (rel,) = ex._movers
+    assert rel.ints  # the kernel's pointer array
+    xs = [np.random.default_rng(i).standard_normal((128, 256)).astype(np.float32) for i in range(3)]
+    kept = [ex.run({"x": x})["y"] for x in xs]  # each run while the earlier outputs are held
+    for x, y in zip(xs, kept, strict=True):
+        want = np.tanh(x * np.float32(2) + np.float32(1)) * x
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    assert len({y.ctypes.data for y in kept}) == 3
