@@ -35,11 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from runtime.native import ptr as _ptr
+
 _MAX_DEPTH = 12
-
-
-def _ptr(a: np.ndarray) -> int:
-    return int(a.__array_interface__["data"][0])
 
 
 @dataclass

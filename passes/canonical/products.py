@@ -28,7 +28,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from fuel_dialect.dtypes import dtype_name, shape_of, tensor_type
 from fuel_dialect.ops_movement import ConstantOp, SliceOp, WeightOp
 from fuel_dialect.ops_nn import MatmulOp
-from passes.fused.patterns import producer
+from passes.fused.patterns import linear
 
 _TO_THE_END = 2**31
 """A limit at least this large keeps a dynamic dim whole (exporters write INT64_MAX)."""
@@ -47,11 +47,6 @@ def columns(s: SliceOp) -> tuple[int, int] | None:
     return lo[-1], hi[-1]
 
 
-def _constant_matrix(v: SSAValue) -> bool:
-    owner = getattr(v, "owner", None)
-    return isinstance(owner, WeightOp | ConstantOp) and len(shape_of(v.type)) == 2
-
-
 def _column_slice(w: SSAValue, start: int, stop: int) -> SliceOp:
     k = shape_of(w.type)[0]
     bounds = {"starts": [0, start], "limits": [k, stop], "steps": [1, 1]}
@@ -67,8 +62,8 @@ class SliceProductByColumns(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: SliceOp, rewriter: PatternRewriter) -> None:
-        mm = producer(op.input, MatmulOp)
-        if mm is None or not _constant_matrix(mm.rhs):
+        mm = linear(op.input)  # a float product by a matrix
+        if mm is None or not isinstance(mm.rhs.owner, WeightOp | ConstantOp):
             return
         n = shape_of(mm.rhs.type)[1]
         taken = 0
